@@ -1,0 +1,62 @@
+package protocol
+
+// Server event types (server → client). Every event except error carries sequence_number.
+const (
+	// EventCreated: {response} with status in_progress, output [], usage null. First event.
+	EventCreated = "response.created"
+	// EventInProgress: {response}, right after response.created.
+	EventInProgress = "response.in_progress"
+	// EventOutputItemAdded: {output_index, item} with the partial item (status in_progress).
+	EventOutputItemAdded = "response.output_item.added"
+	// EventOutputItemDone: {output_index, item} with the final item.
+	EventOutputItemDone = "response.output_item.done"
+	// EventContentPartAdded: {item_id, output_index, content_index, part} with an empty part.
+	EventContentPartAdded = "response.content_part.added"
+	// EventContentPartDone: {item_id, output_index, content_index, part} with the final part.
+	EventContentPartDone = "response.content_part.done"
+	// EventOutputTextDelta: {item_id, output_index, content_index, delta, logprobs:[]}.
+	EventOutputTextDelta = "response.output_text.delta"
+	// EventOutputTextDone: {item_id, output_index, content_index, text, logprobs:[]}.
+	EventOutputTextDone = "response.output_text.done"
+	// EventArgumentsDelta: {item_id, output_index, delta} — a fragment of a call's arguments.
+	EventArgumentsDelta = "response.function_call_arguments.delta"
+	// EventArgumentsDone: {item_id, output_index, name, arguments}.
+	EventArgumentsDone = "response.function_call_arguments.done"
+	// EventCompleted: {response} with status completed. Terminal.
+	EventCompleted = "response.completed"
+	// EventIncomplete: {response} with status incomplete and incomplete_details. Terminal.
+	EventIncomplete = "response.incomplete"
+	// EventFailed: {response} with status failed and error {code, message}. Terminal.
+	EventFailed = "response.failed"
+	// EventDone (append shape only): {response_id, pending_call_ids, output, usage} — the rollout
+	// suspended; output holds only the items since the previous suspension, usage is cumulative.
+	EventDone = "response.done"
+	// EventSteerFailed: {steer, error} in answer to response.steer (public shape).
+	EventSteerFailed = "response.steer.failed"
+	// EventError: {status, error {type, code, message, param}}; no sequence_number.
+	EventError = "error"
+)
+
+// Event is one server event. Type selects the fields that are encoded; see the constants for
+// each event's payload. SequenceNumber is assigned by the shape adapter (per rollout in the
+// append shape, per Response in the public shape); OutputIndex likewise.
+type Event struct {
+	Type           string
+	SequenceNumber int
+	Response       *Response    // created, in_progress, completed, incomplete, failed
+	OutputIndex    int          // item and delta events
+	ContentIndex   int          // content part and text events
+	ItemID         string       // delta and done events below the item level
+	Item           *Item        // output_item.added / .done
+	Part           *ContentPart // content_part.added / .done
+	Delta          string       // *.delta
+	Text           string       // output_text.done
+	Name           string       // function_call_arguments.done
+	Arguments      string       // function_call_arguments.done
+
+	// response.done (append shape)
+	ResponseID     string
+	PendingCallIDs []string
+	Output         []Item
+	Usage          *Usage
+}

@@ -1,0 +1,127 @@
+package protocol
+
+import "encoding/json"
+
+// Response statuses (reference §8.3).
+const (
+	ResponseInProgress = "in_progress"
+	ResponseCompleted  = "completed"
+	ResponseIncomplete = "incomplete"
+	ResponseFailed     = "failed"
+)
+
+// Incomplete reasons carried in incomplete_details.reason (architecture §4, §5).
+const (
+	ReasonMaxOutputTokens   = "max_output_tokens"
+	ReasonCancelled         = "cancelled"
+	ReasonIdleTimeout       = "idle_timeout"
+	ReasonServerShutdown    = "server_shutdown"
+	ReasonConnectionLimit   = "connection_limit"
+	ReasonMaxToolCalls      = "max_tool_calls"
+	ReasonSuspendedRollouts = "suspended_rollout_limit"
+)
+
+// Response is the Response object (reference §8.3). Every key of the Open Responses
+// ResponseResource schema is always serialised: nil pointers become null.
+type Response struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"` // always "response"
+	CreatedAt          int64              `json:"created_at"`   // unix seconds
+	CompletedAt        *int64             `json:"completed_at"` // unix seconds, set when completed
+	Status             string             `json:"status"`
+	Background         bool               `json:"background"`
+	Error              *ResponseError     `json:"error"`
+	IncompleteDetails  *IncompleteDetails `json:"incomplete_details"`
+	Instructions       *string            `json:"instructions"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	MaxToolCalls       *int               `json:"max_tool_calls"`
+	Model              string             `json:"model"`
+	Output             []Item             `json:"output"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	PromptCacheKey     *string            `json:"prompt_cache_key"`
+	Reasoning          Reasoning          `json:"reasoning"`
+	SafetyIdentifier   *string            `json:"safety_identifier"`
+	ServiceTier        string             `json:"service_tier"`
+	Store              bool               `json:"store"`
+	Temperature        float64            `json:"temperature"`
+	Text               TextConfig         `json:"text"`
+	ToolChoice         ToolChoice         `json:"tool_choice"`
+	Tools              []Tool             `json:"tools"`
+	TopLogprobs        int                `json:"top_logprobs"`
+	TopP               float64            `json:"top_p"`
+	PresencePenalty    float64            `json:"presence_penalty"`
+	FrequencyPenalty   float64            `json:"frequency_penalty"`
+	Truncation         string             `json:"truncation"`
+	Usage              *Usage             `json:"usage"`
+	User               *string            `json:"user"`
+	Metadata           map[string]string  `json:"metadata"`
+}
+
+// ResponseError is response.error of a failed Response: {code, message}.
+type ResponseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// IncompleteDetails is response.incomplete_details: {reason}.
+type IncompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+// Reasoning is the reasoning configuration {effort, summary}; both null when unset.
+type Reasoning struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+// TextConfig is the text configuration {format, verbosity}. A nil Format encodes as
+// {"type":"text"}; Verbosity defaults to "medium".
+type TextConfig struct {
+	Format    json.RawMessage `json:"format"`
+	Verbosity string          `json:"verbosity"`
+}
+
+// MarshalJSON fills the defaults of the text configuration.
+func (t TextConfig) MarshalJSON() ([]byte, error) {
+	type plain TextConfig
+	p := plain(t)
+	if len(p.Format) == 0 {
+		p.Format = json.RawMessage(`{"type":"text"}`)
+	}
+	if p.Verbosity == "" {
+		p.Verbosity = "medium"
+	}
+	return json.Marshal(p)
+}
+
+// Usage is token usage (architecture §6). Units are tokens of o200k_base.
+type Usage struct {
+	InputTokens         int                 `json:"input_tokens"`
+	InputTokensDetails  InputTokensDetails  `json:"input_tokens_details"`
+	OutputTokens        int                 `json:"output_tokens"`
+	OutputTokensDetails OutputTokensDetails `json:"output_tokens_details"`
+	TotalTokens         int                 `json:"total_tokens"`
+}
+
+// InputTokensDetails splits input tokens: CachedTokens were already in the rollout's state.
+type InputTokensDetails struct {
+	CachedTokens     int `json:"cached_tokens"`
+	CacheWriteTokens int `json:"cache_write_tokens"`
+}
+
+// OutputTokensDetails splits output tokens.
+type OutputTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// Add returns the sum of two usages (a Response's usage is the sum over its sampling steps).
+func (u Usage) Add(v Usage) Usage {
+	u.InputTokens += v.InputTokens
+	u.InputTokensDetails.CachedTokens += v.InputTokensDetails.CachedTokens
+	u.InputTokensDetails.CacheWriteTokens += v.InputTokensDetails.CacheWriteTokens
+	u.OutputTokens += v.OutputTokens
+	u.OutputTokensDetails.ReasoningTokens += v.OutputTokensDetails.ReasoningTokens
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	return u
+}

@@ -1,0 +1,81 @@
+package protocol
+
+import "encoding/json"
+
+// ToolFunction is the type of a function tool; other tool types (namespace, custom,
+// local_shell, web_search, …) are accepted and echoed verbatim but never called by sim.
+const ToolFunction = "function"
+
+// Tool is one entry of a request's "tools" array (reference §8.6). A function tool has Name,
+// Description, Parameters (a JSON schema, may be nil) and Strict; any other type is kept in Raw
+// and passed through unchanged in the echoed Response.
+type Tool struct {
+	Type        string
+	Name        string
+	Description *string
+	Parameters  json.RawMessage // JSON object or nil
+	Strict      *bool
+	Raw         json.RawMessage // verbatim JSON of a non-function tool
+}
+
+// MarshalJSON emits a function tool with description, parameters and strict always present
+// (null when unset), as the Open Responses FunctionTool schema requires; other tools verbatim.
+func (t Tool) MarshalJSON() ([]byte, error) {
+	if t.Type != ToolFunction && len(t.Raw) > 0 {
+		return t.Raw, nil
+	}
+	params := t.Parameters
+	if len(params) == 0 {
+		params = json.RawMessage("null")
+	}
+	return json.Marshal(struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	}{t.Type, t.Name, t.Description, params, t.Strict})
+}
+
+// Tool choice modes (reference §8.6).
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceNone     = "none"
+	ToolChoiceRequired = "required"
+)
+
+// ToolChoice is "auto" | "none" | "required" (Mode) or {"type":"function","name":…} (Name set,
+// Mode empty). Other object forms (allowed_tools, hosted tools) are kept in Raw and treated as
+// "auto". The zero value means "auto".
+type ToolChoice struct {
+	Mode string
+	Name string
+	Raw  json.RawMessage
+}
+
+// Effective returns the mode the sampler applies: "auto", "none", "required" or "function".
+func (c ToolChoice) Effective() string {
+	switch {
+	case c.Name != "":
+		return "function"
+	case c.Mode == "":
+		return ToolChoiceAuto
+	}
+	return c.Mode
+}
+
+// MarshalJSON emits the string mode, the function object, or Raw.
+func (c ToolChoice) MarshalJSON() ([]byte, error) {
+	switch {
+	case c.Name != "":
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}{ToolFunction, c.Name})
+	case len(c.Raw) > 0:
+		return c.Raw, nil
+	case c.Mode == "":
+		return json.Marshal(ToolChoiceAuto)
+	}
+	return json.Marshal(c.Mode)
+}

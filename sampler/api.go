@@ -1,0 +1,98 @@
+package sampler
+
+import (
+	"context"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// Settings are the generation settings of a rollout, taken from a create request
+// (see SettingsFrom). Zero MaxOutputTokens / MaxToolCalls mean unlimited.
+type Settings struct {
+	Model             string
+	Instructions      string
+	Tools             []protocol.Tool
+	ToolChoice        protocol.ToolChoice
+	ParallelToolCalls bool
+	MaxOutputTokens   int // tokens per sampling step (one public Response); 0 = unlimited
+	MaxToolCalls      int // per rollout; 0 = unlimited
+	Metadata          map[string]string
+}
+
+// Ticket is a place in the connection's FIFO sampling queue (architecture §2). The rollout
+// calls Wait before it samples and Release when it stops sampling (suspends or ends).
+// Wait returns ctx.Err() if ctx ends first; Release is idempotent.
+type Ticket interface {
+	Wait(ctx context.Context) error
+	Release()
+}
+
+// Sink receives a rollout's happenings, in order, from the rollout goroutine. Implementations
+// (the shape adapters) assign sequence_number and translate to wire events. Errors returned by
+// Event mean the consumer is gone: the rollout stops sampling and ends.
+type Sink interface {
+	// Started is called once, when the rollout first holds its ticket (before any Event).
+	Started()
+	// Event delivers an output event (output_item.added/.done, content_part.*, *.delta, *.done).
+	// OutputIndex counts the rollout's output items from 0; SequenceNumber is left 0.
+	Event(ev *protocol.Event) error
+	// Suspended is called when the rollout stops at tool calls (or, with Config.SuspendOnAnswer,
+	// after an answer or a warm-up) and waits for Resume. The ticket is released before.
+	Suspended(s Suspension)
+	// Ended is called exactly once, last, whatever the cause (also on disconnect).
+	Ended(e Ending)
+}
+
+// Suspension describes a suspended rollout.
+type Suspension struct {
+	PendingCallIDs []string        // call_ids the next Resume must answer, in output order
+	Output         []protocol.Item // model items produced since the previous suspension
+	Usage          protocol.Usage  // cumulative over the rollout
+	StepUsage      protocol.Usage  // of the sampling step that just ended (one public segment)
+	Tokens         int             // tokens in the rollout's context buffer
+}
+
+// Ending describes how a rollout ended (architecture §4 "How rollouts end").
+type Ending struct {
+	Status    string                  // protocol.ResponseCompleted | ResponseIncomplete | ResponseFailed
+	Reason    string                  // incomplete reason (protocol.Reason…) when Status is incomplete
+	Error     *protocol.ResponseError // when Status is failed
+	Output    []protocol.Item         // every model item of the rollout, in output_index order
+	Usage     protocol.Usage          // cumulative
+	StepUsage protocol.Usage          // of the last sampling step (zero if it ended suspended)
+	Sampling  bool                    // the rollout was sampling (held its ticket) when it ended
+}
+
+// Resume is the input that continues a suspended rollout.
+type Resume struct {
+	Input  []protocol.Item // one function_call_output per pending call, then optional messages
+	Ticket Ticket          // the sampling slot to wait for before sampling again
+}
+
+// Config starts a rollout (see Start).
+type Config struct {
+	ID       string // the Response id ("resp_…"), used for item ids' uniqueness only
+	Model    Model
+	Settings Settings
+	// History is rendered first and counted as not cached (cold path); Input follows it.
+	History []protocol.Item
+	Input   []protocol.Item
+	// Ticket is the first sampling slot. Nil with StartSuspended.
+	Ticket Ticket
+	Sink   Sink
+	// SuspendTimeout ends a rollout suspended longer than this (incomplete, idle_timeout);
+	// 0 means never.
+	SuspendTimeout time.Duration
+	// SuspendOnAnswer makes a final answer suspend with no pending calls instead of ending
+	// (the public shape keeps the rollout for the next user turn).
+	SuspendOnAnswer bool
+	// StartSuspended renders History+Input and suspends at once without sampling (warm-up).
+	StartSuspended bool
+}
+
+// Model is the seam between the rollout loop and an engine (architecture §5). It is
+// implemented by the helper that builds the sampler; see model.go.
+type Model interface {
+	Sample(ctx context.Context, req *Request, out Output) (StepResult, error)
+}

@@ -5,29 +5,58 @@ import (
 	"fmt"
 )
 
-// Error codes of the error table (architecture §8; the full table is in doc.go).
+// Error codes of the error table (architecture §8; the full table is in doc.go). Each comment
+// gives the HTTP status and the param.
 const (
-	CodeInvalidJSON              = "invalid_json"
+	// CodeInvalidJSON (400, param null): the frame is not JSON, truncated, or not an object.
+	// Returned by DecodeClientEvent and DecodeCreateParams.
+	CodeInvalidJSON = "invalid_json"
+	// CodeMissingRequiredParameter (400, param the field): "type", "model", "response_id",
+	// "input[i].call_id", … missing or null. Returned by DecodeClientEvent.
 	CodeMissingRequiredParameter = "missing_required_parameter"
-	CodeUnknownEventType         = "unknown_event_type"
-	CodeInvalidType              = "invalid_type"
-	CodeInvalidValue             = "invalid_value"
-	CodeUnsupportedParameter     = "unsupported_parameter"
-	CodePreviousNotFound         = "previous_response_not_found"
-	CodeToolCallNotFound         = "tool_call_not_found"
-	CodeMissingToolOutput        = "missing_tool_output"
-	CodeDuplicateToolOutput      = "duplicate_tool_output"
-	CodeResponseNotFound         = "response_not_found"
-	CodeResponseNotSuspended     = "response_not_suspended"
-	CodeUnsupportedFrame         = "unsupported_frame"
-	CodeMessageTooLarge          = "websocket_message_too_large"
-	CodeQueueLimit               = "websocket_queue_limit_reached"
-	CodeConnectionLimit          = "websocket_connection_limit_reached"
-	CodeSteeringNotSupported     = "steering_not_supported"
-	CodeServerError              = "server_error"
+	// CodeUnknownEventType (400, param "type"): a client event type this server does not know.
+	CodeUnknownEventType = "unknown_event_type"
+	// CodeInvalidType (400, param the path): wrong JSON type, or a number out of range (1e400,
+	// a fraction or negative where an integer ≥ 0 or ≥ 1 is required).
+	CodeInvalidType = "invalid_type"
+	// CodeInvalidValue (400, param the path): a string outside its enum (role, status,
+	// tool_choice, truncation, text.verbosity), or metadata over its limits.
+	CodeInvalidValue = "invalid_value"
+	// CodeUnsupportedParameter (400, param the field): background:true, stream_id, or
+	// generate:false on an append-shape connection (decided by the adapters).
+	CodeUnsupportedParameter = "unsupported_parameter"
+	// CodePreviousNotFound (400, param "previous_response_id"): parent unknown, evicted or on
+	// another connection.
+	CodePreviousNotFound = "previous_response_not_found"
+	// CodeToolCallNotFound (400, param "input"): a function_call_output for a call not in the
+	// chain.
+	CodeToolCallNotFound = "tool_call_not_found"
+	// CodeMissingToolOutput (400, param "input"): a continuation leaves a call without output.
+	CodeMissingToolOutput = "missing_tool_output"
+	// CodeDuplicateToolOutput (400, param "input"): two outputs for one call.
+	CodeDuplicateToolOutput = "duplicate_tool_output"
+	// CodeResponseNotFound (404, param "response_id"): append/cancel of an unknown response.
+	CodeResponseNotFound = "response_not_found"
+	// CodeResponseNotSuspended (409, param "response_id"): append to a response that is not
+	// suspended.
+	CodeResponseNotSuspended = "response_not_suspended"
+	// CodeUnsupportedFrame (400, param null): a binary WebSocket frame.
+	CodeUnsupportedFrame = "unsupported_frame"
+	// CodeMessageTooLarge (413, param null): a frame over -max-frame; then close 1009.
+	CodeMessageTooLarge = "websocket_message_too_large"
+	// CodeQueueLimit (429, param null): the connection's FIFO queue is full.
+	CodeQueueLimit = "websocket_queue_limit_reached"
+	// CodeConnectionLimit (400, param null): the connection age limit; then close 1001.
+	CodeConnectionLimit = "websocket_connection_limit_reached"
+	// CodeSteeringNotSupported: carried by response.steer.failed (public shape), not by an
+	// error frame.
+	CodeSteeringNotSupported = "steering_not_supported"
+	// CodeServerError (500, type server_error, param null): an internal failure before a
+	// response exists; also response.failed's response.error.code.
+	CodeServerError = "server_error"
 )
 
-// Error types (error.type).
+// Error types (error.type): TypeInvalidRequest for 4xx, TypeServer for 5xx.
 const (
 	TypeInvalidRequest = "invalid_request_error"
 	TypeServer         = "server_error"

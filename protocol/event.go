@@ -1,5 +1,7 @@
 package protocol
 
+import "encoding/json"
+
 // Server event types (server → client). Every event except error carries sequence_number.
 const (
 	// EventCreated: {response} with status in_progress, output [], usage null. First event.
@@ -59,4 +61,12 @@ type Event struct {
 	PendingCallIDs []string
 	Output         []Item
 	Usage          *Usage
+
+	// Steer is the steer object echoed by response.steer.failed (encoded verbatim, compacted;
+	// {} when nil). The public adapter passes the request's {previous_response_id, input} or
+	// the whole ClientEvent.Steer frame.
+	Steer json.RawMessage
+	// Error is the error of an "error" event (encoded by AppendError) and of
+	// response.steer.failed ({type, code, message}).
+	Error *Error
 }

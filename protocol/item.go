@@ -87,79 +87,44 @@ func (it *Item) Text() string {
 	return string(b)
 }
 
-var emptyArray = json.RawMessage("[]")
-
-// MarshalJSON encodes the item in the wire shape of its type.
+// MarshalJSON encodes the item in the wire shape of its type (see AppendEvent): a message
+// {id?, type, status?, content, role}, a function_call {id?, type, status?, arguments, call_id,
+// name}, a function_call_output {id?, type, status?, call_id, output} (OutputParts as an array
+// when non-nil, else Output as a string); other types emit Raw (compacted), or {id?, type}
+// without Raw.
 func (it Item) MarshalJSON() ([]byte, error) {
-	switch it.Type {
-	case ItemMessage:
-		content := it.Content
-		if content == nil {
-			content = []ContentPart{}
-		}
-		return json.Marshal(struct {
-			ID      string        `json:"id,omitempty"`
-			Type    string        `json:"type"`
-			Status  string        `json:"status,omitempty"`
-			Content []ContentPart `json:"content"`
-			Role    string        `json:"role"`
-		}{it.ID, it.Type, it.Status, content, it.Role})
-	case ItemFunctionCall:
-		return json.Marshal(struct {
-			ID        string `json:"id,omitempty"`
-			Type      string `json:"type"`
-			Status    string `json:"status,omitempty"`
-			Arguments string `json:"arguments"`
-			CallID    string `json:"call_id"`
-			Name      string `json:"name"`
-		}{it.ID, it.Type, it.Status, it.Arguments, it.CallID, it.Name})
-	case ItemFunctionCallOutput:
-		var out any = it.Output
-		if it.OutputParts != nil {
-			out = it.OutputParts
-		}
-		return json.Marshal(struct {
-			ID     string `json:"id,omitempty"`
-			Type   string `json:"type"`
-			Status string `json:"status,omitempty"`
-			CallID string `json:"call_id"`
-			Output any    `json:"output"`
-		}{it.ID, it.Type, it.Status, it.CallID, out})
-	}
-	if len(it.Raw) > 0 {
-		return it.Raw, nil
-	}
-	return json.Marshal(struct {
-		ID   string `json:"id,omitempty"`
-		Type string `json:"type"`
-	}{it.ID, it.Type})
+	return appendItem(nil, &it), nil
 }
 
-// MarshalJSON encodes the part; output_text always carries "annotations":[] and "logprobs":[].
+// UnmarshalJSON decodes one input or output item with the strict rules of DecodeClientEvent;
+// the error is an *Error whose Param is relative to the item ("content[0].text").
+func (it *Item) UnmarshalJSON(data []byte) error {
+	r, err := newValueReader(data)
+	if err == nil {
+		*it = Item{}
+		err = r.item(nil, it)
+	}
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes the part; output_text always carries "annotations":[] and "logprobs":[],
+// refusal is {type, refusal}, other modelled types {type, text}, anything else Raw.
 func (p ContentPart) MarshalJSON() ([]byte, error) {
-	switch p.Type {
-	case PartOutputText:
-		return json.Marshal(struct {
-			Type        string          `json:"type"`
-			Annotations json.RawMessage `json:"annotations"`
-			Logprobs    json.RawMessage `json:"logprobs"`
-			Text        string          `json:"text"`
-		}{p.Type, emptyArray, emptyArray, p.Text})
-	case PartRefusal:
-		return json.Marshal(struct {
-			Type    string `json:"type"`
-			Refusal string `json:"refusal"`
-		}{p.Type, p.Text})
-	case PartInputText, PartSummary, PartReasoning:
-		return json.Marshal(struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}{p.Type, p.Text})
+	return appendPart(nil, &p), nil
+}
+
+// UnmarshalJSON decodes one content part with the strict rules of DecodeClientEvent.
+func (p *ContentPart) UnmarshalJSON(data []byte) error {
+	r, err := newValueReader(data)
+	if err == nil {
+		*p = ContentPart{}
+		err = r.part(nil, p)
 	}
-	if len(p.Raw) > 0 {
-		return p.Raw, nil
+	if err != nil {
+		return err
 	}
-	return json.Marshal(struct {
-		Type string `json:"type"`
-	}{p.Type})
+	return nil
 }

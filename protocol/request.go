@@ -38,7 +38,9 @@ type CreateParams struct {
 }
 
 // ParallelCalls reports parallel_tool_calls with its default (true).
-func (p *CreateParams) ParallelCalls() bool { return p.ParallelToolCalls == nil || *p.ParallelToolCalls }
+func (p *CreateParams) ParallelCalls() bool {
+	return p.ParallelToolCalls == nil || *p.ParallelToolCalls
+}
 
 // Stored reports store with its default (true).
 func (p *CreateParams) Stored() bool { return p.Store == nil || *p.Store }

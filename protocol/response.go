@@ -22,10 +22,10 @@ const (
 )
 
 // Response is the Response object (reference §8.3). Every key of the Open Responses
-// ResponseResource schema is always serialised: nil pointers become null.
+// ResponseResource schema is always serialised (see MarshalJSON): nil pointers become null.
 type Response struct {
 	ID                 string             `json:"id"`
-	Object             string             `json:"object"` // always "response"
+	Object             string             `json:"object"`       // always "response"
 	CreatedAt          int64              `json:"created_at"`   // unix seconds
 	CompletedAt        *int64             `json:"completed_at"` // unix seconds, set when completed
 	Status             string             `json:"status"`
@@ -84,15 +84,7 @@ type TextConfig struct {
 
 // MarshalJSON fills the defaults of the text configuration.
 func (t TextConfig) MarshalJSON() ([]byte, error) {
-	type plain TextConfig
-	p := plain(t)
-	if len(p.Format) == 0 {
-		p.Format = json.RawMessage(`{"type":"text"}`)
-	}
-	if p.Verbosity == "" {
-		p.Verbosity = "medium"
-	}
-	return json.Marshal(p)
+	return appendTextConfig(nil, &t), nil
 }
 
 // Usage is token usage (architecture §6). Units are tokens of o200k_base.
@@ -124,4 +116,12 @@ func (u Usage) Add(v Usage) Usage {
 	u.OutputTokensDetails.ReasoningTokens += v.OutputTokensDetails.ReasoningTokens
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	return u
+}
+
+// MarshalJSON encodes every ResponseResource key in the order of the struct fields: nil
+// pointers are null, nil Output and Tools are [], nil Metadata is {} (keys sorted), and the
+// empty strings Object, ServiceTier and Truncation become "response", "auto" and "disabled".
+// Floats encode as in encoding/json; strings are not HTML-escaped.
+func (r Response) MarshalJSON() ([]byte, error) {
+	return appendResponse(nil, &r), nil
 }

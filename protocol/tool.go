@@ -19,22 +19,23 @@ type Tool struct {
 }
 
 // MarshalJSON emits a function tool with description, parameters and strict always present
-// (null when unset), as the Open Responses FunctionTool schema requires; other tools verbatim.
+// (null when unset), as the Open Responses FunctionTool schema requires; other tools verbatim
+// (compacted).
 func (t Tool) MarshalJSON() ([]byte, error) {
-	if t.Type != ToolFunction && len(t.Raw) > 0 {
-		return t.Raw, nil
+	return appendTool(nil, &t), nil
+}
+
+// UnmarshalJSON decodes one tool with the strict rules of DecodeClientEvent.
+func (t *Tool) UnmarshalJSON(data []byte) error {
+	r, err := newValueReader(data)
+	if err == nil {
+		*t = Tool{}
+		err = r.tool(nil, t)
 	}
-	params := t.Parameters
-	if len(params) == 0 {
-		params = json.RawMessage("null")
+	if err != nil {
+		return err
 	}
-	return json.Marshal(struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	}{t.Type, t.Name, t.Description, params, t.Strict})
+	return nil
 }
 
 // Tool choice modes (reference §8.6).
@@ -66,16 +67,18 @@ func (c ToolChoice) Effective() string {
 
 // MarshalJSON emits the string mode, the function object, or Raw.
 func (c ToolChoice) MarshalJSON() ([]byte, error) {
-	switch {
-	case c.Name != "":
-		return json.Marshal(struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-		}{ToolFunction, c.Name})
-	case len(c.Raw) > 0:
-		return c.Raw, nil
-	case c.Mode == "":
-		return json.Marshal(ToolChoiceAuto)
+	return appendToolChoice(nil, &c), nil
+}
+
+// UnmarshalJSON decodes tool_choice with the strict rules of DecodeClientEvent (null gives the
+// zero value, "auto").
+func (c *ToolChoice) UnmarshalJSON(data []byte) error {
+	r, err := newValueReader(data)
+	if err == nil {
+		*c, err = r.toolChoice(nil)
 	}
-	return json.Marshal(c.Mode)
+	if err != nil {
+		return err
+	}
+	return nil
 }

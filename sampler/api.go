@@ -21,7 +21,9 @@ type Settings struct {
 }
 
 // Ticket is a place in the connection's FIFO sampling queue (architecture §2). The rollout
-// calls Wait before it samples and Release when it stops sampling (suspends or ends).
+// calls Wait before it samples and Release when it stops sampling: right after Sink.Suspended
+// or Sink.Ended has returned, so that this rollout's last event is written before the next
+// rollout's first. A rollout that ends while waiting releases its ticket too.
 // Wait returns ctx.Err() if ctx ends first; Release is idempotent.
 type Ticket interface {
 	Wait(ctx context.Context) error
@@ -30,12 +32,17 @@ type Ticket interface {
 
 // Sink receives a rollout's happenings, in order, from the rollout goroutine. Implementations
 // (the shape adapters) assign sequence_number and translate to wire events. Errors returned by
-// Event mean the consumer is gone: the rollout stops sampling and ends.
+// Event mean the consumer is gone: the rollout stops sampling and ends (no further Event).
+// The order is: Started? (Event* (Suspended | Ended))* … Ended, with Started before the first
+// Event; a warm-up (Config.StartSuspended) calls Suspended before Started, and a rollout
+// cancelled while queued calls Ended without Started.
 type Sink interface {
 	// Started is called once, when the rollout first holds its ticket (before any Event).
 	Started()
 	// Event delivers an output event (output_item.added/.done, content_part.*, *.delta, *.done).
 	// OutputIndex counts the rollout's output items from 0; SequenceNumber is left 0.
+	// The rollout reuses ev and the Item and Part it points to: they are valid only during
+	// the call, so encode or copy them before returning.
 	Event(ev *protocol.Event) error
 	// Suspended is called when the rollout stops at tool calls (or, with Config.SuspendOnAnswer,
 	// after an answer or a warm-up) and waits for Resume. The ticket is released before.
@@ -51,6 +58,10 @@ type Suspension struct {
 	Usage          protocol.Usage  // cumulative over the rollout
 	StepUsage      protocol.Usage  // of the sampling step that just ended (one public segment)
 	Tokens         int             // tokens in the rollout's context buffer
+	// Context is every item of the rollout's context in order (history, inputs, model items):
+	// the chain for a cold-path rebuild. It shares the rollout's append-only storage:
+	// read-only, safe to read from any goroutine.
+	Context []protocol.Item
 }
 
 // Ending describes how a rollout ended (architecture §4 "How rollouts end").
@@ -62,6 +73,13 @@ type Ending struct {
 	Usage     protocol.Usage          // cumulative
 	StepUsage protocol.Usage          // of the last sampling step (zero if it ended suspended)
 	Sampling  bool                    // the rollout was sampling (held its ticket) when it ended
+	Tokens    int                     // tokens in the rollout's context buffer
+	// Context is every item of the rollout's context in order, including Output (read-only).
+	Context []protocol.Item
+	// Err is why the rollout stopped when nobody can be told: the cause of Start's ctx (client
+	// disconnect) or the Sink's Event error; then Status is incomplete, Reason cancelled, and
+	// the sink should drop the ending. For a failed rollout it is the model's error.
+	Err error
 }
 
 // Resume is the input that continues a suspended rollout.

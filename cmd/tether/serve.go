@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/sampler"
+)
+
+type serveConfig struct {
+	addr           string
+	speed          string
+	maxFrame       byteSize
+	maxAge         time.Duration
+	suspendTimeout time.Duration
+	shutdownGrace  time.Duration
+	queueDepth     int
+	cacheResponses int
+	cacheBytes     byteSize
+	logLevel       string
+}
+
+func serveFlags(fs *flag.FlagSet) *serveConfig {
+	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20}
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
+	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
+	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
+	fs.DurationVar(&c.maxAge, "max-connection-age", 60*time.Minute, "WebSocket connection age limit (0 = none)")
+	fs.DurationVar(&c.suspendTimeout, "suspend-timeout", 10*time.Minute, "how long a suspended rollout waits for input")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight responses may finish on shutdown")
+	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per connection")
+	fs.IntVar(&c.cacheResponses, "cache-responses", 128, "per-connection registry bound (responses)")
+	fs.Var(&c.cacheBytes, "cache-bytes", "per-connection registry bound (bytes)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return c
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := serveFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	speed, err := sampler.ParseSpeed(cfg.speed)
+	if err != nil {
+		return fmt.Errorf("-model-speed: %w", err)
+	}
+	srv := server.New(server.Options{
+		Model:            sampler.NewSim(sampler.SimOptions{Speed: speed, Realtime: true}),
+		MaxFrame:         int64(cfg.maxFrame),
+		MaxConnectionAge: cfg.maxAge,
+		SuspendTimeout:   cfg.suspendTimeout,
+		QueueDepth:       cfg.queueDepth,
+		CacheResponses:   cfg.cacheResponses,
+		CacheBytes:       int64(cfg.cacheBytes),
+		ShutdownGrace:    cfg.shutdownGrace,
+		Logger:           log,
+	})
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("tether listening", "addr", ln.Addr().String(), "model", "sim", "speed", cfg.speed,
+		"append", "OpenAI-Beta: "+server.AppendBeta)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", cfg.shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace+10*time.Second)
+	defer cancel()
+	werr := srv.Shutdown(sctx)
+	herr := hs.Shutdown(sctx)
+	<-errc
+	if err := errors.Join(werr, herr); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

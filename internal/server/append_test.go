@@ -1,0 +1,294 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	shell   = map[string]any{"type": "function", "name": "exec_command", "parameters": map[string]any{"type": "object", "properties": map[string]any{"cmd": map[string]any{"type": "string"}}, "required": []string{"cmd"}}}
+	weather = map[string]any{"type": "function", "name": "get_weather", "parameters": map[string]any{"type": "object", "properties": map[string]any{"location": map[string]any{"type": "string"}}, "required": []string{"location"}}}
+	clock   = map[string]any{"type": "function", "name": "get_time", "parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}}
+)
+
+func create(input string, meta map[string]string, tools ...any) map[string]any {
+	m := map[string]any{"type": "response.create", "model": "sim", "input": input, "tools": tools}
+	if meta != nil {
+		m["metadata"] = meta
+	}
+	return m
+}
+
+func TestUpgradeConfirmsOptIn(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	if got := c.resp.Header.Get("OpenAI-Beta"); got != AppendBeta {
+		t.Fatalf("101 OpenAI-Beta = %q, want %q", got, AppendBeta)
+	}
+}
+
+func TestTwentyToolCallRollout(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	fs := rollout(t, c, create("Fix the failing build.", map[string]string{"sim.calls": "20"}, shell), func(id, args string) string {
+		return "output of " + args
+	})
+	dones, calls := 0, 0
+	for _, f := range fs {
+		switch {
+		case f.typ() == "response.done":
+			dones++
+			if n := len(pendingIDs(f)); n != 1 {
+				t.Fatalf("response.done with %d pending calls, want 1", n)
+			}
+		case f.typ() == "response.output_item.done" && f.str("item", "type") == "function_call":
+			calls++
+			if !strings.Contains(f.str("item", "arguments"), "echo") {
+				t.Errorf("shell tool not given an echo command: %s", f.str("item", "arguments"))
+			}
+		}
+	}
+	last := fs[len(fs)-1]
+	if last.typ() != "response.completed" || dones != 20 || calls != 20 {
+		t.Fatalf("terminal %s after %d suspensions and %d calls, want completed after 20", last.typ(), dones, calls)
+	}
+	out, _ := last.get("response", "output").([]any)
+	if len(out) != 21 {
+		t.Fatalf("final output has %d items, want 20 calls + 1 message", len(out))
+	}
+	answer := finalText(last)
+	if !strings.Contains(answer, "Fix the failing build.") || !strings.Contains(answer, "output of") {
+		t.Errorf("answer does not quote the context: %q", answer)
+	}
+	u := last.get("response", "usage").(map[string]any)
+	in, cached := u["input_tokens"].(float64), u["input_tokens_details"].(map[string]any)["cached_tokens"].(float64)
+	if in <= 0 || cached <= 0 || cached >= in || u["output_tokens"].(float64) <= 0 {
+		t.Errorf("usage not plausible for a resumed rollout: %v", u)
+	}
+}
+
+func finalText(f frame) string {
+	out, _ := f.get("response", "output").([]any)
+	for _, it := range out {
+		m := frame(it.(map[string]any))
+		if m.str("type") == "message" {
+			parts, _ := m.get("content").([]any)
+			if len(parts) > 0 {
+				return frame(parts[0].(map[string]any)).str("text")
+			}
+		}
+	}
+	return ""
+}
+
+func TestParallelCallsRejectedThenGoodAppend(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	c.send(create("Weather and time in Paris?", map[string]string{"sim.parallel": "2"}, weather, clock))
+	fs := c.until("response.done")
+	done := fs[len(fs)-1]
+	ids := pendingIDs(done)
+	if len(ids) != 2 {
+		t.Fatalf("want 2 parallel calls, got %v", done)
+	}
+	rid := done.str("response_id")
+	// Only one output: rejected, rollout stays suspended.
+	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"}}})
+	e := c.expectError(400, "missing_tool_output", "input")
+	if want := "No tool output found for function call " + ids[1] + "."; e.str("error", "message") != want {
+		t.Errorf("message %q, want %q", e.str("error", "message"), want)
+	}
+	// Duplicate output: rejected.
+	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"},
+		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"}}})
+	c.expectError(400, "duplicate_tool_output", "input")
+	// Unknown call: rejected.
+	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": "call_nope", "output": "x"}}})
+	c.expectError(400, "tool_call_not_found", "input")
+	// Both, in reverse order: resumes.
+	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": ids[1], "output": "14:05"},
+		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"}}})
+	rest := c.until("response.completed")
+	if rest[0].typ() != "response.output_item.added" || rest[0].num("sequence_number") != done.num("sequence_number")+1 {
+		t.Fatalf("resume must continue the rollout's sequence directly: %v", rest[0])
+	}
+	checkGrammar(t, append(fs, rest...))
+	if a := finalText(rest[len(rest)-1]); !strings.Contains(a, "18C") || !strings.Contains(a, "14:05") {
+		t.Errorf("answer does not quote both outputs: %q", a)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	c.send(create("hi", nil, shell))
+	fs := c.until("response.done")
+	rid := fs[len(fs)-1].str("response_id")
+	c.send(map[string]any{"type": "response.cancel", "response_id": rid})
+	fs = append(fs, c.until("response.incomplete")...)
+	checkGrammar(t, fs)
+	last := fs[len(fs)-1]
+	if last.str("response", "incomplete_details", "reason") != "cancelled" {
+		t.Fatalf("want reason cancelled: %v", last)
+	}
+	c.send(map[string]any{"type": "response.cancel", "response_id": rid})
+	c.expectError(409, "response_already_completed", "response_id")
+	c.send(map[string]any{"type": "response.cancel", "response_id": "resp_unknown"})
+	c.expectError(404, "response_not_found", "response_id")
+	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{}})
+	c.expectError(409, "response_not_suspended", "response_id")
+	c.send(map[string]any{"type": "response.append", "response_id": "resp_unknown", "input": []any{}})
+	c.expectError(404, "response_not_found", "response_id")
+}
+
+func TestTwoRolloutsOneConnection(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	c.send(create("first task", nil, shell))
+	a := c.until("response.done")
+	aid := a[len(a)-1].str("response_id")
+	// A is suspended; B samples to completion meanwhile.
+	b := rollout(t, c, create("second task", map[string]string{}), nil)
+	if b[len(b)-1].typ() != "response.completed" || b[0].str("response", "id") == aid {
+		t.Fatalf("second rollout did not complete on its own: %v", b[len(b)-1])
+	}
+	c.send(map[string]any{"type": "response.append", "response_id": aid, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": pendingIDs(a[len(a)-1])[0], "output": "done"}}})
+	a = append(a, c.until("response.completed")...)
+	checkGrammar(t, a)
+	if txt := finalText(a[len(a)-1]); strings.Contains(txt, "second task") || !strings.Contains(txt, "first task") {
+		t.Errorf("rollouts' contexts mixed: %q", txt)
+	}
+}
+
+func TestQueuedCreateWaitsForSamplingRollout(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	// Two creates back to back: the second's events start only after the first's terminal.
+	c.send(create("one", nil))
+	c.send(create("two", nil))
+	first := c.until("response.completed")
+	second := c.until("response.completed")
+	checkGrammar(t, first)
+	checkGrammar(t, second)
+	if first[0].str("response", "id") == second[0].str("response", "id") {
+		t.Fatal("same id")
+	}
+}
+
+func TestPreviousResponseIDOfFinishedRollout(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	r1 := rollout(t, c, create("Remember the code word: cobalt", nil), nil)
+	id := r1[0].str("response", "id")
+	m := create("What is the code word?", nil)
+	m["previous_response_id"] = id
+	r2 := rollout(t, c, m, nil)
+	if txt := finalText(r2[len(r2)-1]); !strings.Contains(txt, "cobalt") {
+		t.Fatalf("continuation lost the parent's context: %q", txt)
+	}
+	if r2[0].str("response", "previous_response_id") != id {
+		t.Errorf("previous_response_id not echoed")
+	}
+	m["previous_response_id"] = "resp_missing"
+	c.send(m)
+	c.expectError(400, "previous_response_not_found", "previous_response_id")
+}
+
+func TestOrphanToolOutputOnCreate(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	c.send(map[string]any{"type": "response.create", "model": "m", "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": "call_missing", "output": "x"}}})
+	c.expectError(400, "tool_call_not_found", "input")
+	rollout(t, c, create("still usable", nil), nil)
+}
+
+func TestBadFrames(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	cases := []struct {
+		frame       string
+		status      int
+		code, param string
+	}{
+		{`hello`, 400, "invalid_json", ""},
+		{`{"type":"response.create","model":"m"`, 400, "invalid_json", ""},
+		{`[1,2]`, 400, "invalid_json", ""},
+		{`{"model":"m","input":"hi"}`, 400, "missing_required_parameter", "type"},
+		{`{"type":null,"model":"m"}`, 400, "missing_required_parameter", "type"},
+		{`{"type":"response.nope"}`, 400, "unknown_event_type", "type"},
+		{`{"type":"response.create","input":"hi"}`, 400, "missing_required_parameter", "model"},
+		{`{"type":"response.create","model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":5}]}]}`, 400, "invalid_type", "input[0].content[0].text"},
+		{`{"type":"response.create","model":"m","max_output_tokens":"ten"}`, 400, "invalid_type", "max_output_tokens"},
+		{`{"type":"response.create","model":"m","input":[{"role":"wizard","content":"hi"}]}`, 400, "invalid_value", "input[0].role"},
+		{`{"type":"response.create","model":"m","temperature":1e400}`, 400, "invalid_type", "temperature"},
+		{`{"type":"response.create","model":"m","background":true}`, 400, "unsupported_parameter", "background"},
+		{`{"type":"response.create","model":"m","stream_id":"a"}`, 400, "unsupported_parameter", "stream_id"},
+		{`{"type":"response.create","model":"m","generate":false}`, 400, "unsupported_parameter", "generate"},
+		{`{"type":"response.append","input":[]}`, 400, "missing_required_parameter", "response_id"},
+		{`{"type":"response.append","response_id":"resp_x","input":[]}`, 404, "response_not_found", "response_id"},
+		{`{"type":"response.cancel","response_id":"resp_x"}`, 404, "response_not_found", "response_id"},
+	}
+	for _, tc := range cases {
+		c.sendRaw(tc.frame)
+		t.Run(tc.code+"/"+tc.frame[:min(len(tc.frame), 30)], func(t *testing.T) {
+			c.t = t
+			c.expectError(tc.status, tc.code, tc.param)
+		})
+	}
+	c.t = t
+	// A binary frame.
+	if err := c.c.Write(t.Context(), websocket.MessageBinary, []byte(`{"type":"response.create"}`)); err != nil {
+		t.Fatal(err)
+	}
+	c.expectError(400, "unsupported_frame", "")
+	// The socket is still usable.
+	fs := rollout(t, c, create("after the bad frames", nil), nil)
+	if fs[len(fs)-1].typ() != "response.completed" {
+		t.Fatalf("socket unusable after bad frames")
+	}
+}
+
+func TestAppendToRunningRollout(t *testing.T) {
+	_, url := testServer(t, Options{Model: slowModel()})
+	c := dialAppend(t, url)
+	c.send(create("a long answer please", nil))
+	fs := c.until("response.output_item.added")
+	rid := fs[0].str("response", "id")
+	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{}})
+	c.expectErrorSkipping(409, "response_not_suspended", "response_id")
+}
+
+// expectErrorSkipping reads past rollout events to the next error frame.
+func (c *client) expectErrorSkipping(status int, code, param string) {
+	c.t.Helper()
+	for {
+		f := c.next()
+		if f.typ() != "error" {
+			continue
+		}
+		if f.num("status") != status || f.str("error", "code") != code || f.str("error", "param") != param {
+			c.t.Fatalf("want %d %s %s, got %v", status, code, param, f)
+		}
+		return
+	}
+}
+
+func TestOversizeFrameClosesWith1009(t *testing.T) {
+	_, url := testServer(t, Options{MaxFrame: 1024})
+	c := dialAppend(t, url)
+	c.sendRaw(fmt.Sprintf(`{"type":"response.create","model":"m","input":%q}`, strings.Repeat("x", 2000)))
+	c.expectError(413, "websocket_message_too_large", "")
+	c.expectClose(websocket.StatusMessageTooBig)
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/tetherd/tether/sampler"
+)
+
+// slowModel streams in real time at the 65 tokens/s preset, so a test can act mid-stream.
+func slowModel() sampler.Model {
+	return sampler.NewSim(sampler.SimOptions{Speed: sampler.Speed65, Realtime: true})
+}
+
+func (s *Server) connCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func waitNoConns(t *testing.T, s *Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.connCount() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still tracked after the client left", s.connCount())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDisconnectWhileStreamingFreesEverything(t *testing.T) {
+	s, url := testServer(t, Options{Model: slowModel()})
+	ignore := goleak.IgnoreCurrent()
+	c := dialAppend(t, url)
+	c.send(create("stream a long answer", map[string]string{"sim.answer_tokens": "500"}))
+	c.until("response.output_text.delta")
+	c.c.CloseNow()
+	waitNoConns(t, s)
+	goleak.VerifyNone(t, ignore)
+}
+
+func TestDisconnectWhileSuspendedFreesEverything(t *testing.T) {
+	s, url := testServer(t, Options{})
+	ignore := goleak.IgnoreCurrent()
+	c := dialAppend(t, url)
+	for i := 0; i < 3; i++ {
+		c.send(create("task", nil, shell))
+		c.until("response.done")
+	}
+	c.c.CloseNow()
+	waitNoConns(t, s)
+	goleak.VerifyNone(t, ignore)
+}
+
+func TestShutdownEndsEveryRollout(t *testing.T) {
+	s, url := testServer(t, Options{ShutdownGrace: 5 * time.Second})
+	c := dialAppend(t, url)
+	c.send(create("suspended one", nil, shell))
+	fs := c.until("response.done")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Shutdown(ctx) }()
+	fs = append(fs, c.until("response.incomplete")...)
+	checkGrammar(t, fs)
+	if r := fs[len(fs)-1].str("response", "incomplete_details", "reason"); r != "server_shutdown" {
+		t.Fatalf("reason %q, want server_shutdown", r)
+	}
+	c.expectClose(websocket.StatusGoingAway)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestShutdownLetsSamplingRolloutFinish(t *testing.T) {
+	s, url := testServer(t, Options{Model: slowModel(), ShutdownGrace: 30 * time.Second})
+	c := dialAppend(t, url)
+	c.send(create("short", nil))
+	fs := c.until("response.output_item.added")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Shutdown(ctx) }()
+	fs = append(fs, c.until("response.completed")...)
+	checkGrammar(t, fs)
+	c.expectClose(websocket.StatusGoingAway)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}

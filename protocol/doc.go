@@ -1,0 +1,120 @@
+// Package protocol is Tether's wire vocabulary (architecture §2, §4, §8): the Response object,
+// input and output items, tools, usage, the client events (response.create, response.append,
+// …), the server events, the error envelope and the table of error codes, with strict
+// decoding that names the offending parameter, allocation-light encoding, and SSE framing.
+// It imports only the standard library, and nothing of ours; every other layer speaks it.
+//
+// Entry points:
+//
+//   - [DecodeClientEvent] turns one client frame into a [ClientEvent], or a 400 [*Error] whose
+//     Param is the path of the bad value ("input[2].content[0].text"). [DecodeCreateParams]
+//     does the same for a POST /v1/responses body.
+//   - [AppendEvent] encodes a server [Event]; [AppendError] the WebSocket error envelope and
+//     [AppendHTTPError] the HTTP error body.
+//   - [AppendSSE] frames an event for text/event-stream; [SSEReader] reads such a stream.
+//
+// The types implement json.Marshaler (and Item, ContentPart, Tool and ToolChoice
+// json.Unmarshaler with the decoder's rules), so a Response can also go through
+// encoding/json; the Append functions are the fast path and never HTML-escape.
+//
+// # Protocol flow
+//
+// Protocol flow: the append shape (architecture §4), one Rollout = one Response id and one
+// sequence_number space over all its events (0, 1, 2 … without gaps; error frames carry none):
+//
+//	→ response.create {model, input, tools, …}
+//	← response.created {response: status in_progress, output []}          seq 0
+//	← response.in_progress {response}                                       seq 1
+//	← response.output_item.added {output_index 0, item: function_call, arguments ""}
+//	← response.function_call_arguments.delta {item_id, output_index, delta} …
+//	← response.function_call_arguments.done {item_id, output_index, name, arguments}
+//	← response.output_item.done {output_index 0, item: status completed}
+//	← response.done {response_id, pending_call_ids [call_a], output [items since the last
+//	                 suspension], usage (cumulative)}       — the rollout is suspended
+//	→ response.append {response_id, input: [function_call_output call_a, …messages]}
+//	      (a bad append is answered by one error frame; the rollout stays suspended)
+//	← response.output_item.added {output_index 1, item: message, content []}  — resumed, no
+//	                                                               lifecycle event on resume
+//	← response.content_part.added {item_id, output_index, content_index, part}
+//	← response.output_text.delta {item_id, output_index, content_index, delta, logprobs []} …
+//	← response.output_text.done {…, text}
+//	← response.content_part.done {…, part}
+//	← response.output_item.done {output_index 1, item}
+//	← response.completed {response: status completed, output [all model items], usage}
+//
+// response.cancel {response_id} ends a running or suspended rollout with response.incomplete
+// (incomplete_details.reason "cancelled"). The public shape (architecture §3) has the same
+// events without response.done: each suspension ends a public Response with
+// response.completed, and the next response.create with previous_response_id continues it.
+//
+// # Client events
+//
+//   - response.create ([EventCreate]): the flat CreateParams body; both shapes.
+//   - response.append ([EventAppend]): {response_id, input}; append shape.
+//   - response.cancel ([EventCancel]): {response_id}; append shape.
+//   - response.processed ([EventProcessed]): {response_id}; sent by Codex, no reply.
+//   - response.steer ([EventSteer]): kept verbatim; answered with response.steer.failed.
+//
+// # Server events
+//
+// response.created, response.in_progress, response.output_item.added / .done,
+// response.content_part.added / .done, response.output_text.delta / .done,
+// response.function_call_arguments.delta / .done, response.completed, response.incomplete,
+// response.failed, response.done (append shape only), response.steer.failed, error. The
+// constants [EventCreated] … [EventError] give each payload.
+//
+// # Errors
+//
+// WebSocket: {"type":"error","status":N,"error":{"type","code","message","param"}}; HTTP:
+// {"error":{"message","type","param","code"}} with status N. code is always a string, param
+// a path or null. Every bad frame is answered; the connection stays usable except after the
+// closes noted below.
+//
+//	case                                                status code                                 param
+//	not JSON / truncated JSON / not an object           400    invalid_json                         null
+//	type missing or null                                400    missing_required_parameter           type
+//	unknown event type                                  400    unknown_event_type                   type
+//	required field missing (e.g. model)                 400    missing_required_parameter           the field
+//	wrong type / out-of-range number (1e400, -1 tokens) 400    invalid_type                         the path
+//	value outside an enum (role "wizard"), metadata     400    invalid_value                        the path
+//	  over its limits
+//	background:true, stream_id, generate:false (append) 400    unsupported_parameter                the field
+//	parent unknown, evicted or on another connection    400    previous_response_not_found          previous_response_id
+//	function_call_output for a call not in the chain    400    tool_call_not_found                  input
+//	continuation leaving a call without output          400    missing_tool_output                  input
+//	two outputs for one call                            400    duplicate_tool_output                input
+//	append/cancel: unknown response                     404    response_not_found                   response_id
+//	append to a response that is not suspended          409    response_not_suspended               response_id
+//	binary frame                                        400    unsupported_frame                    null
+//	frame over -max-frame (then close 1009)             413    websocket_message_too_large          null
+//	queue full                                          429    websocket_queue_limit_reached        null
+//	connection age limit (then close 1001)              400    websocket_connection_limit_reached   null
+//	response.steer (public shape): no error frame, a    —      steering_not_supported               —
+//	  response.steer.failed event carries the error
+//	internal failure before a response exists           500    server_error (type server_error)     null
+//
+// Failures after response.created are not error frames but response.failed with
+// response.error {code, message}.
+//
+// # Decoding decisions
+//
+//   - Every number anywhere in a frame must fit a float64, including in ignored members:
+//     1e400 is invalid_type at its path (encoding/json could not decode it later).
+//   - Integer fields accept integral numbers in any notation (5.0, 1e3); fractions, values
+//     below the minimum (max_output_tokens ≥ 1, max_tool_calls and top_logprobs ≥ 0) and
+//     values beyond ±2^53 are invalid_type.
+//   - A null member is the same as an absent one; a required member that is null is missing.
+//     model "" is missing.
+//   - Input items: message (also without "type" when "role" is present), function_call and
+//     function_call_output are modelled; any other item type (reasoning, item_reference,
+//     hosted-tool items) is kept verbatim in Item.Raw, compacted. An object with neither
+//     "type" nor "role" is missing_required_parameter input[i].type. String content becomes
+//     one input_text part (output_text for assistant messages). Content part types other
+//     than input_text, output_text, refusal, summary_text and reasoning_text are kept in Raw
+//     (input_image, input_file, and types newer clients may send).
+//   - Unknown members are ignored everywhere (new client releases must not break us); they
+//     are not echoed.
+//   - Arrays decode to non-nil slices, also when empty, so input: [] differs from no input.
+//   - Strings with invalid UTF-8 are repaired with U+FFFD, as encoding/json does.
+//   - The "type" member decides at its first occurrence; other duplicates: the last wins.
+package protocol

@@ -1,0 +1,612 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// AppendEvent appends the JSON encoding of ev (one line, no trailing newline) to dst and
+// returns the extended buffer. The keys are those of reference §8.2 / §11 for ev.Type, in that
+// order, after "type" and "sequence_number" (every event but "error" carries
+// sequence_number, also when 0):
+//
+//   - response.created, .in_progress, .completed, .incomplete, .failed: response.
+//   - response.output_item.added / .done: output_index, item.
+//   - response.content_part.added / .done: item_id, output_index, content_index, part (a nil
+//     Part encodes as an empty output_text part).
+//   - response.output_text.delta: item_id, output_index, content_index, delta, logprobs:[].
+//   - response.output_text.done: item_id, output_index, content_index, text, logprobs:[].
+//   - response.function_call_arguments.delta: item_id, output_index, delta.
+//   - response.function_call_arguments.done: item_id, output_index, name, arguments.
+//   - response.done: response_id, pending_call_ids (always an array), output (always an
+//     array), usage (null when nil).
+//   - response.steer.failed: steer (ev.Steer verbatim, compacted; {} when nil), error
+//     {type, code, message} from ev.Error.
+//   - error: the envelope of AppendError(ev.Error), without sequence_number.
+//
+// Any other type encodes as {"type","sequence_number"}. Strings are escaped as encoding/json
+// does with SetEscapeHTML(false): valid UTF-8 out, control characters, U+2028 and U+2029
+// escaped, <>& left alone. The text deltas allocate nothing when dst has room.
+func AppendEvent(dst []byte, ev *Event) []byte {
+	if ev.Type == EventError {
+		e := ev.Error
+		if e == nil {
+			e = &Error{Status: 500, Type: TypeServer, Code: CodeServerError, Message: "The server had an error."}
+		}
+		return AppendError(dst, e)
+	}
+	dst = append(dst, `{"type":`...)
+	dst = appendString(dst, ev.Type)
+	dst = append(dst, `,"sequence_number":`...)
+	dst = strconv.AppendInt(dst, int64(ev.SequenceNumber), 10)
+	switch ev.Type {
+	case EventOutputTextDelta:
+		dst = appendItemRef(dst, ev, true)
+		dst = append(dst, `,"delta":`...)
+		dst = appendString(dst, ev.Delta)
+		dst = append(dst, `,"logprobs":[]`...)
+	case EventArgumentsDelta:
+		dst = appendItemRef(dst, ev, false)
+		dst = append(dst, `,"delta":`...)
+		dst = appendString(dst, ev.Delta)
+	case EventOutputTextDone:
+		dst = appendItemRef(dst, ev, true)
+		dst = append(dst, `,"text":`...)
+		dst = appendString(dst, ev.Text)
+		dst = append(dst, `,"logprobs":[]`...)
+	case EventArgumentsDone:
+		dst = appendItemRef(dst, ev, false)
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, ev.Name)
+		dst = append(dst, `,"arguments":`...)
+		dst = appendString(dst, ev.Arguments)
+	case EventContentPartAdded, EventContentPartDone:
+		dst = appendItemRef(dst, ev, true)
+		dst = append(dst, `,"part":`...)
+		if ev.Part == nil {
+			dst = appendPart(dst, &ContentPart{Type: PartOutputText})
+		} else {
+			dst = appendPart(dst, ev.Part)
+		}
+	case EventOutputItemAdded, EventOutputItemDone:
+		dst = append(dst, `,"output_index":`...)
+		dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+		dst = append(dst, `,"item":`...)
+		if ev.Item == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendItem(dst, ev.Item)
+		}
+	case EventCreated, EventInProgress, EventCompleted, EventIncomplete, EventFailed:
+		dst = append(dst, `,"response":`...)
+		if ev.Response == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendResponse(dst, ev.Response)
+		}
+	case EventDone:
+		dst = append(dst, `,"response_id":`...)
+		dst = appendString(dst, ev.ResponseID)
+		dst = append(dst, `,"pending_call_ids":[`...)
+		for i, id := range ev.PendingCallIDs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, id)
+		}
+		dst = append(dst, `],"output":`...)
+		dst = appendItems(dst, ev.Output)
+		dst = append(dst, `,"usage":`...)
+		if ev.Usage == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendUsage(dst, ev.Usage)
+		}
+	case EventSteerFailed:
+		dst = append(dst, `,"steer":`...)
+		if len(ev.Steer) == 0 {
+			dst = append(dst, "{}"...)
+		} else {
+			dst = appendRaw(dst, ev.Steer)
+		}
+		dst = append(dst, `,"error":`...)
+		e := ev.Error
+		if e == nil {
+			e = &Error{Type: TypeInvalidRequest, Code: CodeSteeringNotSupported, Message: "Steering is not supported for this response."}
+		}
+		dst = append(dst, `{"type":`...)
+		dst = appendString(dst, errorType(e))
+		dst = append(dst, `,"code":`...)
+		dst = appendString(dst, e.Code)
+		dst = append(dst, `,"message":`...)
+		dst = appendString(dst, e.Message)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+// appendItemRef appends item_id, output_index and (with content) content_index.
+func appendItemRef(dst []byte, ev *Event, content bool) []byte {
+	dst = append(dst, `,"item_id":`...)
+	dst = appendString(dst, ev.ItemID)
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+	if content {
+		dst = append(dst, `,"content_index":`...)
+		dst = strconv.AppendInt(dst, int64(ev.ContentIndex), 10)
+	}
+	return dst
+}
+
+// AppendError appends the WebSocket error envelope of e (architecture §8):
+// {"type":"error","status":N,"error":{"type","code","message","param"}}. code is always a
+// string; param is null when e.Param is "". A zero Status encodes as 400 (500 for
+// server_error), an empty Type as invalid_request_error (server_error for 5xx).
+func AppendError(dst []byte, e *Error) []byte {
+	dst = append(dst, `{"type":"error","status":`...)
+	dst = strconv.AppendInt(dst, int64(errorStatus(e)), 10)
+	dst = append(dst, `,"error":{"type":`...)
+	dst = appendString(dst, errorType(e))
+	dst = append(dst, `,"code":`...)
+	dst = appendString(dst, e.Code)
+	dst = append(dst, `,"message":`...)
+	dst = appendString(dst, e.Message)
+	dst = append(dst, `,"param":`...)
+	dst = appendParam(dst, e.Param)
+	return append(dst, "}}"...)
+}
+
+// AppendHTTPError appends the HTTP error body of e: {"error":{"message","type","param","code"}}
+// (send it with status e.Status; defaults as in AppendError).
+func AppendHTTPError(dst []byte, e *Error) []byte {
+	dst = append(dst, `{"error":{"message":`...)
+	dst = appendString(dst, e.Message)
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, errorType(e))
+	dst = append(dst, `,"param":`...)
+	dst = appendParam(dst, e.Param)
+	dst = append(dst, `,"code":`...)
+	dst = appendString(dst, e.Code)
+	return append(dst, "}}"...)
+}
+
+// HTTPStatus returns the HTTP status of e: e.Status, or the default of AppendError when 0.
+func (e *Error) HTTPStatus() int { return errorStatus(e) }
+
+func errorStatus(e *Error) int {
+	switch {
+	case e.Status != 0:
+		return e.Status
+	case e.Type == TypeServer || e.Code == CodeServerError:
+		return 500
+	}
+	return 400
+}
+
+func errorType(e *Error) string {
+	switch {
+	case e.Type != "":
+		return e.Type
+	case e.Status >= 500 || e.Code == CodeServerError:
+		return TypeServer
+	}
+	return TypeInvalidRequest
+}
+
+func appendParam(dst []byte, param string) []byte {
+	if param == "" {
+		return append(dst, "null"...)
+	}
+	return appendString(dst, param)
+}
+
+// appendItems appends a JSON array of items ([] when empty).
+func appendItems(dst []byte, items []Item) []byte {
+	dst = append(dst, '[')
+	for i := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendItem(dst, &items[i])
+	}
+	return append(dst, ']')
+}
+
+// appendItem appends an item in the wire shape of its type (reference §8.4, §8.5).
+func appendItem(dst []byte, it *Item) []byte {
+	switch it.Type {
+	case ItemMessage, ItemFunctionCall, ItemFunctionCallOutput:
+	default:
+		if len(it.Raw) > 0 {
+			return appendRaw(dst, it.Raw)
+		}
+	}
+	dst = append(dst, '{')
+	if it.ID != "" {
+		dst = append(dst, `"id":`...)
+		dst = appendString(dst, it.ID)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"type":`...)
+	dst = appendString(dst, it.Type)
+	if it.Status != "" {
+		dst = append(dst, `,"status":`...)
+		dst = appendString(dst, it.Status)
+	}
+	switch it.Type {
+	case ItemMessage:
+		dst = append(dst, `,"content":`...)
+		dst = appendParts(dst, it.Content)
+		dst = append(dst, `,"role":`...)
+		dst = appendString(dst, it.Role)
+	case ItemFunctionCall:
+		dst = append(dst, `,"arguments":`...)
+		dst = appendString(dst, it.Arguments)
+		dst = append(dst, `,"call_id":`...)
+		dst = appendString(dst, it.CallID)
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, it.Name)
+	case ItemFunctionCallOutput:
+		dst = append(dst, `,"call_id":`...)
+		dst = appendString(dst, it.CallID)
+		dst = append(dst, `,"output":`...)
+		if it.OutputParts != nil {
+			dst = appendParts(dst, it.OutputParts)
+		} else {
+			dst = appendString(dst, it.Output)
+		}
+	}
+	return append(dst, '}')
+}
+
+// appendParts appends a JSON array of content parts ([] when empty).
+func appendParts(dst []byte, parts []ContentPart) []byte {
+	dst = append(dst, '[')
+	for i := range parts {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendPart(dst, &parts[i])
+	}
+	return append(dst, ']')
+}
+
+// appendPart appends a content part; output_text always carries annotations:[] and logprobs:[].
+func appendPart(dst []byte, p *ContentPart) []byte {
+	switch p.Type {
+	case PartOutputText:
+		dst = append(dst, `{"type":"output_text","annotations":[],"logprobs":[],"text":`...)
+		dst = appendString(dst, p.Text)
+	case PartRefusal:
+		dst = append(dst, `{"type":"refusal","refusal":`...)
+		dst = appendString(dst, p.Text)
+	case PartInputText, PartSummary, PartReasoning:
+		dst = append(dst, `{"type":`...)
+		dst = appendString(dst, p.Type)
+		dst = append(dst, `,"text":`...)
+		dst = appendString(dst, p.Text)
+	default:
+		if len(p.Raw) > 0 {
+			return appendRaw(dst, p.Raw)
+		}
+		dst = append(dst, `{"type":`...)
+		dst = appendString(dst, p.Type)
+	}
+	return append(dst, '}')
+}
+
+// appendTool appends a tool: a function tool with description, parameters and strict always
+// present (null when unset); other tools verbatim.
+func appendTool(dst []byte, t *Tool) []byte {
+	if t.Type != ToolFunction && len(t.Raw) > 0 {
+		return appendRaw(dst, t.Raw)
+	}
+	dst = append(dst, `{"type":`...)
+	dst = appendString(dst, t.Type)
+	dst = append(dst, `,"name":`...)
+	dst = appendString(dst, t.Name)
+	dst = append(dst, `,"description":`...)
+	dst = appendOptString(dst, t.Description)
+	dst = append(dst, `,"parameters":`...)
+	if len(t.Parameters) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendRaw(dst, t.Parameters)
+	}
+	dst = append(dst, `,"strict":`...)
+	switch {
+	case t.Strict == nil:
+		dst = append(dst, "null"...)
+	case *t.Strict:
+		dst = append(dst, "true"...)
+	default:
+		dst = append(dst, "false"...)
+	}
+	return append(dst, '}')
+}
+
+// appendToolChoice appends the string mode, the function object, or Raw.
+func appendToolChoice(dst []byte, c *ToolChoice) []byte {
+	switch {
+	case c.Name != "":
+		dst = append(dst, `{"type":"function","name":`...)
+		dst = appendString(dst, c.Name)
+		return append(dst, '}')
+	case len(c.Raw) > 0:
+		return appendRaw(dst, c.Raw)
+	case c.Mode == "":
+		return append(dst, `"auto"`...)
+	}
+	return appendString(dst, c.Mode)
+}
+
+// appendTextConfig appends {format, verbosity} with the defaults {"type":"text"} and "medium".
+func appendTextConfig(dst []byte, t *TextConfig) []byte {
+	dst = append(dst, `{"format":`...)
+	if len(t.Format) == 0 {
+		dst = append(dst, `{"type":"text"}`...)
+	} else {
+		dst = appendRaw(dst, t.Format)
+	}
+	dst = append(dst, `,"verbosity":`...)
+	if t.Verbosity == "" {
+		dst = append(dst, `"medium"`...)
+	} else {
+		dst = appendString(dst, t.Verbosity)
+	}
+	return append(dst, '}')
+}
+
+// appendUsage appends a usage object with every key.
+func appendUsage(dst []byte, u *Usage) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.InputTokens), 10)
+	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.InputTokensDetails.CachedTokens), 10)
+	dst = append(dst, `,"cache_write_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.InputTokensDetails.CacheWriteTokens), 10)
+	dst = append(dst, `},"output_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.OutputTokens), 10)
+	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.OutputTokensDetails.ReasoningTokens), 10)
+	dst = append(dst, `},"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.TotalTokens), 10)
+	return append(dst, '}')
+}
+
+// appendResponse appends a Response with every ResponseResource key (reference §8.3), in the
+// order of the struct: nil pointers are null, nil Output and Tools are [], nil Metadata is {},
+// an empty Object is "response", an empty ServiceTier "auto", an empty Truncation "disabled".
+func appendResponse(dst []byte, r *Response) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, r.ID)
+	dst = append(dst, `,"object":`...)
+	if r.Object == "" {
+		dst = append(dst, `"response"`...)
+	} else {
+		dst = appendString(dst, r.Object)
+	}
+	dst = append(dst, `,"created_at":`...)
+	dst = strconv.AppendInt(dst, r.CreatedAt, 10)
+	dst = append(dst, `,"completed_at":`...)
+	if r.CompletedAt == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = strconv.AppendInt(dst, *r.CompletedAt, 10)
+	}
+	dst = append(dst, `,"status":`...)
+	dst = appendString(dst, r.Status)
+	dst = append(dst, `,"background":`...)
+	dst = strconv.AppendBool(dst, r.Background)
+	dst = append(dst, `,"error":`...)
+	if r.Error == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, `{"code":`...)
+		dst = appendString(dst, r.Error.Code)
+		dst = append(dst, `,"message":`...)
+		dst = appendString(dst, r.Error.Message)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"incomplete_details":`...)
+	if r.IncompleteDetails == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, `{"reason":`...)
+		dst = appendString(dst, r.IncompleteDetails.Reason)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"instructions":`...)
+	dst = appendOptString(dst, r.Instructions)
+	dst = append(dst, `,"max_output_tokens":`...)
+	dst = appendOptInt(dst, r.MaxOutputTokens)
+	dst = append(dst, `,"max_tool_calls":`...)
+	dst = appendOptInt(dst, r.MaxToolCalls)
+	dst = append(dst, `,"model":`...)
+	dst = appendString(dst, r.Model)
+	dst = append(dst, `,"output":`...)
+	dst = appendItems(dst, r.Output)
+	dst = append(dst, `,"parallel_tool_calls":`...)
+	dst = strconv.AppendBool(dst, r.ParallelToolCalls)
+	dst = append(dst, `,"previous_response_id":`...)
+	dst = appendOptString(dst, r.PreviousResponseID)
+	dst = append(dst, `,"prompt_cache_key":`...)
+	dst = appendOptString(dst, r.PromptCacheKey)
+	dst = append(dst, `,"reasoning":{"effort":`...)
+	dst = appendOptString(dst, r.Reasoning.Effort)
+	dst = append(dst, `,"summary":`...)
+	dst = appendOptString(dst, r.Reasoning.Summary)
+	dst = append(dst, `},"safety_identifier":`...)
+	dst = appendOptString(dst, r.SafetyIdentifier)
+	dst = append(dst, `,"service_tier":`...)
+	if r.ServiceTier == "" {
+		dst = append(dst, `"auto"`...)
+	} else {
+		dst = appendString(dst, r.ServiceTier)
+	}
+	dst = append(dst, `,"store":`...)
+	dst = strconv.AppendBool(dst, r.Store)
+	dst = append(dst, `,"temperature":`...)
+	dst = appendFloat(dst, r.Temperature)
+	dst = append(dst, `,"text":`...)
+	dst = appendTextConfig(dst, &r.Text)
+	dst = append(dst, `,"tool_choice":`...)
+	dst = appendToolChoice(dst, &r.ToolChoice)
+	dst = append(dst, `,"tools":[`...)
+	for i := range r.Tools {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendTool(dst, &r.Tools[i])
+	}
+	dst = append(dst, `],"top_logprobs":`...)
+	dst = strconv.AppendInt(dst, int64(r.TopLogprobs), 10)
+	dst = append(dst, `,"top_p":`...)
+	dst = appendFloat(dst, r.TopP)
+	dst = append(dst, `,"presence_penalty":`...)
+	dst = appendFloat(dst, r.PresencePenalty)
+	dst = append(dst, `,"frequency_penalty":`...)
+	dst = appendFloat(dst, r.FrequencyPenalty)
+	dst = append(dst, `,"truncation":`...)
+	if r.Truncation == "" {
+		dst = append(dst, `"disabled"`...)
+	} else {
+		dst = appendString(dst, r.Truncation)
+	}
+	dst = append(dst, `,"usage":`...)
+	if r.Usage == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendUsage(dst, r.Usage)
+	}
+	dst = append(dst, `,"user":`...)
+	dst = appendOptString(dst, r.User)
+	dst = append(dst, `,"metadata":{`...)
+	keys := make([]string, 0, len(r.Metadata))
+	for k := range r.Metadata {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		dst = appendString(dst, r.Metadata[k])
+	}
+	return append(dst, "}}"...)
+}
+
+func appendOptString(dst []byte, s *string) []byte {
+	if s == nil {
+		return append(dst, "null"...)
+	}
+	return appendString(dst, *s)
+}
+
+func appendOptInt(dst []byte, n *int) []byte {
+	if n == nil {
+		return append(dst, "null"...)
+	}
+	return strconv.AppendInt(dst, int64(*n), 10)
+}
+
+// appendFloat appends f as encoding/json does; NaN and ±Inf (not representable) become null.
+func appendFloat(dst []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(dst, "null"...)
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}
+
+// appendRaw appends a raw JSON value compacted (so SSE data stays on one line); an invalid
+// value becomes null.
+func appendRaw(dst []byte, raw []byte) []byte {
+	n := len(dst)
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, raw); err != nil {
+		return append(buf.Bytes()[:n], "null"...)
+	}
+	return buf.Bytes()
+}
+
+const hexDigits = "0123456789abcdef"
+
+// safeASCII[c] is true for ASCII bytes that need no escaping in a JSON string.
+var safeASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendString appends s as a JSON string, escaping like encoding/json with
+// SetEscapeHTML(false): '"', '\\', control characters (\b \f \n \r \t short forms, others
+// \u00XX), U+2028 and U+2029; invalid UTF-8 becomes \ufffd.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if safeASCII[c] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

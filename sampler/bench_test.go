@@ -1,0 +1,86 @@
+package sampler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// discard is a Sink that drops events and reports suspensions on a channel.
+type discard struct {
+	events    int
+	suspended chan Suspension
+	ended     chan Ending
+}
+
+func (d *discard) Started()                    {}
+func (d *discard) Event(*protocol.Event) error { d.events++; return nil }
+func (d *discard) Suspended(s Suspension)      { d.suspended <- s }
+func (d *discard) Ended(e Ending)              { d.ended <- e }
+
+// history returns one user turn of about n tokens: a question, then call/output pairs.
+func history(n int) []protocol.Item {
+	items := []protocol.Item{userMsg("Please inspect the repository.")}
+	out := strings.Repeat("result line with some words ", 16) // ~100 tokens
+	c := NewContext(nil)
+	c.Append(items...)
+	for i := 0; c.Len() < n; i++ {
+		id := fmt.Sprintf("call_h%d", i)
+		pair := []protocol.Item{
+			{Type: protocol.ItemFunctionCall, CallID: id, Name: "exec_command", Arguments: fmt.Sprintf(`{"cmd":"cat file%d"}`, i)},
+			toolOutput(id, out)}
+		c.Append(pair...)
+		items = append(items, pair...)
+	}
+	return items
+}
+
+// BenchmarkResume measures one resume with a small tool output up to the next suspension
+// (render the new item, sample a call, stream its events) at growing histories: the cost must
+// stay flat.
+func BenchmarkResume(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("history=%dk", n/1000), func(b *testing.B) {
+			hist := history(n)
+			sink := &discard{suspended: make(chan Suspension, 1), ended: make(chan Ending, 1)}
+			r := Start(context.Background(), Config{Model: NewSim(SimOptions{}), Sink: sink, History: hist,
+				Settings: Settings{Tools: []protocol.Tool{execTool}, Metadata: map[string]string{MetaCalls: "1000000000"}},
+				Input:    []protocol.Item{userMsg("go on")}})
+			defer func() { r.Cancel(""); r.Wait() }()
+			s := <-sink.suspended
+			b.ReportMetric(float64(s.Tokens), "history-tokens")
+			in := []protocol.Item{toolOutput("", "ok: 3 files changed")}
+			for b.Loop() {
+				in[0].CallID = s.PendingCallIDs[0]
+				if err := r.Resume(Resume{Input: in}); err != nil {
+					b.Fatal(err)
+				}
+				s = <-sink.suspended
+			}
+		})
+	}
+}
+
+// BenchmarkEventsPerSecond streams one long answer (about 100k tokens) at instant speed and
+// reports the rollout's event rate.
+func BenchmarkEventsPerSecond(b *testing.B) {
+	sink := &discard{suspended: make(chan Suspension, 1), ended: make(chan Ending, 1)}
+	set := Settings{Metadata: map[string]string{MetaAnswerTokens: "100000"}}
+	events := 0
+	for b.Loop() {
+		sink.events = 0
+		r := Start(context.Background(), Config{Model: NewSim(SimOptions{}), Sink: sink, Settings: set,
+			Input: []protocol.Item{userMsg("write a long answer")}})
+		e := <-sink.ended
+		r.Wait()
+		if e.Status != protocol.ResponseCompleted {
+			b.Fatalf("ended %s", e.Status)
+		}
+		events += sink.events
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+}

@@ -1,0 +1,27 @@
+package sampler
+
+import "errors"
+
+var (
+	// ErrNotSuspended is returned by Rollout.Resume when the rollout is not waiting for input:
+	// it is queued, sampling, being resumed by another call, or has ended (then the error also
+	// matches ErrEnded).
+	ErrNotSuspended = errors.New("sampler: rollout not suspended")
+
+	// ErrEnded is returned (wrapped with ErrNotSuspended) by Rollout.Resume after the rollout
+	// has ended.
+	ErrEnded = errors.New("sampler: rollout ended")
+
+	// ErrCancelled is the cause of a rollout's context after Rollout.Cancel; Output methods
+	// return an error wrapping it while the rollout is being cancelled.
+	ErrCancelled = errors.New("sampler: rollout cancelled")
+
+	// ErrNoCall is returned by Output.Arguments when no function call is open.
+	ErrNoCall = errors.New("sampler: arguments without an open call")
+
+	// ErrUnknownSpeed is returned by ParseSpeed for a name that is not a preset.
+	ErrUnknownSpeed = errors.New("sampler: unknown speed preset")
+
+	// ErrInjectedFailure is the error of a sim step failed on purpose (metadata "sim.fail").
+	ErrInjectedFailure = errors.New("sampler: injected model failure")
+)

@@ -1,0 +1,226 @@
+package sampler
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// Context is a rollout's context: the items the model sees, in order, and their rendering into
+// o200k_base tokens (architecture §5). It only ever grows: Append renders the new items alone
+// and appends their tokens, so Tokens always equals RenderItems of the same settings and items.
+// A Context is owned by one goroutine (the rollout's); a Model may read it during Sample.
+type Context struct {
+	tokens []uint32
+	items  []protocol.Item
+	calls  map[string]struct{} // call_ids of the function_call items
+
+	// Incremental facts the sim reads in O(1).
+	nCalls        int    // function_call items
+	turnCallSteps int    // groups of consecutive function_call items since the last user message
+	inCallGroup   bool   // the last item is a function_call
+	lastUserText  string // text of the last user message
+	rendered      int    // items rendered (instructions excluded)
+}
+
+// NewContext returns a Context holding the render of settings.Instructions (a "system" item)
+// when they are not empty, and no items.
+func NewContext(settings *Settings) *Context {
+	c := &Context{calls: make(map[string]struct{})}
+	if settings != nil && settings.Instructions != "" {
+		c.tokens = renderText(c.tokens, protocol.RoleSystem, settings.Instructions)
+	}
+	return c
+}
+
+// Append adds items to the context and renders only them.
+func (c *Context) Append(items ...protocol.Item) {
+	for i := range items {
+		it := &items[i]
+		c.tokens = appendItem(c.tokens, it)
+		c.rendered++
+		switch {
+		case it.Type == protocol.ItemFunctionCall:
+			c.nCalls++
+			c.calls[it.CallID] = struct{}{}
+			if !c.inCallGroup {
+				c.turnCallSteps++
+			}
+			c.inCallGroup = true
+			continue
+		case it.Type == protocol.ItemMessage && it.Role == protocol.RoleUser:
+			c.turnCallSteps = 0
+			c.lastUserText = messageText(it)
+		}
+		c.inCallGroup = false
+	}
+	c.items = append(c.items, items...)
+}
+
+// Tokens returns the rendered context. The slice is shared: do not modify it.
+func (c *Context) Tokens() []uint32 { return c.tokens }
+
+// Len returns the number of tokens in the context.
+func (c *Context) Len() int { return len(c.tokens) }
+
+// Items returns the context's items in order (instructions are not an item). The slice is
+// shared and append-only: its first len elements never change, so it may be read by another
+// goroutine while the owner appends.
+func (c *Context) Items() []protocol.Item { return c.items[:len(c.items):len(c.items)] }
+
+// HasCall reports whether a function_call with callID is in the context.
+func (c *Context) HasCall(callID string) bool {
+	_, ok := c.calls[callID]
+	return ok
+}
+
+// Calls returns the number of function_call items in the context.
+func (c *Context) Calls() int { return c.nCalls }
+
+// TurnCallSteps returns the number of tool-call steps (groups of consecutive function_call
+// items) since the last user message, or since the start when there is none.
+func (c *Context) TurnCallSteps() int { return c.turnCallSteps }
+
+// LastUserText returns the text of the last user message, or "".
+func (c *Context) LastUserText() string { return c.lastUserText }
+
+// Rendered returns how many items this Context has rendered since NewContext.
+func (c *Context) Rendered() int { return c.rendered }
+
+// RenderItems returns the full render of a context: the instructions of settings (if any) as a
+// "system" item, then each item's render, concatenated (architecture §5). It is what a
+// Context's Tokens hold after Append(items...), and what the cold path pays for.
+func RenderItems(settings *Settings, items []protocol.Item) []uint32 {
+	c := NewContext(settings)
+	c.Append(items...)
+	return c.tokens
+}
+
+// appendItem appends the render of one item: [TokenStart, header…, TokenSep, body…, TokenEnd].
+// Ids and call_ids are never rendered: the model's output must not depend on them.
+//
+//	message               header: role             body: the text of its parts ("[type]" for non-text parts)
+//	function_call         header: "assistant"      body: name, a space, arguments
+//	function_call_output  header: "tool"           body: output (text of its parts when an array)
+//	anything else         header: its type         body: the strings of Raw under text-like keys
+func appendItem(dst []uint32, it *protocol.Item) []uint32 {
+	switch it.Type {
+	case protocol.ItemMessage:
+		dst = appendHeader(dst, it.Role)
+		for i := range it.Content {
+			p := &it.Content[i]
+			if p.Text == "" && len(p.Raw) > 0 {
+				dst = appendEncoded(dst, "["+p.Type+"]")
+				continue
+			}
+			dst = appendEncoded(dst, p.Text)
+		}
+	case protocol.ItemFunctionCall:
+		dst = appendHeader(dst, protocol.RoleAssistant)
+		dst = appendEncoded(dst, it.Name)
+		dst = appendEncoded(dst, " ")
+		dst = appendEncoded(dst, it.Arguments)
+	case protocol.ItemFunctionCallOutput:
+		dst = appendHeader(dst, "tool")
+		dst = appendEncoded(dst, outputText(it))
+	default:
+		dst = appendHeader(dst, it.Type)
+		for _, s := range rawTexts(it.Raw) {
+			dst = appendEncoded(dst, s)
+		}
+	}
+	return append(dst, TokenEnd)
+}
+
+// renderText appends an item with the given header and body text.
+func renderText(dst []uint32, header, body string) []uint32 {
+	dst = appendHeader(dst, header)
+	dst = appendEncoded(dst, body)
+	return append(dst, TokenEnd)
+}
+
+var headers sync.Map // header string → []uint32 (TokenStart, header tokens, TokenSep)
+
+func appendHeader(dst []uint32, header string) []uint32 {
+	if h, ok := headers.Load(header); ok {
+		return append(dst, h.([]uint32)...)
+	}
+	h := []uint32{TokenStart}
+	h = appendEncoded(h, header)
+	h = append(h, TokenSep)
+	if len(header) <= 32 {
+		headers.Store(header, h)
+	}
+	return append(dst, h...)
+}
+
+// messageText returns the text of a message's parts, concatenated.
+func messageText(it *protocol.Item) string { return it.Text() }
+
+// outputText returns a function_call_output's text: Output, or its parts' texts joined.
+func outputText(it *protocol.Item) string {
+	if it.OutputParts == nil {
+		return it.Output
+	}
+	var b []byte
+	for i := range it.OutputParts {
+		b = append(b, it.OutputParts[i].Text...)
+	}
+	return string(b)
+}
+
+// rawTexts returns, in document order, the string values of raw JSON under the keys "text",
+// "refusal", "output", "arguments", "input" and "content" (at any depth, also as array elements).
+func rawTexts(raw []byte) []string {
+	if len(raw) == 0 {
+		return nil
+	}
+	type frame struct {
+		object  bool
+		wantKey bool
+		key     string
+	}
+	var out []string
+	var stack []frame
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantKey = true
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		var key string
+		if n := len(stack); n > 0 {
+			key = stack[n-1].key
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				stack = append(stack, frame{object: t == '{', wantKey: t == '{', key: key})
+			default:
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+		case string:
+			if n := len(stack); n > 0 && stack[n-1].wantKey {
+				stack[n-1].key = t
+				stack[n-1].wantKey = false
+				continue
+			}
+			switch key {
+			case "text", "refusal", "output", "arguments", "input", "content":
+				out = append(out, t)
+			}
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+}

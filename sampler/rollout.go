@@ -1,0 +1,467 @@
+package sampler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// Rollout is one running agent rollout (architecture §1, §4): a Response that spans sampling
+// steps, suspended at each tool call until Resume. One goroutine, started by Start, owns all of
+// its state; the methods talk to it through channels and are safe for concurrent use.
+type Rollout struct {
+	// Immutable
+	cfg    Config
+	inbox  chan resumeRequest
+	done   chan struct{}
+	ctx    context.Context // ends on Cancel or when Start's ctx ends
+	cancel context.CancelCauseFunc
+
+	// state is the rollout's phase (stateRunning, …), written by the loop and by Resume's
+	// compare-and-swap from suspended to resuming.
+	state atomic.Int32
+
+	// Owned by the loop
+	context   *Context
+	rng       *mrand.ChaCha8
+	ticket    Ticket // held or waited for; nil when none
+	holding   bool   // the ticket is held (between Wait and Release)
+	started   bool   // Sink.Started was called
+	step      int    // sampling steps begun
+	calls     int    // function calls made
+	prefilled int    // tokens of context in the model's state
+	output    []protocol.Item
+	suspendAt int // len(output) at the previous suspension
+	usage     protocol.Usage
+	stepUsage protocol.Usage
+	pending   []string
+	emit      emitter
+}
+
+const (
+	stateRunning int32 = iota
+	stateSuspended
+	stateResuming
+	stateEnded
+)
+
+type resumeRequest struct {
+	in    Resume
+	reply chan error // buffered 1
+}
+
+// cancelCause is the cause of a rollout's context after Cancel(reason).
+type cancelCause struct{ reason string }
+
+func (c *cancelCause) Error() string { return "sampler: rollout cancelled (" + c.reason + ")" }
+func (c *cancelCause) Unwrap() error { return ErrCancelled }
+
+// Start starts a rollout's goroutine and returns at once. The goroutine renders
+// cfg.History and cfg.Input, waits for cfg.Ticket, and samples (or, with cfg.StartSuspended,
+// suspends at once). It ends, calling cfg.Sink.Ended, when the rollout ends: see Ending. When
+// ctx ends (client disconnect) the goroutine stops at once and frees the rollout; Ended is
+// still called. cfg.Model, cfg.Sink are required; a nil Ticket means no queue.
+func Start(ctx context.Context, cfg Config) *Rollout {
+	r := &Rollout{
+		cfg:   cfg,
+		inbox: make(chan resumeRequest),
+		done:  make(chan struct{}),
+	}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	var seed [32]byte
+	rand.Read(seed[:])
+	r.rng = mrand.NewChaCha8(seed)
+	r.emit.r = r
+	go r.run()
+	return r
+}
+
+// Resume continues a suspended rollout with in.Input (one function_call_output per pending
+// call, then optional messages) and waits for in.Ticket before sampling. It returns once the
+// rollout has accepted or refused the input: ErrNotSuspended when the rollout is not suspended
+// (also matching ErrEnded once it has ended), or the *protocol.Error of CheckOutputs (400) when
+// the input does not answer the pending calls, in which case the rollout stays suspended. On
+// error the caller keeps ownership of in.Ticket.
+func (r *Rollout) Resume(in Resume) error {
+	if !r.state.CompareAndSwap(stateSuspended, stateResuming) {
+		if r.state.Load() == stateEnded {
+			return fmt.Errorf("%w: %w", ErrNotSuspended, ErrEnded)
+		}
+		return ErrNotSuspended
+	}
+	req := resumeRequest{in: in, reply: make(chan error, 1)}
+	select {
+	case r.inbox <- req:
+	case <-r.done:
+		return fmt.Errorf("%w: %w", ErrNotSuspended, ErrEnded)
+	}
+	select {
+	case err := <-req.reply:
+		return err
+	case <-r.done:
+		return fmt.Errorf("%w: %w", ErrNotSuspended, ErrEnded)
+	}
+}
+
+// Cancel ends the rollout with status incomplete and reason (protocol.ReasonCancelled when
+// empty), whether it is queued, sampling or suspended. A sampling rollout stops at once: its
+// open item is closed with status incomplete (output_item.done). Cancel does not wait (see
+// Wait); it is a no-op once the rollout has ended or was already cancelled.
+func (r *Rollout) Cancel(reason string) {
+	if reason == "" {
+		reason = protocol.ReasonCancelled
+	}
+	r.cancel(&cancelCause{reason: reason})
+}
+
+// Done is closed when the rollout's goroutine has ended (after Sink.Ended returned).
+func (r *Rollout) Done() <-chan struct{} { return r.done }
+
+// Wait blocks until the rollout's goroutine has ended.
+func (r *Rollout) Wait() { <-r.done }
+
+func (r *Rollout) run() {
+	defer close(r.done)
+	defer r.cancel(nil)
+	e := r.loop()
+	e.Output = r.output[:len(r.output):len(r.output)]
+	e.Usage = r.usage
+	e.Tokens = r.context.Len()
+	e.Context = r.context.Items()
+	e.Sampling = r.holding
+	r.state.Store(stateEnded)
+	r.cfg.Sink.Ended(e)
+	if r.ticket != nil {
+		r.ticket.Release() // after Ended: this rollout's last event precedes the next one's first
+	}
+}
+
+// loop runs the rollout until it ends and returns how (Output, Usage, … are filled by run).
+func (r *Rollout) loop() Ending {
+	r.context = NewContext(&r.cfg.Settings)
+	r.context.Append(r.cfg.History...)
+	r.context.Append(r.cfg.Input...)
+	r.ticket = r.cfg.Ticket
+	if r.cfg.StartSuspended {
+		r.prefilled = r.context.Len() // a warm-up prefills without sampling
+		if e, ok := r.suspend(); !ok {
+			return e
+		}
+	}
+	for {
+		if r.ticket != nil {
+			if err := r.ticket.Wait(r.ctx); err != nil {
+				return r.interrupted()
+			}
+		}
+		r.holding = true
+		if !r.started {
+			r.started = true
+			r.cfg.Sink.Started()
+		}
+		if e, end := r.sample(); end {
+			return e
+		}
+		if e, ok := r.suspend(); !ok {
+			return e
+		}
+	}
+}
+
+// interrupted returns the ending of a rollout whose context ended: cancelled (incomplete with
+// the Cancel reason) or disconnected (Err set).
+func (r *Rollout) interrupted() Ending {
+	cause := context.Cause(r.ctx)
+	var c *cancelCause
+	if errors.As(cause, &c) {
+		return Ending{Status: protocol.ResponseIncomplete, Reason: c.reason, StepUsage: r.stepUsage}
+	}
+	return Ending{Status: protocol.ResponseIncomplete, Reason: protocol.ReasonCancelled, StepUsage: r.stepUsage, Err: cause}
+}
+
+// sample runs one sampling step. It reports end=true with the rollout's ending, or end=false
+// when the rollout must suspend (tool calls, or an answer with SuspendOnAnswer).
+func (r *Rollout) sample() (e Ending, end bool) {
+	req := Request{
+		Settings: &r.cfg.Settings,
+		Context:  r.context,
+		Cached:   r.prefilled,
+		Step:     r.step,
+		Calls:    r.calls,
+	}
+	inputTokens, cached := r.context.Len(), r.prefilled
+	r.step++
+	r.pending = r.pending[:0]
+	r.emit.reset()
+	res, err := r.cfg.Model.Sample(r.ctx, &req, &r.emit)
+
+	interrupted := r.ctx.Err() != nil
+	status := protocol.StatusCompleted
+	if interrupted || err != nil || res.Incomplete != "" || r.emit.err != nil {
+		status = protocol.StatusIncomplete
+	}
+	// Close the open item, unless nobody listens any more.
+	quiet := r.emit.err != nil || (interrupted && !isCancel(r.ctx))
+	r.emit.close(status, quiet)
+
+	newItems := r.output[r.emit.first:]
+	r.context.Append(newItems...)
+	r.prefilled = r.context.Len()
+	r.stepUsage = protocol.Usage{InputTokens: inputTokens, OutputTokens: res.OutputTokens}
+	r.stepUsage.InputTokensDetails.CachedTokens = cached
+	r.stepUsage.TotalTokens = inputTokens + res.OutputTokens
+	r.usage = r.usage.Add(r.stepUsage)
+
+	switch {
+	case interrupted:
+		return r.interrupted(), true
+	case r.emit.err != nil:
+		return Ending{Status: protocol.ResponseIncomplete, Reason: protocol.ReasonCancelled, StepUsage: r.stepUsage, Err: r.emit.err}, true
+	case err != nil:
+		return Ending{Status: protocol.ResponseFailed, StepUsage: r.stepUsage, Err: err,
+			Error: &protocol.ResponseError{Code: protocol.CodeServerError, Message: "The model failed to generate a response: " + err.Error()}}, true
+	case res.Incomplete != "":
+		return Ending{Status: protocol.ResponseIncomplete, Reason: res.Incomplete, StepUsage: r.stepUsage}, true
+	}
+	for i := range newItems {
+		if newItems[i].Type == protocol.ItemFunctionCall {
+			r.pending = append(r.pending, newItems[i].CallID)
+			r.calls++
+		}
+	}
+	if len(r.pending) == 0 && !r.cfg.SuspendOnAnswer {
+		return Ending{Status: protocol.ResponseCompleted, StepUsage: r.stepUsage}, true
+	}
+	return Ending{}, false
+}
+
+func isCancel(ctx context.Context) bool {
+	var c *cancelCause
+	return errors.As(context.Cause(ctx), &c)
+}
+
+// suspend reports the suspension, releases the ticket and waits for a valid Resume. It returns
+// ok=false with the ending when the rollout ends while suspended.
+func (r *Rollout) suspend() (Ending, bool) {
+	pending := append([]string(nil), r.pending...)
+	s := Suspension{
+		PendingCallIDs: pending,
+		Output:         r.output[r.suspendAt:len(r.output):len(r.output)],
+		Usage:          r.usage,
+		StepUsage:      r.stepUsage,
+		Tokens:         r.context.Len(),
+		Context:        r.context.Items(),
+	}
+	if r.step == 0 {
+		s.StepUsage = protocol.Usage{}
+	}
+	r.suspendAt = len(r.output)
+	r.state.Store(stateSuspended)
+	r.cfg.Sink.Suspended(s)
+	if r.ticket != nil {
+		r.ticket.Release() // after Suspended: response.done precedes the next rollout's events
+		r.ticket = nil
+	}
+	r.holding = false
+	r.stepUsage = protocol.Usage{}
+
+	var timeout <-chan time.Time
+	if r.cfg.SuspendTimeout > 0 {
+		t := time.NewTimer(r.cfg.SuspendTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case req := <-r.inbox:
+			if perr := CheckOutputs(pending, r.context.HasCall, req.in.Input); perr != nil {
+				r.state.Store(stateSuspended)
+				req.reply <- perr
+				continue
+			}
+			r.context.Append(req.in.Input...)
+			r.ticket = req.in.Ticket
+			r.state.Store(stateRunning)
+			req.reply <- nil
+			return Ending{}, true
+		case <-r.ctx.Done():
+			return r.interrupted(), false
+		case <-timeout:
+			return Ending{Status: protocol.ResponseIncomplete, Reason: protocol.ReasonIdleTimeout}, false
+		}
+	}
+}
+
+// emitter is the rollout's Output: it turns a model's stream into items and Sink events. One
+// Event value is reused for every event (see Sink.Event).
+type emitter struct {
+	r     *Rollout
+	ev    protocol.Event
+	part  protocol.ContentPart
+	item  protocol.Item // scratch for the events' item
+	open  int           // index in r.output of the open item, -1 when none
+	text  strings.Builder
+	first int   // len(r.output) when the step began
+	err   error // the sink's error: the consumer is gone
+}
+
+func (m *emitter) reset() {
+	m.open = -1
+	m.first = len(m.r.output)
+	m.err = nil
+}
+
+func (m *emitter) check() error {
+	if m.err != nil {
+		return m.err
+	}
+	if err := m.r.ctx.Err(); err != nil {
+		if c := context.Cause(m.r.ctx); c != nil {
+			return c
+		}
+		return err
+	}
+	return nil
+}
+
+func (m *emitter) send() error {
+	if err := m.r.cfg.Sink.Event(&m.ev); err != nil {
+		m.err = fmt.Errorf("sampler: sink: %w", err)
+		return m.err
+	}
+	return nil
+}
+
+func (m *emitter) newID(prefix string) string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], m.r.rng.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], m.r.rng.Uint64())
+	buf := make([]byte, len(prefix)+32)
+	copy(buf, prefix)
+	hex.Encode(buf[len(prefix):], b[:])
+	return string(buf)
+}
+
+// Text implements Output.
+func (m *emitter) Text(delta string) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if m.open < 0 || m.r.output[m.open].Type != protocol.ItemMessage {
+		if err := m.closeOpen(protocol.StatusCompleted, false); err != nil {
+			return err
+		}
+		m.r.output = append(m.r.output, protocol.Item{Type: protocol.ItemMessage, ID: m.newID("msg_"),
+			Status: protocol.StatusInProgress, Role: protocol.RoleAssistant})
+		m.open = len(m.r.output) - 1
+		m.text.Reset()
+		m.item = m.r.output[m.open]
+		m.item.Content = nil
+		m.ev = protocol.Event{Type: protocol.EventOutputItemAdded, OutputIndex: m.open, Item: &m.item}
+		if err := m.send(); err != nil {
+			return err
+		}
+		m.part = protocol.ContentPart{Type: protocol.PartOutputText}
+		m.ev = protocol.Event{Type: protocol.EventContentPartAdded, OutputIndex: m.open, ItemID: m.item.ID, Part: &m.part}
+		if err := m.send(); err != nil {
+			return err
+		}
+	}
+	if delta == "" {
+		return nil
+	}
+	m.text.WriteString(delta)
+	m.ev = protocol.Event{Type: protocol.EventOutputTextDelta, OutputIndex: m.open, ItemID: m.r.output[m.open].ID, Delta: delta}
+	return m.send()
+}
+
+// Call implements Output.
+func (m *emitter) Call(name string) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if err := m.closeOpen(protocol.StatusCompleted, false); err != nil {
+		return err
+	}
+	m.r.output = append(m.r.output, protocol.Item{Type: protocol.ItemFunctionCall, ID: m.newID("fc_"),
+		Status: protocol.StatusInProgress, CallID: m.newID("call_"), Name: name})
+	m.open = len(m.r.output) - 1
+	m.text.Reset()
+	m.item = m.r.output[m.open]
+	m.ev = protocol.Event{Type: protocol.EventOutputItemAdded, OutputIndex: m.open, Item: &m.item}
+	return m.send()
+}
+
+// Arguments implements Output.
+func (m *emitter) Arguments(delta string) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if m.open < 0 || m.r.output[m.open].Type != protocol.ItemFunctionCall {
+		return ErrNoCall
+	}
+	if delta == "" {
+		return nil
+	}
+	m.text.WriteString(delta)
+	m.ev = protocol.Event{Type: protocol.EventArgumentsDelta, OutputIndex: m.open, ItemID: m.r.output[m.open].ID, Delta: delta}
+	return m.send()
+}
+
+// close closes the open item at the end of a step; quiet closes it without events.
+func (m *emitter) close(status string, quiet bool) {
+	_ = m.closeOpen(status, quiet)
+}
+
+// closeOpen finishes the open item with status: it fills in the text or arguments and sends
+// output_text.done + content_part.done or function_call_arguments.done, then output_item.done.
+func (m *emitter) closeOpen(status string, quiet bool) error {
+	if m.open < 0 {
+		return nil
+	}
+	idx := m.open
+	m.open = -1
+	it := &m.r.output[idx]
+	it.Status = status
+	text := m.text.String()
+	switch it.Type {
+	case protocol.ItemMessage:
+		it.Content = []protocol.ContentPart{{Type: protocol.PartOutputText, Text: text}}
+		if quiet {
+			return nil
+		}
+		m.ev = protocol.Event{Type: protocol.EventOutputTextDone, OutputIndex: idx, ItemID: it.ID, Text: text}
+		if err := m.send(); err != nil {
+			return err
+		}
+		m.part = it.Content[0]
+		m.ev = protocol.Event{Type: protocol.EventContentPartDone, OutputIndex: idx, ItemID: it.ID, Part: &m.part}
+		if err := m.send(); err != nil {
+			return err
+		}
+	case protocol.ItemFunctionCall:
+		it.Arguments = text
+		if quiet {
+			return nil
+		}
+		m.ev = protocol.Event{Type: protocol.EventArgumentsDone, OutputIndex: idx, ItemID: it.ID, Name: it.Name, Arguments: text}
+		if err := m.send(); err != nil {
+			return err
+		}
+	}
+	if quiet {
+		return nil
+	}
+	m.item = *it
+	m.ev = protocol.Event{Type: protocol.EventOutputItemDone, OutputIndex: idx, Item: &m.item}
+	return m.send()
+}

@@ -1,0 +1,484 @@
+package sampler
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// Speed is a sim speed preset: its decode rate in tokens per second, 0 for instant
+// (architecture §5, flag -model-speed, metadata "sim.speed").
+type Speed int
+
+// The presets. See Speed.Cost for their time to first token and prefill rate.
+const (
+	SpeedInstant Speed = 0
+	Speed65      Speed = 65
+	Speed1000    Speed = 1000
+	Speed4000    Speed = 4000
+)
+
+// ParseSpeed parses a preset name: "instant" (or "0"), "65", "1000", "4000". Other names
+// return an error wrapping ErrUnknownSpeed.
+func ParseSpeed(s string) (Speed, error) {
+	switch strings.TrimSpace(s) {
+	case "instant", "0":
+		return SpeedInstant, nil
+	case "65":
+		return Speed65, nil
+	case "1000":
+		return Speed1000, nil
+	case "4000":
+		return Speed4000, nil
+	}
+	return 0, fmt.Errorf("%w %q (want instant, 65, 1000 or 4000)", ErrUnknownSpeed, s)
+}
+
+// String returns the preset's name, as ParseSpeed accepts it.
+func (s Speed) String() string {
+	if s == SpeedInstant {
+		return "instant"
+	}
+	return strconv.Itoa(int(s))
+}
+
+// Cost returns the preset's cost model:
+//
+//	preset   time to first token   prefill (tokens/s)   decode (tokens/s)
+//	instant  0                     free                 free
+//	65       500ms                 3,000                65
+//	1000     100ms                 20,000               1,000
+//	4000     30ms                  80,000               4,000
+//
+// A Speed that is not a preset decodes at its value with the 1000 preset's TTFT and prefill.
+func (s Speed) Cost() CostModel {
+	switch s {
+	case SpeedInstant:
+		return CostModel{}
+	case Speed65:
+		return CostModel{TTFT: 500 * time.Millisecond, PrefillRate: 3000, DecodeRate: 65}
+	case Speed4000:
+		return CostModel{TTFT: 30 * time.Millisecond, PrefillRate: 80000, DecodeRate: 4000}
+	}
+	return CostModel{TTFT: 100 * time.Millisecond, PrefillRate: 20000, DecodeRate: float64(s)}
+}
+
+// CostModel is the sim's engine timing (architecture §5). Zero rates are free.
+type CostModel struct {
+	TTFT        time.Duration // fixed time to first token of every sampling step
+	PrefillRate float64       // tokens/s for context tokens not in the model's state
+	DecodeRate  float64       // tokens/s for generated tokens
+}
+
+// Duration returns the engine time of a step that prefills prefill tokens and generates
+// decode tokens: TTFT + prefill/PrefillRate + decode/DecodeRate.
+func (c CostModel) Duration(prefill, decode int) time.Duration {
+	return c.TTFT + c.prefill(prefill) + c.decode(decode)
+}
+
+func (c CostModel) prefill(n int) time.Duration { return rate(n, c.PrefillRate) }
+func (c CostModel) decode(n int) time.Duration  { return rate(n, c.DecodeRate) }
+
+func rate(n int, perSecond float64) time.Duration {
+	if perSecond <= 0 || n <= 0 {
+		return 0
+	}
+	return time.Duration(float64(n) / perSecond * float64(time.Second))
+}
+
+// SimOptions configure NewSim. The zero value is an instant sim that never sleeps.
+type SimOptions struct {
+	// Speed is the default preset (metadata "sim.speed" overrides it per request).
+	Speed Speed
+	// Realtime makes the sim sleep for its cost model's time (demos, the server). When false
+	// the sim never sleeps and only reports StepResult.ModelTime (the bench, tests).
+	Realtime bool
+}
+
+// Sim is the deterministic simulated model (architecture §5): no weights, its output a pure
+// function of the context's text and the settings. See the package doc for its policy.
+type Sim struct {
+	opts SimOptions
+}
+
+// NewSim returns the sim backend.
+func NewSim(opts SimOptions) *Sim { return &Sim{opts: opts} }
+
+var _ Model = (*Sim)(nil)
+
+// simParams are the sim's knobs, from metadata "sim.*" (see CheckMetadata).
+type simParams struct {
+	calls        int // sequential tool-call steps per user turn
+	parallel     int // calls per step
+	tool         string
+	failStep     int // -1: never
+	speed        Speed
+	answerTokens int // pad the answer to about this many tokens
+}
+
+// Metadata keys read by the sim.
+const (
+	MetaCalls        = "sim.calls"
+	MetaParallel     = "sim.parallel"
+	MetaTool         = "sim.tool"
+	MetaFail         = "sim.fail"
+	MetaSpeed        = "sim.speed"
+	MetaAnswerTokens = "sim.answer_tokens"
+)
+
+// maxAnswerTokens bounds sim.answer_tokens.
+const maxAnswerTokens = 1 << 20
+
+func parseParams(md map[string]string, def Speed) (simParams, *protocol.Error) {
+	p := simParams{calls: 1, parallel: 1, failStep: -1, speed: def}
+	bad := func(key, want string) *protocol.Error {
+		return protocol.Errorf(400, protocol.CodeInvalidValue, "metadata."+key,
+			"Invalid value for metadata key %s: %q (want %s).", key, md[key], want)
+	}
+	num := func(key string, lo, hi int, dst *int) *protocol.Error {
+		v, ok := md[key]
+		if !ok {
+			return nil
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < lo || n > hi {
+			return bad(key, fmt.Sprintf("an integer from %d to %d", lo, hi))
+		}
+		*dst = n
+		return nil
+	}
+	if err := num(MetaCalls, 0, 1<<20, &p.calls); err != nil {
+		return p, err
+	}
+	if err := num(MetaParallel, 1, 128, &p.parallel); err != nil {
+		return p, err
+	}
+	if err := num(MetaAnswerTokens, 0, maxAnswerTokens, &p.answerTokens); err != nil {
+		return p, err
+	}
+	p.tool = md[MetaTool]
+	if v, ok := md[MetaFail]; ok {
+		n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(v), "step:"))
+		if err != nil || n < 0 {
+			return p, bad(MetaFail, `"step:N" with N >= 0`)
+		}
+		p.failStep = n
+	}
+	if v, ok := md[MetaSpeed]; ok {
+		s, err := ParseSpeed(v)
+		if err != nil {
+			return p, bad(MetaSpeed, "instant, 65, 1000 or 4000")
+		}
+		p.speed = s
+	}
+	return p, nil
+}
+
+// CheckMetadata validates the sim's "sim.*" metadata keys; it returns invalid_value (400) with
+// param "metadata.<key>" for a bad value, nil otherwise. The sim itself ignores bad values
+// (uses the defaults), so calling it is optional.
+func CheckMetadata(md map[string]string) *protocol.Error {
+	_, err := parseParams(md, SpeedInstant)
+	return err
+}
+
+// Sample implements Model.
+func (s *Sim) Sample(ctx context.Context, req *Request, out Output) (StepResult, error) {
+	p, perr := parseParams(req.Settings.Metadata, s.opts.Speed)
+	if perr != nil {
+		p = simParams{calls: 1, parallel: 1, failStep: -1, speed: s.opts.Speed}
+	}
+	st := simStep{
+		ctx:      ctx,
+		out:      out,
+		cost:     p.speed.Cost(),
+		realtime: s.opts.Realtime && p.speed != SpeedInstant,
+		budget:   req.Settings.MaxOutputTokens,
+	}
+	prefill := req.Context.Len() - req.Cached
+	if prefill < 0 {
+		prefill = 0
+	}
+	st.start = time.Now()
+	st.due = st.cost.TTFT + st.cost.prefill(prefill)
+	result := func() StepResult {
+		return StepResult{OutputTokens: st.generated, Incomplete: st.incomplete, ModelTime: st.cost.Duration(prefill, st.generated)}
+	}
+	if err := st.wait(); err != nil {
+		return result(), err
+	}
+	if p.failStep == req.Step {
+		return result(), fmt.Errorf("%w (metadata sim.fail at step %d)", ErrInjectedFailure, req.Step)
+	}
+	calls := planCalls(req, &p)
+	for i, t := range calls {
+		marker := "tether-call-" + strconv.Itoa(req.Context.Calls()+i+1)
+		args := synthArguments(t, marker, keyword(req.Context.LastUserText()))
+		if err := out.Call(t.Name); err != nil {
+			return result(), err
+		}
+		if err := st.stream(t.Name, nil); err != nil || st.incomplete != "" {
+			return result(), err
+		}
+		if err := st.stream(args, out.Arguments); err != nil || st.incomplete != "" {
+			return result(), err
+		}
+	}
+	if len(calls) > 0 {
+		return result(), nil
+	}
+	err := st.stream(answer(req.Context, p.answerTokens), out.Text)
+	return result(), err
+}
+
+// planCalls returns the tools to call in this step, in order; none means answer.
+func planCalls(req *Request, p *simParams) []*protocol.Tool {
+	set := req.Settings
+	var tools []*protocol.Tool
+	for i := range set.Tools {
+		if set.Tools[i].Type == protocol.ToolFunction && set.Tools[i].Name != "" {
+			tools = append(tools, &set.Tools[i])
+		}
+	}
+	choice := set.ToolChoice.Effective()
+	if len(tools) == 0 || choice == protocol.ToolChoiceNone {
+		return nil
+	}
+	remaining := -1
+	if set.MaxToolCalls > 0 {
+		remaining = set.MaxToolCalls - req.Calls
+		if remaining <= 0 {
+			return nil
+		}
+	}
+	forced := choice == protocol.ToolChoiceRequired || choice == "function"
+	if !forced && req.Context.TurnCallSteps() >= p.calls {
+		return nil
+	}
+	k := p.parallel
+	if !set.ParallelToolCalls {
+		k = 1
+	}
+	if remaining > 0 && k > remaining {
+		k = remaining
+	}
+	find := func(name string) *protocol.Tool {
+		for _, t := range tools {
+			if t.Name == name {
+				return t
+			}
+		}
+		return nil
+	}
+	var only *protocol.Tool
+	switch {
+	case choice == "function":
+		if only = find(set.ToolChoice.Name); only == nil {
+			return nil // the named function is not offered: nothing callable
+		}
+	case p.tool != "" && find(p.tool) != nil:
+		only = find(p.tool)
+	default:
+		for _, t := range tools {
+			if isShellTool(t) {
+				only = t
+				break
+			}
+		}
+	}
+	calls := make([]*protocol.Tool, k)
+	for i := range calls {
+		if only != nil {
+			calls[i] = only
+		} else {
+			calls[i] = tools[i%len(tools)]
+		}
+	}
+	return calls
+}
+
+// keyword returns a short word of the last user text: its last word of letters or digits (at
+// most 32 runes), or "tether".
+func keyword(text string) string {
+	end := -1
+	for i := len(text); i > 0; {
+		r, size := utf8.DecodeLastRuneInString(text[:i])
+		word := unicode.IsLetter(r) || unicode.IsDigit(r)
+		if end < 0 && word {
+			end = i
+		} else if end >= 0 && !word {
+			return truncRunes(text[i:end], 32)
+		}
+		i -= size
+	}
+	if end >= 0 {
+		return truncRunes(text[:end], 32)
+	}
+	return "tether"
+}
+
+func truncRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
+
+// quoteLimit is how many characters of each user text and tool output the answer quotes.
+const quoteLimit = 64
+
+// answer builds the sim's final answer: one line per user text and tool output of the context
+// (`user: "…"`, `tool: "…"`, each cut to quoteLimit characters), optional filler words up to
+// about padTokens tokens, then the context fingerprint.
+func answer(c *Context, padTokens int) string {
+	var b strings.Builder
+	items := c.Items()
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.Type == protocol.ItemMessage && it.Role == protocol.RoleUser:
+			b.WriteString("user: ")
+			writeQuote(&b, it.Text())
+		case it.Type == protocol.ItemFunctionCallOutput:
+			b.WriteString("tool: ")
+			writeQuote(&b, outputText(it))
+		default:
+			continue
+		}
+		b.WriteByte('\n')
+	}
+	if padTokens > 0 {
+		for i := 0; i < padTokens; i++ {
+			if i > 0 && i%16 == 0 {
+				b.WriteByte('\n')
+			} else if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(fillerWords[i%len(fillerWords)])
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString(Fingerprint(c.Tokens()))
+	return b.String()
+}
+
+var fillerWords = []string{"the", "model", "keeps", "its", "state", "while", "tools", "run", "and", "then", "it", "goes", "on", "from", "where", "stopped"}
+
+func writeQuote(b *strings.Builder, s string) {
+	cut := truncRunes(s, quoteLimit)
+	if len(cut) < len(s) {
+		cut += "…"
+	}
+	b.WriteString(strconv.Quote(cut))
+}
+
+// Fingerprint returns the context fingerprint the sim's answer ends with:
+// "[ctx N tokens 0xHHHHHHHHHHHHHHHH]", N the token count and H the FNV-64a hash of the token ids
+// (each as 4 little-endian bytes). Equal fingerprints mean the model saw identical contexts.
+func Fingerprint(tokens []uint32) string {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	for _, t := range tokens {
+		h = (h ^ uint64(t&0xff)) * prime
+		h = (h ^ uint64(t>>8&0xff)) * prime
+		h = (h ^ uint64(t>>16&0xff)) * prime
+		h = (h ^ uint64(t>>24)) * prime
+	}
+	return fmt.Sprintf("[ctx %d tokens 0x%016x]", len(tokens), h)
+}
+
+// simStep streams one step's output on the cost model's clock.
+type simStep struct {
+	ctx        context.Context
+	out        Output
+	cost       CostModel
+	realtime   bool
+	start      time.Time
+	due        time.Duration // model time of the next emission, from start
+	budget     int           // max output tokens of the step, 0 = unlimited
+	generated  int
+	incomplete string
+}
+
+// wait sleeps until the model time due (realtime only), honouring ctx.
+func (st *simStep) wait() error {
+	if !st.realtime {
+		return st.ctx.Err()
+	}
+	d := time.Until(st.start.Add(st.due))
+	if d <= 0 {
+		return st.ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-st.ctx.Done():
+		return st.ctx.Err()
+	}
+}
+
+// maxDeltaTokens is the most tokens one delta carries.
+const maxDeltaTokens = 8
+
+// stream generates text token by token and emits it through emit in word-ish deltas (a delta
+// ends before a token starting with a space or newline, or after maxDeltaTokens tokens, never
+// inside a UTF-8 character). emit nil generates without emitting (a call's name). It stops at
+// the step's token budget, setting st.incomplete.
+func (st *simStep) stream(text string, emit func(string) error) error {
+	var err error
+	from, pos, n := 0, 0, 0
+	flush := func(end int) bool {
+		if end <= from {
+			return true
+		}
+		if err = st.wait(); err != nil {
+			return false
+		}
+		if emit != nil {
+			if err = emit(text[from:end]); err != nil {
+				return false
+			}
+		}
+		from, n = end, 0
+		return true
+	}
+	encodePieces(text, func(size int) bool {
+		if st.budget > 0 && st.generated >= st.budget {
+			st.incomplete = protocol.ReasonMaxOutputTokens
+			return false
+		}
+		if n > 0 && utf8.RuneStart(text[pos]) && (n >= maxDeltaTokens || text[pos] == ' ' || text[pos] == '\n') {
+			if !flush(pos) {
+				return false
+			}
+		}
+		pos += size
+		n++
+		st.generated++
+		st.due += st.cost.decode(1)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	end := pos
+	for end > from && !utf8.ValidString(text[from:end]) {
+		end-- // a cut inside a character: drop its leading bytes
+	}
+	flush(end)
+	return err
+}

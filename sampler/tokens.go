@@ -1,0 +1,143 @@
+package sampler
+
+import (
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tiktoken-go/tokenizer"
+)
+
+// Special tokens of o200k_base that the renderer inserts itself (architecture §5). They are the
+// chat markers of the GPT-4o family; the tokenizer library never produces them from text (it
+// encodes "<|im_start|>" in text as ordinary characters), so a user cannot forge a role marker.
+const (
+	// TokenStart (<|im_start|>) opens an item: [TokenStart, role…, TokenSep, body…, TokenEnd].
+	TokenStart uint32 = 200264
+	// TokenEnd (<|im_end|>) closes an item.
+	TokenEnd uint32 = 200265
+	// TokenSep (<|im_sep|>) separates an item's header (role) from its body.
+	TokenSep uint32 = 200266
+)
+
+// Bounds that keep the tokenizer's cost per byte constant (see the package doc, "Rendering").
+const (
+	// maxWhitespaceRun is the longest run of whitespace bytes encoded in one piece: the
+	// tokenizer's split pattern is quadratic in the length of a whitespace run.
+	maxWhitespaceRun = 64
+	// maxChunk is the longest text, in bytes, encoded in one call.
+	maxChunk = 2048
+)
+
+var codec = sync.OnceValue(func() tokenizer.Codec {
+	c, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		panic("sampler: o200k_base unavailable: " + err.Error())
+	}
+	return c
+})
+
+// encodeStats counts the tokenizer's work, so tests can prove a resume encodes only new input.
+var encodeStats struct {
+	calls atomic.Int64 // Encode calls
+	bytes atomic.Int64 // bytes encoded
+}
+
+// appendEncoded appends the o200k_base tokens of s to dst. Long texts and long whitespace runs
+// are cut into bounded chunks encoded one by one, so the cost is linear in len(s); the cut
+// points depend on s only, so the result is a pure function of s.
+func appendEncoded(dst []uint32, s string) []uint32 {
+	encodeChunks(s, func(chunk string) {
+		ids, _, _ := codec().Encode(chunk)
+		for _, id := range ids {
+			dst = append(dst, uint32(id))
+		}
+	})
+	return dst
+}
+
+// countTokens returns the number of tokens appendEncoded would append for s.
+func countTokens(s string) int {
+	n := 0
+	encodeChunks(s, func(chunk string) {
+		c, _ := codec().Count(chunk)
+		n += c
+	})
+	return n
+}
+
+// encodePieces calls fn with the length in bytes of each token of s, in order (a token may
+// hold part of a multi-byte character; the lengths sum to len(s)), until fn returns false.
+func encodePieces(s string, fn func(n int) bool) {
+	encodeChunksUntil(s, func(chunk string) bool {
+		_, pieces, _ := codec().Encode(chunk)
+		for _, p := range pieces {
+			if !fn(len(p)) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func encodeChunks(s string, fn func(chunk string)) {
+	encodeChunksUntil(s, func(chunk string) bool { fn(chunk); return true })
+}
+
+func encodeChunksUntil(s string, fn func(chunk string) bool) {
+	for len(s) > 0 {
+		n := chunkLen(s)
+		encodeStats.calls.Add(1)
+		encodeStats.bytes.Add(int64(n))
+		if !fn(s[:n]) {
+			return
+		}
+		s = s[n:]
+	}
+}
+
+// chunkLen returns the length of the next chunk of s to encode: all of s if it is short and
+// has no long whitespace run; otherwise it cuts right after maxWhitespaceRun bytes of a
+// whitespace run, or before maxChunk bytes at the last word start (a non-space after a space),
+// or at a rune boundary.
+func chunkLen(s string) int {
+	run := 0       // length of the whitespace run ending at i
+	wordStart := 0 // last index of a space followed by a non-space (cut before the space)
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if i+size > maxChunk {
+			if wordStart > maxChunk/2 {
+				return wordStart
+			}
+			if i == 0 {
+				return size
+			}
+			return i
+		}
+		if isSpace(r) {
+			if run+size > maxWhitespaceRun && run > 0 {
+				return i
+			}
+			run += size
+		} else {
+			if run > 0 && i-run > 0 {
+				wordStart = i - run
+			}
+			run = 0
+		}
+		i += size
+	}
+	return len(s)
+}
+
+func isSpace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\r', '\v', '\f':
+		return true
+	}
+	return r >= utf8.RuneSelf && unicode.IsSpace(r)
+}

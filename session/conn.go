@@ -1,0 +1,297 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+)
+
+// Defaults of Options (architecture §10).
+const (
+	DefaultSuspendTimeout = 10 * time.Minute
+	DefaultQueueDepth     = 16
+	DefaultCacheResponses = 128
+	DefaultCacheBytes     = 64 << 20
+	DefaultShutdownGrace  = 30 * time.Second
+)
+
+// Options configures a connection. The zero value works: each field's default is given.
+type Options struct {
+	// Model serves every rollout. Required.
+	Model sampler.Model
+	// SuspendTimeout ends a rollout suspended longer than this (incomplete, idle_timeout).
+	// 0 means DefaultSuspendTimeout (10 minutes); negative means never.
+	SuspendTimeout time.Duration
+	// QueueDepth bounds the creates/appends waiting behind the sampling rollout. 0 means 16.
+	QueueDepth int
+	// CacheResponses and CacheBytes bound the registry of finished rollouts kept for
+	// previous_response_id (entries, bytes of item text). 0 means 128 and 64 MiB. Live rollouts
+	// are never evicted.
+	CacheResponses int
+	CacheBytes     int64
+	// MaxAge is the connection age limit (architecture §4): when it passes, the connection drains
+	// with reason connection_limit, sends websocket_connection_limit_reached and closes 1001.
+	// 0 means no limit.
+	MaxAge time.Duration
+	// ShutdownGrace is how long sampling rollouts may finish when the connection drains.
+	// 0 means 30 seconds.
+	ShutdownGrace time.Duration
+	// Lookup resolves a previous_response_id that is not in the connection's registry (the
+	// store of stored responses). It returns the chain's items. Nil means no store.
+	Lookup func(id string) ([]protocol.Item, bool)
+	// MaxFrame is the largest client frame in bytes (architecture §10 -max-frame), used in the
+	// websocket_message_too_large error. 0 means 32 MiB.
+	MaxFrame int64
+	// Logger receives the connection's logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) withDefaults() Options {
+	r := *o
+	if r.SuspendTimeout == 0 {
+		r.SuspendTimeout = DefaultSuspendTimeout
+	}
+	if r.SuspendTimeout < 0 {
+		r.SuspendTimeout = 0
+	}
+	if r.QueueDepth <= 0 {
+		r.QueueDepth = DefaultQueueDepth
+	}
+	if r.CacheResponses <= 0 {
+		r.CacheResponses = DefaultCacheResponses
+	}
+	if r.CacheBytes <= 0 {
+		r.CacheBytes = DefaultCacheBytes
+	}
+	if r.ShutdownGrace <= 0 {
+		r.ShutdownGrace = DefaultShutdownGrace
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	return r
+}
+
+// Conn is the shape-neutral connection core (architecture §2): it starts, resumes and cancels
+// rollouts, schedules them FIFO so that one samples at a time, keeps a bounded registry of
+// rollouts and their items under opaque keys, and drains on shutdown or at the age limit. The
+// shape adapters (the append adapter in this package, the public one in compat) read frames,
+// call Conn, and turn sampler.Sink calls into wire events.
+type Conn struct {
+	// Immutable
+	opts   Options
+	tr     Transport
+	log    *slog.Logger
+	ctx    context.Context // cancelled when the connection ends: every rollout stops
+	cancel context.CancelFunc
+	gate   *gate
+	closed chan struct{} // closed by Close
+
+	mu       sync.Mutex // guards reg, stamp, draining, drainWhy, closing
+	reg      map[string]*Rollout
+	stamp    uint64
+	draining bool
+	drainWhy string
+	closing  bool
+	changed  chan struct{} // signalled (non-blocking) when a rollout suspends or ends
+
+	rollouts sync.WaitGroup // one per started rollout goroutine
+}
+
+// NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
+// ends; Close cancels every rollout and waits for their goroutines.
+func NewConn(tr Transport, opts Options) *Conn {
+	o := opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{
+		opts:    o,
+		tr:      tr,
+		log:     o.Logger,
+		ctx:     ctx,
+		cancel:  cancel,
+		gate:    newGate(o.QueueDepth),
+		closed:  make(chan struct{}),
+		reg:     make(map[string]*Rollout),
+		changed: make(chan struct{}, 1),
+	}
+	if o.MaxAge > 0 {
+		c.rollouts.Add(1)
+		go c.ageLimit(o.MaxAge)
+	}
+	return c
+}
+
+func (c *Conn) ageLimit(age time.Duration) {
+	defer c.rollouts.Done()
+	t := time.NewTimer(age)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		c.Drain(protocol.ReasonConnectionLimit)
+	case <-c.ctx.Done():
+	}
+}
+
+// Context is cancelled when the connection ends.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Write sends one frame. It returns the transport's error once the peer is gone.
+func (c *Conn) Write(frame []byte) error {
+	return c.tr.Write(c.ctx, frame)
+}
+
+// WriteError sends the error envelope of architecture §8.
+func (c *Conn) WriteError(e *protocol.Error) error {
+	return c.Write(protocol.AppendError(nil, e))
+}
+
+// Close ends the connection at once (client disconnect semantics): every rollout stops without
+// further events, their goroutines are waited for and the registry is dropped. Idempotent.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	already := c.closing
+	c.closing = true
+	c.mu.Unlock()
+	if already {
+		<-c.closed
+		return
+	}
+	c.cancel()
+	c.rollouts.Wait()
+	c.mu.Lock()
+	c.reg = nil
+	c.mu.Unlock()
+	close(c.closed)
+}
+
+// Done is closed once Close has finished.
+func (c *Conn) Done() <-chan struct{} { return c.closed }
+
+func (c *Conn) signal() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// closeStatus is the close code used after a drain (architecture §4).
+const closeStatus = websocket.StatusGoingAway
+
+// Drain ends the connection gracefully (architecture §4 "How rollouts end"): new creates are
+// refused, suspended and queued rollouts end at once with reason (incomplete), sampling ones
+// may finish within Options.ShutdownGrace and are then ended with reason too; for the age limit
+// (reason connection_limit) the websocket_connection_limit_reached error frame follows; then
+// the connection closes with 1001. Drain returns when the close frame has been sent. Safe to
+// call more than once and concurrently; later calls wait for the first.
+func (c *Conn) Drain(reason string) {
+	c.mu.Lock()
+	if c.draining || c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	c.drainWhy = reason
+	c.mu.Unlock()
+
+	grace := time.NewTimer(c.opts.ShutdownGrace)
+	defer grace.Stop()
+	graceOver := false
+	for {
+		live := c.cancelIdle(reason, graceOver)
+		if live == 0 {
+			break
+		}
+		select {
+		case <-c.changed:
+		case <-grace.C:
+			graceOver = true
+		case <-c.ctx.Done():
+			return
+		}
+	}
+	c.waitRollouts()
+	if reason == protocol.ReasonConnectionLimit {
+		_ = c.WriteError(connectionLimitError(c.opts.MaxAge))
+	}
+	_ = c.tr.Close(closeStatus, drainCloseReason(reason))
+}
+
+func drainCloseReason(reason string) string {
+	if reason == protocol.ReasonConnectionLimit {
+		return "connection age limit reached"
+	}
+	return "server shutting down"
+}
+
+func connectionLimitError(age time.Duration) *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeConnectionLimit, "",
+		"Responses websocket connection limit reached (%s). Create a new websocket connection to continue.", humanDuration(age))
+}
+
+func humanDuration(d time.Duration) string {
+	if d > 0 && d%time.Minute == 0 {
+		return strconv.Itoa(int(d/time.Minute)) + " minutes"
+	}
+	return d.String()
+}
+
+// cancelIdle cancels every rollout that is not sampling (or every rollout once the grace period
+// is over) and reports how many rollouts are still live.
+func (c *Conn) cancelIdle(reason string, all bool) int {
+	c.mu.Lock()
+	var stop []*sampler.Rollout
+	live := 0
+	for _, r := range c.reg {
+		if r.state == stateEnded {
+			continue
+		}
+		live++
+		if all || r.state != stateSampling {
+			if !r.cancelled {
+				r.cancelled = true
+				stop = append(stop, r.r)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range stop {
+		r.Cancel(reason)
+	}
+	return live
+}
+
+func (c *Conn) waitRollouts() {
+	c.mu.Lock()
+	var rs []*sampler.Rollout
+	for _, r := range c.reg {
+		if r.r != nil {
+			rs = append(rs, r.r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range rs {
+		r.Wait()
+	}
+}
+
+// Draining reports whether the connection is draining, and why.
+func (c *Conn) Draining() (bool, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.draining, c.drainWhy
+}
+
+func (o *Options) maxFrame() int64 {
+	if o.MaxFrame > 0 {
+		return o.MaxFrame
+	}
+	return DefaultMaxFrame
+}

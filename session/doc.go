@@ -1,0 +1,39 @@
+// Package session is Tether's shape-neutral connection core and the append-shape adapter
+// (architecture §2 and §4).
+//
+// A [Conn] owns one client connection's rollouts: it starts them ([Conn.Start]), resumes
+// suspended ones with tool outputs ([Conn.Resume]), cancels them ([Conn.Cancel]), keeps a
+// bounded registry of rollouts and their chain items under opaque string keys
+// ([Conn.Lookup], [Conn.Chain], [Conn.Forget]), and drains on shutdown or at the connection
+// age limit ([Conn.Drain]). Each rollout is a [sampler.Rollout] with its own goroutine; Conn
+// hands it a ticket of the connection's FIFO sampling slot, so any number of rollouts may be
+// suspended while at most one samples, and the events of different responses never interleave.
+// Creates and appends that arrive while one rollout samples wait in a queue bounded by
+// [Options.QueueDepth] (websocket_queue_limit_reached beyond it).
+//
+// [ServeAppend] runs the append shape over a [Transport]: one Response per rollout, one
+// sequence_number and output_index space per rollout, response.done at each suspension carrying
+// the items since the previous suspension, the pending call_ids and the cumulative usage, and
+// one terminal event. The wire protocol is documented in docs/append-protocol.md and summarised
+// in package protocol.
+//
+// [NewWebSocketTransport] adapts a github.com/coder/websocket connection: the library's read
+// limit is disabled and frames are read through an io.LimitReader, so that an oversize frame
+// can be answered with websocket_message_too_large before the close with 1009 (architecture §8).
+//
+// # How rollouts end
+//
+// A final answer ends a rollout with response.completed; response.cancel and the suspension
+// timeout with response.incomplete (reasons "cancelled", "idle_timeout"); a model failure with
+// response.failed. [Conn.Drain] (server shutdown, reason "server_shutdown"; age limit, reason
+// "connection_limit") ends suspended and queued rollouts at once and lets a sampling one finish
+// within [Options.ShutdownGrace], then closes with 1001 — after the
+// websocket_connection_limit_reached error frame for the age limit. A client disconnect frees
+// every goroutine and the registry at once; nothing is sent.
+//
+// # Errors added to the table
+//
+// Besides the codes of architecture §8 this package answers response_already_completed (409,
+// response.cancel of an ended rollout), response_in_progress (409, previous_response_id naming a
+// rollout that has not ended) and server_shutting_down (503, a create while draining).
+package session

@@ -1,0 +1,51 @@
+package session
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// DefaultMaxFrame is the default largest client frame: 32 MiB (architecture §10).
+const DefaultMaxFrame = 32 << 20
+
+var (
+	// ErrBinaryFrame is returned by Transport.Read for a binary frame; the connection answers
+	// unsupported_frame and stays usable.
+	ErrBinaryFrame = errors.New("session: binary frame")
+	// ErrFrameTooLarge is returned by Transport.Read for a frame over the limit; the connection
+	// answers websocket_message_too_large and closes with 1009.
+	ErrFrameTooLarge = errors.New("session: frame too large")
+	// ErrClosed is returned by Conn methods after the connection has closed.
+	ErrClosed = errors.New("session: connection closed")
+)
+
+// Error codes this package adds to the table of architecture §8 (see protocol/doc.go).
+const (
+	// CodeAlreadyCompleted: response.cancel for a rollout that has ended (409, response_id).
+	CodeAlreadyCompleted = "response_already_completed"
+	// CodeResponseInProgress: previous_response_id names a rollout of this connection that has
+	// not ended (409, previous_response_id).
+	CodeResponseInProgress = "response_in_progress"
+	// CodeShuttingDown: a create while the connection drains (503).
+	CodeShuttingDown = "server_shutting_down"
+)
+
+func notFoundError(key string) *protocol.Error {
+	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id", "No response with id '%s' on this connection.", key)
+}
+
+func notSuspendedError(key string, s rolloutState) *protocol.Error {
+	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseNotSuspended, "response_id", "Response %s is not suspended (it is %s).", key, s)
+}
+
+func queueFullError(depth int) *protocol.Error {
+	return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueLimit, "",
+		"Too many queued requests on this connection (at most %d wait behind the sampling response).", depth)
+}
+
+func shuttingDownError() *protocol.Error {
+	return &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer, Code: CodeShuttingDown,
+		Message: "The connection is closing; open a new connection to continue."}
+}

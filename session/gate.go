@@ -1,0 +1,101 @@
+package session
+
+import (
+	"context"
+	"sync"
+)
+
+// gate is a connection's sampling slot (architecture §2): at most one rollout samples at a
+// time; the others wait in FIFO order, at most depth of them.
+type gate struct {
+	depth int
+
+	mu    sync.Mutex // guards busy and queue
+	busy  bool
+	queue []*ticket
+}
+
+// ticket is one place in the gate's queue. It implements sampler.Ticket.
+type ticket struct {
+	g     *gate
+	ready chan struct{} // closed when the ticket holds the slot
+	state int           // guarded by g.mu
+}
+
+const (
+	ticketWaiting = iota
+	ticketHeld
+	ticketReleased
+)
+
+func newGate(depth int) *gate {
+	if depth <= 0 {
+		depth = DefaultQueueDepth
+	}
+	return &gate{depth: depth}
+}
+
+// enqueue takes a place in the queue, or reports false when depth tickets already wait.
+func (g *gate) enqueue() (*ticket, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := &ticket{g: g, ready: make(chan struct{})}
+	if !g.busy {
+		g.busy = true
+		t.state = ticketHeld
+		close(t.ready)
+		return t, true
+	}
+	if len(g.queue) >= g.depth {
+		return nil, false
+	}
+	g.queue = append(g.queue, t)
+	return t, true
+}
+
+// Wait blocks until the ticket holds the slot or ctx ends.
+func (t *ticket) Wait(ctx context.Context) error {
+	select {
+	case <-t.ready:
+		return nil
+	default:
+	}
+	select {
+	case <-t.ready:
+		return nil
+	case <-ctx.Done():
+		t.Release()
+		return ctx.Err()
+	}
+}
+
+// Release gives the slot to the next ticket, or leaves the queue if still waiting.
+func (t *ticket) Release() {
+	g := t.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch t.state {
+	case ticketWaiting:
+		for i, q := range g.queue {
+			if q == t {
+				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				break
+			}
+		}
+	case ticketHeld:
+		g.grantNextLocked()
+	}
+	t.state = ticketReleased
+}
+
+func (g *gate) grantNextLocked() {
+	if len(g.queue) == 0 {
+		g.busy = false
+		return
+	}
+	next := g.queue[0]
+	g.queue[0] = nil
+	g.queue = g.queue[1:]
+	next.state = ticketHeld
+	close(next.ready)
+}

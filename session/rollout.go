@@ -1,0 +1,305 @@
+package session
+
+import (
+	"net/http"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+)
+
+type rolloutState int
+
+const (
+	stateQueued    rolloutState = iota // started, waiting for the sampling slot
+	stateSampling                      // holds the slot
+	stateSuspended                     // waiting for input
+	stateResuming                      // input accepted, waiting for the slot
+	stateEnded                         // finished; items kept for previous_response_id
+)
+
+func (s rolloutState) String() string {
+	return [...]string{"queued", "sampling", "suspended", "resuming", "ended"}[s]
+}
+
+// Rollout is the registry entry of one rollout: the live sampler.Rollout while it runs, and the
+// chain's items (history, inputs and outputs, in order) for previous_response_id once it ends.
+type Rollout struct {
+	// Immutable
+	key string
+	r   *sampler.Rollout
+
+	// Guarded by Conn.mu
+	state     rolloutState
+	status    string // Ending.Status once ended
+	pending   []string
+	calls     map[string]struct{} // every call_id of a function_call in the chain
+	items     []protocol.Item
+	nOut      int // model outputs already appended to items
+	bytes     int64
+	stamp     uint64
+	cancelled bool
+}
+
+// StartRequest starts a rollout through Conn.Start.
+type StartRequest struct {
+	// Key is the registry key (the Response id in the append shape).
+	Key string
+	// Config is passed to sampler.Start; Ticket is filled in by Conn. Config.Sink is the shape
+	// adapter's sink: Conn wraps it to track the rollout's state.
+	Config sampler.Config
+}
+
+// Start queues a new rollout behind the sampling one (FIFO) and starts its goroutine. It
+// returns websocket_queue_limit_reached (429) when the queue is full, and an error for a key
+// already in use.
+func (c *Conn) Start(req StartRequest) *protocol.Error {
+	c.mu.Lock()
+	if c.closing || c.draining {
+		c.mu.Unlock()
+		return shuttingDownError()
+	}
+	if _, dup := c.reg[req.Key]; dup {
+		c.mu.Unlock()
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "", "Response id %s is already in use on this connection.", req.Key)
+	}
+	var t *ticket
+	if !req.Config.StartSuspended {
+		var ok bool
+		if t, ok = c.gate.enqueue(); !ok {
+			c.mu.Unlock()
+			return queueFullError(c.opts.QueueDepth)
+		}
+	}
+	h := &Rollout{key: req.Key, calls: make(map[string]struct{})}
+	h.items = append(append(h.items, req.Config.History...), req.Config.Input...)
+	h.addCallsLocked(h.items)
+	h.bytes = itemsBytes(h.items)
+	c.stamp++
+	h.stamp = c.stamp
+	c.reg[req.Key] = h
+	cfg := req.Config
+	if t != nil {
+		cfg.Ticket = t
+	}
+	if cfg.SuspendTimeout == 0 {
+		cfg.SuspendTimeout = c.opts.SuspendTimeout
+	}
+	if cfg.Model == nil {
+		cfg.Model = c.opts.Model
+	}
+	cfg.Sink = &coreSink{c: c, h: h, inner: cfg.Sink}
+	c.rollouts.Add(1)
+	h.r = sampler.Start(c.ctx, cfg)
+	c.mu.Unlock()
+	go func() {
+		defer c.rollouts.Done()
+		h.r.Wait()
+	}()
+	return nil
+}
+
+// Resume continues the suspended rollout key with input, which must carry exactly one
+// function_call_output per pending call (sampler.CheckOutputs). Errors: response_not_found
+// (404) for an unknown key, response_not_suspended (409) when it is queued, sampling or ended,
+// tool_call_not_found / missing_tool_output / duplicate_tool_output (400; the rollout stays
+// suspended), websocket_queue_limit_reached (429).
+func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
+	c.mu.Lock()
+	h, ok := c.reg[key]
+	if !ok {
+		c.mu.Unlock()
+		return notFoundError(key)
+	}
+	if h.state != stateSuspended {
+		state := h.state
+		c.mu.Unlock()
+		return notSuspendedError(key, state)
+	}
+	if err := sampler.CheckOutputs(h.pending, h.knownLocked, input); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	t, ok := c.gate.enqueue()
+	if !ok {
+		c.mu.Unlock()
+		return queueFullError(c.opts.QueueDepth)
+	}
+	h.state = stateResuming
+	h.items = append(h.items, input...)
+	h.addCallsLocked(input)
+	h.bytes += itemsBytes(input)
+	c.stamp++
+	h.stamp = c.stamp
+	c.mu.Unlock()
+	if err := h.r.Resume(sampler.Resume{Input: input, Ticket: t}); err != nil {
+		t.Release()
+		return protocol.Errorf(http.StatusConflict, protocol.CodeResponseNotSuspended, "response_id", "Response %s is not suspended: %v.", key, err)
+	}
+	return nil
+}
+
+// Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404),
+// response_already_completed (409) for a rollout that has ended.
+func (c *Conn) Cancel(key, reason string) *protocol.Error {
+	c.mu.Lock()
+	h, ok := c.reg[key]
+	if !ok {
+		c.mu.Unlock()
+		return notFoundError(key)
+	}
+	if h.state == stateEnded || h.cancelled {
+		c.mu.Unlock()
+		return protocol.Errorf(http.StatusConflict, CodeAlreadyCompleted, "response_id", "Response %s has already ended.", key)
+	}
+	h.cancelled = true
+	c.mu.Unlock()
+	h.r.Cancel(reason)
+	return nil
+}
+
+// Chain returns the items of the rollout key (history, inputs and outputs in order) for a
+// continuation by previous_response_id, and whether the rollout has ended. ok is false when the
+// key is unknown or evicted.
+func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.reg[key]
+	if !ok {
+		return nil, false, false
+	}
+	c.stamp++
+	h.stamp = c.stamp
+	return h.items[:len(h.items):len(h.items)], h.state == stateEnded, true
+}
+
+// Lookup resolves a previous_response_id: the connection's registry first, then
+// Options.Lookup (stored responses). It returns previous_response_not_found (400) when
+// neither knows id, and response_in_progress (409) for a rollout of this connection that has
+// not ended (continue it with response.append instead).
+func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
+	items, ended, ok := c.Chain(id)
+	if ok && !ended {
+		return nil, protocol.Errorf(http.StatusConflict, CodeResponseInProgress, "previous_response_id",
+			"Response %s has not ended: continue it with response.append, or cancel it first.", id)
+	}
+	if ok {
+		return items, nil
+	}
+	if c.opts.Lookup != nil {
+		if items, ok := c.opts.Lookup(id); ok {
+			return items, nil
+		}
+	}
+	return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
+		"Previous response with id '%s' not found.", id)
+}
+
+// Forget removes key from the registry if its rollout has ended (a failed continuation evicts
+// its parent in the public shape).
+func (c *Conn) Forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.reg[key]; ok && h.state == stateEnded {
+		delete(c.reg, key)
+	}
+}
+
+func (h *Rollout) knownLocked(callID string) bool {
+	_, ok := h.calls[callID]
+	return ok
+}
+
+func (h *Rollout) addCallsLocked(items []protocol.Item) {
+	for i := range items {
+		if items[i].Type == protocol.ItemFunctionCall {
+			h.calls[items[i].CallID] = struct{}{}
+		}
+	}
+}
+
+// itemsBytes estimates the memory held by items: their text plus a fixed overhead each.
+func itemsBytes(items []protocol.Item) int64 {
+	var n int64
+	for i := range items {
+		it := &items[i]
+		n += 128 + int64(len(it.Arguments)+len(it.Output)+len(it.Raw)+len(it.Name)+len(it.CallID)+len(it.ID))
+		for j := range it.Content {
+			n += 32 + int64(len(it.Content[j].Text)+len(it.Content[j].Raw))
+		}
+	}
+	return n
+}
+
+// evictLocked drops the least recently used ended rollouts until the registry is within its
+// bounds. Live rollouts are never evicted.
+func (c *Conn) evictLocked() {
+	for {
+		var count int
+		var bytes int64
+		var oldest *Rollout
+		for _, h := range c.reg {
+			count++
+			bytes += h.bytes
+			if h.state == stateEnded && (oldest == nil || h.stamp < oldest.stamp) {
+				oldest = h
+			}
+		}
+		if oldest == nil || (count <= c.opts.CacheResponses && bytes <= c.opts.CacheBytes) {
+			return
+		}
+		delete(c.reg, oldest.key)
+	}
+}
+
+// coreSink tracks the rollout's state in the registry, then forwards to the adapter's sink.
+type coreSink struct {
+	c     *Conn
+	h     *Rollout
+	inner sampler.Sink
+}
+
+func (s *coreSink) Started() {
+	s.c.mu.Lock()
+	s.h.state = stateSampling
+	s.c.mu.Unlock()
+	s.inner.Started()
+}
+
+func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
+
+func (s *coreSink) Suspended(sp sampler.Suspension) {
+	c, h := s.c, s.h
+	c.mu.Lock()
+	h.state = stateSuspended
+	h.pending = sp.PendingCallIDs
+	h.items = append(h.items, sp.Output...)
+	h.nOut += len(sp.Output)
+	h.addCallsLocked(sp.Output)
+	h.bytes += itemsBytes(sp.Output)
+	c.mu.Unlock()
+	s.inner.Suspended(sp)
+	c.signal()
+}
+
+func (s *coreSink) Ended(e sampler.Ending) {
+	c, h := s.c, s.h
+	c.mu.Lock()
+	h.state = stateEnded
+	h.status = e.Status
+	h.pending = nil
+	if h.nOut < len(e.Output) {
+		rest := e.Output[h.nOut:]
+		h.items = append(h.items, rest...)
+		h.addCallsLocked(rest)
+		h.bytes += itemsBytes(rest)
+		h.nOut = len(e.Output)
+	}
+	c.mu.Unlock()
+	s.inner.Ended(e)
+	c.mu.Lock()
+	if c.reg != nil {
+		c.evictLocked()
+	}
+	c.mu.Unlock()
+	c.signal()
+}

@@ -96,7 +96,7 @@ type Config struct {
 	// History is rendered first and counted as not cached (cold path); Input follows it.
 	History []protocol.Item
 	Input   []protocol.Item
-	// Ticket is the first sampling slot. Nil with StartSuspended.
+	// Ticket is the first sampling slot (also waited for by a warm-up before it suspends).
 	Ticket Ticket
 	Sink   Sink
 	// SuspendTimeout ends a rollout suspended longer than this (incomplete, idle_timeout);
@@ -105,7 +105,8 @@ type Config struct {
 	// SuspendOnAnswer makes a final answer suspend with no pending calls instead of ending
 	// (the public shape keeps the rollout for the next user turn).
 	SuspendOnAnswer bool
-	// StartSuspended renders History+Input and suspends at once without sampling (warm-up).
+	// StartSuspended renders History+Input and, once it holds Ticket, suspends without
+	// sampling (warm-up).
 	StartSuspended bool
 }
 

@@ -152,7 +152,15 @@ func (r *Rollout) loop() Ending {
 	r.context.Append(r.cfg.Input...)
 	r.ticket = r.cfg.Ticket
 	if r.cfg.StartSuspended {
-		r.prefilled = r.context.Len() // a warm-up prefills without sampling
+		// A warm-up prefills without sampling. It still waits for its ticket, so that its
+		// suspension is reported in FIFO order after the responses queued before it.
+		if r.ticket != nil {
+			if err := r.ticket.Wait(r.ctx); err != nil {
+				return r.interrupted()
+			}
+			r.holding = true
+		}
+		r.prefilled = r.context.Len()
 		if e, ok := r.suspend(); !ok {
 			return e
 		}

@@ -19,7 +19,7 @@ func ServeAppend(c *Conn) error {
 	defer c.Close()
 	a := &appendAdapter{c: c}
 	for {
-		data, err := c.tr.Read(c.ctx)
+		data, err := c.Transport().Read(c.ctx)
 		if err != nil {
 			if stop, rerr := a.readError(err); stop {
 				return rerr
@@ -46,7 +46,7 @@ func (a *appendAdapter) readError(err error) (stop bool, _ error) {
 			"Binary frames are not supported: send each event as one JSON text frame."))
 		return false, nil
 	case errors.Is(err, ErrFrameTooLarge):
-		_ = c.WriteError(frameTooLargeError(c.opts.maxFrame()))
+		_ = c.WriteError(FrameTooLargeError(c.opts.maxFrame()))
 		_ = c.tr.Close(websocket.StatusMessageTooBig, "frame too large")
 		return true, err
 	}
@@ -56,7 +56,9 @@ func (a *appendAdapter) readError(err error) (stop bool, _ error) {
 	return true, err
 }
 
-func frameTooLargeError(max int64) *protocol.Error {
+// FrameTooLargeError is the websocket_message_too_large error (413) for a frame over max bytes;
+// the connection is closed with 1009 after it (architecture §8).
+func FrameTooLargeError(max int64) *protocol.Error {
 	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeMessageTooLarge, "",
 		"The frame exceeds the limit of %d bytes; the connection will be closed.", max)
 }
@@ -92,7 +94,7 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 			return err
 		}
 	}
-	if err := CheckChainOutputs(history, p.Input); err != nil {
+	if err := CheckContinuation(history, p.Input); err != nil {
 		return err
 	}
 	id := NewID("resp")
@@ -123,30 +125,72 @@ func checkUnsupported(p *protocol.CreateParams, appendShape bool) *protocol.Erro
 	return nil
 }
 
-// CheckChainOutputs rejects a function_call_output in input whose call_id names no
-// function_call of history or of input before it: tool_call_not_found (400, param input).
-func CheckChainOutputs(history, input []protocol.Item) *protocol.Error {
-	var calls map[string]struct{}
-	for i := range input {
-		if input[i].Type != protocol.ItemFunctionCallOutput {
-			continue
-		}
-		if calls == nil {
-			calls = make(map[string]struct{})
-			for _, list := range [][]protocol.Item{history, input} {
-				for j := range list {
-					if list[j].Type == protocol.ItemFunctionCall {
-						calls[list[j].CallID] = struct{}{}
-					}
-				}
+// CheckContinuation validates the input of a continuation of chain (by previous_response_id,
+// both shapes): every function_call_output must name a function_call of chain or of input
+// before it (else tool_call_not_found), no call may get two outputs (duplicate_tool_output),
+// and every call chain leaves open must get one (missing_tool_output: "No tool output found
+// for function call <call_id>."). All are 400 with param "input" (architecture §8). Other
+// items are appended as given.
+func CheckContinuation(chain, input []protocol.Item) *protocol.Error {
+	const bad = http.StatusBadRequest
+	open := map[string]bool{} // call_id → answered
+	var order []string
+	for i := range chain {
+		switch chain[i].Type {
+		case protocol.ItemFunctionCall:
+			if _, seen := open[chain[i].CallID]; !seen {
+				order = append(order, chain[i].CallID)
 			}
+			open[chain[i].CallID] = false
+		case protocol.ItemFunctionCallOutput:
+			open[chain[i].CallID] = true
 		}
-		if _, ok := calls[input[i].CallID]; !ok {
-			return protocol.Errorf(http.StatusBadRequest, protocol.CodeToolCallNotFound, "input",
-				"No tool call found for function call output with call_id %s.", input[i].CallID)
+	}
+	var pending []string
+	for _, id := range order {
+		if !open[id] {
+			pending = append(pending, id)
+		}
+	}
+	for i := range input {
+		it := &input[i]
+		switch it.Type {
+		case protocol.ItemFunctionCall:
+			if _, seen := open[it.CallID]; !seen {
+				pending = append(pending, it.CallID)
+			}
+			open[it.CallID] = false
+		case protocol.ItemFunctionCallOutput:
+			answered, ok := open[it.CallID]
+			switch {
+			case !ok:
+				return protocol.Errorf(bad, protocol.CodeToolCallNotFound, "input",
+					"No tool call found for function call output with call_id %s.", it.CallID)
+			case answered:
+				return protocol.Errorf(bad, protocol.CodeDuplicateToolOutput, "input",
+					"Duplicate tool output for function call %s.", it.CallID)
+			}
+			open[it.CallID] = true
+		}
+	}
+	for _, id := range pending {
+		if !open[id] && !calledIn(input, id) {
+			return protocol.Errorf(bad, protocol.CodeMissingToolOutput, "input",
+				"No tool output found for function call %s.", id)
 		}
 	}
 	return nil
+}
+
+// calledIn reports whether input itself makes the call id (a client-side call the client
+// will answer later is not this server's to demand).
+func calledIn(input []protocol.Item, id string) bool {
+	for i := range input {
+		if input[i].Type == protocol.ItemFunctionCall && input[i].CallID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // appendSink turns a rollout's happenings into append-shape events: one sequence_number space

@@ -140,6 +140,12 @@ func (c *Conn) ageLimit(age time.Duration) {
 	}
 }
 
+// Transport is the connection's transport (the adapters read frames from it).
+func (c *Conn) Transport() Transport { return c.tr }
+
+// MaxFrame is the largest client frame in bytes (Options.MaxFrame with its default).
+func (c *Conn) MaxFrame() int64 { return c.opts.maxFrame() }
+
 // Context is cancelled when the connection ends.
 func (c *Conn) Context() context.Context { return c.ctx }
 

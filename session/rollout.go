@@ -30,11 +30,7 @@ type Rollout struct {
 
 	// Guarded by Conn.mu
 	state     rolloutState
-	status    string // Ending.Status once ended
-	pending   []string
-	calls     map[string]struct{} // every call_id of a function_call in the chain
-	items     []protocol.Item
-	nOut      int // model outputs already appended to items
+	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
 	bytes     int64
 	stamp     uint64
 	cancelled bool
@@ -55,32 +51,28 @@ type StartRequest struct {
 func (c *Conn) Start(req StartRequest) *protocol.Error {
 	c.mu.Lock()
 	if c.closing || c.draining {
+		why := c.drainWhy
 		c.mu.Unlock()
+		if why == protocol.ReasonConnectionLimit {
+			return connectionLimitError(c.opts.MaxAge)
+		}
 		return shuttingDownError()
 	}
 	if _, dup := c.reg[req.Key]; dup {
 		c.mu.Unlock()
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "", "Response id %s is already in use on this connection.", req.Key)
 	}
-	var t *ticket
-	if !req.Config.StartSuspended {
-		var ok bool
-		if t, ok = c.gate.enqueue(); !ok {
-			c.mu.Unlock()
-			return queueFullError(c.opts.QueueDepth)
-		}
+	t, ok := c.gate.enqueue()
+	if !ok {
+		c.mu.Unlock()
+		return queueFullError(c.opts.QueueDepth)
 	}
-	h := &Rollout{key: req.Key, calls: make(map[string]struct{})}
-	h.items = append(append(h.items, req.Config.History...), req.Config.Input...)
-	h.addCallsLocked(h.items)
-	h.bytes = itemsBytes(h.items)
+	h := &Rollout{key: req.Key}
 	c.stamp++
 	h.stamp = c.stamp
 	c.reg[req.Key] = h
 	cfg := req.Config
-	if t != nil {
-		cfg.Ticket = t
-	}
+	cfg.Ticket = t
 	if cfg.SuspendTimeout == 0 {
 		cfg.SuspendTimeout = c.opts.SuspendTimeout
 	}
@@ -99,10 +91,10 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 }
 
 // Resume continues the suspended rollout key with input, which must carry exactly one
-// function_call_output per pending call (sampler.CheckOutputs). Errors: response_not_found
-// (404) for an unknown key, response_not_suspended (409) when it is queued, sampling or ended,
-// tool_call_not_found / missing_tool_output / duplicate_tool_output (400; the rollout stays
-// suspended), websocket_queue_limit_reached (429).
+// function_call_output per pending call, then optionally messages (sampler.CheckOutputs).
+// Errors: response_not_found (404) for an unknown key, response_not_suspended (409) when it is
+// queued, sampling or ended, tool_call_not_found / missing_tool_output / duplicate_tool_output
+// (400; the rollout stays suspended), websocket_queue_limit_reached (429).
 func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	c.mu.Lock()
 	h, ok := c.reg[key]
@@ -115,27 +107,30 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		c.mu.Unlock()
 		return notSuspendedError(key, state)
 	}
-	if err := sampler.CheckOutputs(h.pending, h.knownLocked, input); err != nil {
-		c.mu.Unlock()
-		return err
-	}
 	t, ok := c.gate.enqueue()
 	if !ok {
 		c.mu.Unlock()
 		return queueFullError(c.opts.QueueDepth)
 	}
 	h.state = stateResuming
-	h.items = append(h.items, input...)
-	h.addCallsLocked(input)
-	h.bytes += itemsBytes(input)
 	c.stamp++
 	h.stamp = c.stamp
 	c.mu.Unlock()
-	if err := h.r.Resume(sampler.Resume{Input: input, Ticket: t}); err != nil {
-		t.Release()
-		return protocol.Errorf(http.StatusConflict, protocol.CodeResponseNotSuspended, "response_id", "Response %s is not suspended: %v.", key, err)
+	err := h.r.Resume(sampler.Resume{Input: input, Ticket: t})
+	if err == nil {
+		return nil
 	}
-	return nil
+	t.Release()
+	c.mu.Lock()
+	if h.state == stateResuming {
+		h.state = stateSuspended
+	}
+	state := h.state
+	c.mu.Unlock()
+	if perr, ok := protocol.AsError(err); ok {
+		return perr
+	}
+	return notSuspendedError(key, state)
 }
 
 // Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404),
@@ -204,19 +199,6 @@ func (c *Conn) Forget(key string) {
 	}
 }
 
-func (h *Rollout) knownLocked(callID string) bool {
-	_, ok := h.calls[callID]
-	return ok
-}
-
-func (h *Rollout) addCallsLocked(items []protocol.Item) {
-	for i := range items {
-		if items[i].Type == protocol.ItemFunctionCall {
-			h.calls[items[i].CallID] = struct{}{}
-		}
-	}
-}
-
 // itemsBytes estimates the memory held by items: their text plus a fixed overhead each.
 func itemsBytes(items []protocol.Item) int64 {
 	var n int64
@@ -268,14 +250,9 @@ func (s *coreSink) Started() {
 func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 
 func (s *coreSink) Suspended(sp sampler.Suspension) {
-	c, h := s.c, s.h
+	c := s.c
 	c.mu.Lock()
-	h.state = stateSuspended
-	h.pending = sp.PendingCallIDs
-	h.items = append(h.items, sp.Output...)
-	h.nOut += len(sp.Output)
-	h.addCallsLocked(sp.Output)
-	h.bytes += itemsBytes(sp.Output)
+	s.h.state = stateSuspended
 	c.mu.Unlock()
 	s.inner.Suspended(sp)
 	c.signal()
@@ -285,15 +262,8 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
 	c.mu.Lock()
 	h.state = stateEnded
-	h.status = e.Status
-	h.pending = nil
-	if h.nOut < len(e.Output) {
-		rest := e.Output[h.nOut:]
-		h.items = append(h.items, rest...)
-		h.addCallsLocked(rest)
-		h.bytes += itemsBytes(rest)
-		h.nOut = len(e.Output)
-	}
+	h.items = e.Context
+	h.bytes = itemsBytes(e.Context)
 	c.mu.Unlock()
 	s.inner.Ended(e)
 	c.mu.Lock()

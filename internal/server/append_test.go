@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/tetherd/tether/internal/wstest"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func create(input string, meta map[string]string, tools ...any) map[string]any {
 func TestUpgradeConfirmsOptIn(t *testing.T) {
 	_, url := testServer(t, Options{})
 	c := dialAppend(t, url)
-	if got := c.resp.Header.Get("OpenAI-Beta"); got != AppendBeta {
+	if got := c.Resp.Header.Get("OpenAI-Beta"); got != AppendBeta {
 		t.Fatalf("101 OpenAI-Beta = %q, want %q", got, AppendBeta)
 	}
 }
@@ -42,23 +43,23 @@ func TestTwentyToolCallRollout(t *testing.T) {
 	dones, calls := 0, 0
 	for _, f := range fs {
 		switch {
-		case f.typ() == "response.done":
+		case f.Type() == "response.done":
 			dones++
 			if n := len(pendingIDs(f)); n != 1 {
 				t.Fatalf("response.done with %d pending calls, want 1", n)
 			}
-		case f.typ() == "response.output_item.done" && f.str("item", "type") == "function_call":
+		case f.Type() == "response.output_item.done" && f.Str("item", "type") == "function_call":
 			calls++
-			if !strings.Contains(f.str("item", "arguments"), "echo") {
-				t.Errorf("shell tool not given an echo command: %s", f.str("item", "arguments"))
+			if !strings.Contains(f.Str("item", "arguments"), "echo") {
+				t.Errorf("shell tool not given an echo command: %s", f.Str("item", "arguments"))
 			}
 		}
 	}
 	last := fs[len(fs)-1]
-	if last.typ() != "response.completed" || dones != 20 || calls != 20 {
-		t.Fatalf("terminal %s after %d suspensions and %d calls, want completed after 20", last.typ(), dones, calls)
+	if last.Type() != "response.completed" || dones != 20 || calls != 20 {
+		t.Fatalf("terminal %s after %d suspensions and %d calls, want completed after 20", last.Type(), dones, calls)
 	}
-	out, _ := last.get("response", "output").([]any)
+	out, _ := last.Get("response", "output").([]any)
 	if len(out) != 21 {
 		t.Fatalf("final output has %d items, want 20 calls + 1 message", len(out))
 	}
@@ -66,21 +67,21 @@ func TestTwentyToolCallRollout(t *testing.T) {
 	if !strings.Contains(answer, "Fix the failing build.") || !strings.Contains(answer, "output of") {
 		t.Errorf("answer does not quote the context: %q", answer)
 	}
-	u := last.get("response", "usage").(map[string]any)
+	u := last.Get("response", "usage").(map[string]any)
 	in, cached := u["input_tokens"].(float64), u["input_tokens_details"].(map[string]any)["cached_tokens"].(float64)
 	if in <= 0 || cached <= 0 || cached >= in || u["output_tokens"].(float64) <= 0 {
 		t.Errorf("usage not plausible for a resumed rollout: %v", u)
 	}
 }
 
-func finalText(f frame) string {
-	out, _ := f.get("response", "output").([]any)
+func finalText(f wstest.Frame) string {
+	out, _ := f.Get("response", "output").([]any)
 	for _, it := range out {
-		m := frame(it.(map[string]any))
-		if m.str("type") == "message" {
-			parts, _ := m.get("content").([]any)
+		m := wstest.Frame(it.(map[string]any))
+		if m.Str("type") == "message" {
+			parts, _ := m.Get("content").([]any)
 			if len(parts) > 0 {
-				return frame(parts[0].(map[string]any)).str("text")
+				return wstest.Frame(parts[0].(map[string]any)).Str("text")
 			}
 		}
 	}
@@ -90,36 +91,36 @@ func finalText(f frame) string {
 func TestParallelCallsRejectedThenGoodAppend(t *testing.T) {
 	_, url := testServer(t, Options{})
 	c := dialAppend(t, url)
-	c.send(create("Weather and time in Paris?", map[string]string{"sim.parallel": "2"}, weather, clock))
-	fs := c.until("response.done")
+	c.Send(create("Weather and time in Paris?", map[string]string{"sim.parallel": "2"}, weather, clock))
+	fs := c.Until("response.done")
 	done := fs[len(fs)-1]
 	ids := pendingIDs(done)
 	if len(ids) != 2 {
 		t.Fatalf("want 2 parallel calls, got %v", done)
 	}
-	rid := done.str("response_id")
+	rid := done.Str("response_id")
 	// Only one output: rejected, rollout stays suspended.
-	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
 		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"}}})
-	e := c.expectError(400, "missing_tool_output", "input")
-	if want := "No tool output found for function call " + ids[1] + "."; e.str("error", "message") != want {
-		t.Errorf("message %q, want %q", e.str("error", "message"), want)
+	e := c.ExpectError(400, "missing_tool_output", "input")
+	if want := "No tool output found for function call " + ids[1] + "."; e.Str("error", "message") != want {
+		t.Errorf("message %q, want %q", e.Str("error", "message"), want)
 	}
 	// Duplicate output: rejected.
-	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
 		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"},
 		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"}}})
-	c.expectError(400, "duplicate_tool_output", "input")
+	c.ExpectError(400, "duplicate_tool_output", "input")
 	// Unknown call: rejected.
-	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
 		map[string]any{"type": "function_call_output", "call_id": "call_nope", "output": "x"}}})
-	c.expectError(400, "tool_call_not_found", "input")
+	c.ExpectError(400, "tool_call_not_found", "input")
 	// Both, in reverse order: resumes.
-	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
 		map[string]any{"type": "function_call_output", "call_id": ids[1], "output": "14:05"},
 		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"}}})
-	rest := c.until("response.completed")
-	if rest[0].typ() != "response.output_item.added" || rest[0].num("sequence_number") != done.num("sequence_number")+1 {
+	rest := c.Until("response.completed")
+	if rest[0].Type() != "response.output_item.added" || rest[0].Num("sequence_number") != done.Num("sequence_number")+1 {
 		t.Fatalf("resume must continue the rollout's sequence directly: %v", rest[0])
 	}
 	checkGrammar(t, append(fs, rest...))
@@ -131,40 +132,40 @@ func TestParallelCallsRejectedThenGoodAppend(t *testing.T) {
 func TestCancel(t *testing.T) {
 	_, url := testServer(t, Options{})
 	c := dialAppend(t, url)
-	c.send(create("hi", nil, shell))
-	fs := c.until("response.done")
-	rid := fs[len(fs)-1].str("response_id")
-	c.send(map[string]any{"type": "response.cancel", "response_id": rid})
-	fs = append(fs, c.until("response.incomplete")...)
+	c.Send(create("hi", nil, shell))
+	fs := c.Until("response.done")
+	rid := fs[len(fs)-1].Str("response_id")
+	c.Send(map[string]any{"type": "response.cancel", "response_id": rid})
+	fs = append(fs, c.Until("response.incomplete")...)
 	checkGrammar(t, fs)
 	last := fs[len(fs)-1]
-	if last.str("response", "incomplete_details", "reason") != "cancelled" {
+	if last.Str("response", "incomplete_details", "reason") != "cancelled" {
 		t.Fatalf("want reason cancelled: %v", last)
 	}
-	c.send(map[string]any{"type": "response.cancel", "response_id": rid})
-	c.expectError(409, "response_already_completed", "response_id")
-	c.send(map[string]any{"type": "response.cancel", "response_id": "resp_unknown"})
-	c.expectError(404, "response_not_found", "response_id")
-	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{}})
-	c.expectError(409, "response_not_suspended", "response_id")
-	c.send(map[string]any{"type": "response.append", "response_id": "resp_unknown", "input": []any{}})
-	c.expectError(404, "response_not_found", "response_id")
+	c.Send(map[string]any{"type": "response.cancel", "response_id": rid})
+	c.ExpectError(409, "response_already_completed", "response_id")
+	c.Send(map[string]any{"type": "response.cancel", "response_id": "resp_unknown"})
+	c.ExpectError(404, "response_not_found", "response_id")
+	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{}})
+	c.ExpectError(409, "response_not_suspended", "response_id")
+	c.Send(map[string]any{"type": "response.append", "response_id": "resp_unknown", "input": []any{}})
+	c.ExpectError(404, "response_not_found", "response_id")
 }
 
 func TestTwoRolloutsOneConnection(t *testing.T) {
 	_, url := testServer(t, Options{})
 	c := dialAppend(t, url)
-	c.send(create("first task", nil, shell))
-	a := c.until("response.done")
-	aid := a[len(a)-1].str("response_id")
+	c.Send(create("first task", nil, shell))
+	a := c.Until("response.done")
+	aid := a[len(a)-1].Str("response_id")
 	// A is suspended; B samples to completion meanwhile.
 	b := rollout(t, c, create("second task", map[string]string{}), nil)
-	if b[len(b)-1].typ() != "response.completed" || b[0].str("response", "id") == aid {
+	if b[len(b)-1].Type() != "response.completed" || b[0].Str("response", "id") == aid {
 		t.Fatalf("second rollout did not complete on its own: %v", b[len(b)-1])
 	}
-	c.send(map[string]any{"type": "response.append", "response_id": aid, "input": []any{
+	c.Send(map[string]any{"type": "response.append", "response_id": aid, "input": []any{
 		map[string]any{"type": "function_call_output", "call_id": pendingIDs(a[len(a)-1])[0], "output": "done"}}})
-	a = append(a, c.until("response.completed")...)
+	a = append(a, c.Until("response.completed")...)
 	checkGrammar(t, a)
 	if txt := finalText(a[len(a)-1]); strings.Contains(txt, "second task") || !strings.Contains(txt, "first task") {
 		t.Errorf("rollouts' contexts mixed: %q", txt)
@@ -175,13 +176,13 @@ func TestQueuedCreateWaitsForSamplingRollout(t *testing.T) {
 	_, url := testServer(t, Options{})
 	c := dialAppend(t, url)
 	// Two creates back to back: the second's events start only after the first's terminal.
-	c.send(create("one", nil))
-	c.send(create("two", nil))
-	first := c.until("response.completed")
-	second := c.until("response.completed")
+	c.Send(create("one", nil))
+	c.Send(create("two", nil))
+	first := c.Until("response.completed")
+	second := c.Until("response.completed")
 	checkGrammar(t, first)
 	checkGrammar(t, second)
-	if first[0].str("response", "id") == second[0].str("response", "id") {
+	if first[0].Str("response", "id") == second[0].Str("response", "id") {
 		t.Fatal("same id")
 	}
 }
@@ -190,27 +191,27 @@ func TestPreviousResponseIDOfFinishedRollout(t *testing.T) {
 	_, url := testServer(t, Options{})
 	c := dialAppend(t, url)
 	r1 := rollout(t, c, create("Remember the code word: cobalt", nil), nil)
-	id := r1[0].str("response", "id")
+	id := r1[0].Str("response", "id")
 	m := create("What is the code word?", nil)
 	m["previous_response_id"] = id
 	r2 := rollout(t, c, m, nil)
 	if txt := finalText(r2[len(r2)-1]); !strings.Contains(txt, "cobalt") {
 		t.Fatalf("continuation lost the parent's context: %q", txt)
 	}
-	if r2[0].str("response", "previous_response_id") != id {
+	if r2[0].Str("response", "previous_response_id") != id {
 		t.Errorf("previous_response_id not echoed")
 	}
 	m["previous_response_id"] = "resp_missing"
-	c.send(m)
-	c.expectError(400, "previous_response_not_found", "previous_response_id")
+	c.Send(m)
+	c.ExpectError(400, "previous_response_not_found", "previous_response_id")
 }
 
 func TestOrphanToolOutputOnCreate(t *testing.T) {
 	_, url := testServer(t, Options{})
 	c := dialAppend(t, url)
-	c.send(map[string]any{"type": "response.create", "model": "m", "input": []any{
+	c.Send(map[string]any{"type": "response.create", "model": "m", "input": []any{
 		map[string]any{"type": "function_call_output", "call_id": "call_missing", "output": "x"}}})
-	c.expectError(400, "tool_call_not_found", "input")
+	c.ExpectError(400, "tool_call_not_found", "input")
 	rollout(t, c, create("still usable", nil), nil)
 }
 
@@ -241,21 +242,21 @@ func TestBadFrames(t *testing.T) {
 		{`{"type":"response.cancel","response_id":"resp_x"}`, 404, "response_not_found", "response_id"},
 	}
 	for _, tc := range cases {
-		c.sendRaw(tc.frame)
+		c.SendRaw(tc.frame)
 		t.Run(tc.code+"/"+tc.frame[:min(len(tc.frame), 30)], func(t *testing.T) {
-			c.t = t
-			c.expectError(tc.status, tc.code, tc.param)
+			c.T = t
+			c.ExpectError(tc.status, tc.code, tc.param)
 		})
 	}
-	c.t = t
+	c.T = t
 	// A binary frame.
-	if err := c.c.Write(t.Context(), websocket.MessageBinary, []byte(`{"type":"response.create"}`)); err != nil {
+	if err := c.C.Write(t.Context(), websocket.MessageBinary, []byte(`{"type":"response.create"}`)); err != nil {
 		t.Fatal(err)
 	}
-	c.expectError(400, "unsupported_frame", "")
+	c.ExpectError(400, "unsupported_frame", "")
 	// The socket is still usable.
 	fs := rollout(t, c, create("after the bad frames", nil), nil)
-	if fs[len(fs)-1].typ() != "response.completed" {
+	if fs[len(fs)-1].Type() != "response.completed" {
 		t.Fatalf("socket unusable after bad frames")
 	}
 }
@@ -263,32 +264,17 @@ func TestBadFrames(t *testing.T) {
 func TestAppendToRunningRollout(t *testing.T) {
 	_, url := testServer(t, Options{Model: slowModel()})
 	c := dialAppend(t, url)
-	c.send(create("a long answer please", nil))
-	fs := c.until("response.output_item.added")
-	rid := fs[0].str("response", "id")
-	c.send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{}})
-	c.expectErrorSkipping(409, "response_not_suspended", "response_id")
-}
-
-// expectErrorSkipping reads past rollout events to the next error frame.
-func (c *client) expectErrorSkipping(status int, code, param string) {
-	c.t.Helper()
-	for {
-		f := c.next()
-		if f.typ() != "error" {
-			continue
-		}
-		if f.num("status") != status || f.str("error", "code") != code || f.str("error", "param") != param {
-			c.t.Fatalf("want %d %s %s, got %v", status, code, param, f)
-		}
-		return
-	}
+	c.Send(create("a long answer please", nil))
+	fs := c.Until("response.output_item.added")
+	rid := fs[0].Str("response", "id")
+	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{}})
+	c.ExpectErrorSkipping(409, "response_not_suspended", "response_id")
 }
 
 func TestOversizeFrameClosesWith1009(t *testing.T) {
 	_, url := testServer(t, Options{MaxFrame: 1024})
 	c := dialAppend(t, url)
-	c.sendRaw(fmt.Sprintf(`{"type":"response.create","model":"m","input":%q}`, strings.Repeat("x", 2000)))
-	c.expectError(413, "websocket_message_too_large", "")
-	c.expectClose(websocket.StatusMessageTooBig)
+	c.SendRaw(fmt.Sprintf(`{"type":"response.create","model":"m","input":%q}`, strings.Repeat("x", 2000)))
+	c.ExpectError(413, "websocket_message_too_large", "")
+	c.ExpectClose(websocket.StatusMessageTooBig)
 }

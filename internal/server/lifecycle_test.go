@@ -37,9 +37,9 @@ func TestDisconnectWhileStreamingFreesEverything(t *testing.T) {
 	s, url := testServer(t, Options{Model: slowModel()})
 	ignore := goleak.IgnoreCurrent()
 	c := dialAppend(t, url)
-	c.send(create("stream a long answer", map[string]string{"sim.answer_tokens": "500"}))
-	c.until("response.output_text.delta")
-	c.c.CloseNow()
+	c.Send(create("stream a long answer", map[string]string{"sim.answer_tokens": "500"}))
+	c.Until("response.output_text.delta")
+	c.C.CloseNow()
 	waitNoConns(t, s)
 	goleak.VerifyNone(t, ignore)
 }
@@ -49,10 +49,10 @@ func TestDisconnectWhileSuspendedFreesEverything(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	c := dialAppend(t, url)
 	for i := 0; i < 3; i++ {
-		c.send(create("task", nil, shell))
-		c.until("response.done")
+		c.Send(create("task", nil, shell))
+		c.Until("response.done")
 	}
-	c.c.CloseNow()
+	c.C.CloseNow()
 	waitNoConns(t, s)
 	goleak.VerifyNone(t, ignore)
 }
@@ -60,18 +60,18 @@ func TestDisconnectWhileSuspendedFreesEverything(t *testing.T) {
 func TestShutdownEndsEveryRollout(t *testing.T) {
 	s, url := testServer(t, Options{ShutdownGrace: 5 * time.Second})
 	c := dialAppend(t, url)
-	c.send(create("suspended one", nil, shell))
-	fs := c.until("response.done")
+	c.Send(create("suspended one", nil, shell))
+	fs := c.Until("response.done")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Shutdown(ctx) }()
-	fs = append(fs, c.until("response.incomplete")...)
+	fs = append(fs, c.Until("response.incomplete")...)
 	checkGrammar(t, fs)
-	if r := fs[len(fs)-1].str("response", "incomplete_details", "reason"); r != "server_shutdown" {
+	if r := fs[len(fs)-1].Str("response", "incomplete_details", "reason"); r != "server_shutdown" {
 		t.Fatalf("reason %q, want server_shutdown", r)
 	}
-	c.expectClose(websocket.StatusGoingAway)
+	c.ExpectClose(websocket.StatusGoingAway)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -80,15 +80,15 @@ func TestShutdownEndsEveryRollout(t *testing.T) {
 func TestShutdownLetsSamplingRolloutFinish(t *testing.T) {
 	s, url := testServer(t, Options{Model: slowModel(), ShutdownGrace: 30 * time.Second})
 	c := dialAppend(t, url)
-	c.send(create("short", nil))
-	fs := c.until("response.output_item.added")
+	c.Send(create("short", nil))
+	fs := c.Until("response.output_item.added")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Shutdown(ctx) }()
-	fs = append(fs, c.until("response.completed")...)
+	fs = append(fs, c.Until("response.completed")...)
 	checkGrammar(t, fs)
-	c.expectClose(websocket.StatusGoingAway)
+	c.ExpectClose(websocket.StatusGoingAway)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}

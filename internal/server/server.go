@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherd/tether/compat"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
@@ -36,6 +37,11 @@ type Options struct {
 	CacheResponses int
 	CacheBytes     int64
 	ShutdownGrace  time.Duration
+	// Store keeps store:true responses. Nil means an in-memory store bounded by StoreResponses
+	// and StoreBytes (0 means compat.DefaultStoreResponses and compat.DefaultStoreBytes).
+	Store          compat.Store
+	StoreResponses int
+	StoreBytes     int64
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -44,9 +50,11 @@ type Options struct {
 // append opt-in → the append shape of package session). Shutdown drains every WebSocket.
 type Server struct {
 	// Immutable
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	opts     Options
+	log      *slog.Logger
+	mux      *http.ServeMux
+	http     *compat.HTTP
+	counters compat.Counters
 
 	mu       sync.Mutex // guards conns and shutdown
 	conns    map[*session.Conn]struct{}
@@ -65,11 +73,35 @@ func New(opts Options) *Server {
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = session.DefaultMaxFrame
 	}
+	if opts.Store == nil {
+		opts.Store = compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
+	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{})}
+	httpSession := s.sessionOptions()
+	httpSession.MaxAge = 0 // one request per connection core
+	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(), MaxBody: opts.MaxFrame}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/v1/responses", s.responses)
+	s.mux.HandleFunc("GET /v1/responses/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s.http.Get(w, r.PathValue("id"), "")
+	})
+	s.mux.HandleFunc("DELETE /v1/responses/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s.http.Delete(w, r.PathValue("id"), "")
+	})
+	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", func(w http.ResponseWriter, r *http.Request) {
+		s.http.InputItems(w, r, r.PathValue("id"), "")
+	})
 	return s
+}
+
+// Counters reports how public-shape continuations ran (hot path, cold path, new chains,
+// warm-ups) since the server started.
+func (s *Server) Counters() *compat.Counters { return &s.counters }
+
+func (s *Server) publicOptions() compat.Options {
+	return compat.Options{Store: s.opts.Store, CacheResponses: s.opts.CacheResponses,
+		CacheBytes: s.opts.CacheBytes, Counters: &s.counters}
 }
 
 // ServeHTTP implements http.Handler.
@@ -81,12 +113,16 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet && isUpgrade(r) {
+	switch {
+	case r.Method == http.MethodGet && isUpgrade(r):
 		s.websocket(w, r)
-		return
+	case r.Method == http.MethodPost:
+		s.http.Create(w, r, "")
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeHTTPError(w, protocol.Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "",
+			"%s /v1/responses is not supported: POST a create body, or GET with a WebSocket upgrade.", r.Method))
 	}
-	writeHTTPError(w, protocol.Errorf(http.StatusNotImplemented, "not_implemented", "",
-		"Only the append shape over WebSocket is served yet: open a WebSocket on this path with 'OpenAI-Beta: %s'.", AppendBeta))
 }
 
 func isUpgrade(r *http.Request) bool {
@@ -115,11 +151,7 @@ func headerHasToken(h http.Header, key, token string) bool {
 }
 
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
-	if !WantsAppend(r) {
-		writeHTTPError(w, protocol.Errorf(http.StatusNotImplemented, "not_implemented", "",
-			"The public WebSocket shape is not served yet: add 'OpenAI-Beta: %s' to use the append shape.", AppendBeta))
-		return
-	}
+	appendShape := WantsAppend(r)
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
@@ -131,8 +163,10 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.wg.Done()
 
-	w.Header().Set("OpenAI-Beta", AppendBeta)
-	ws, err := websocket.Accept(w, r, nil)
+	if appendShape {
+		w.Header().Set("OpenAI-Beta", AppendBeta)
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
@@ -142,15 +176,27 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		c.Drain(protocol.ReasonServerShutdown)
 	}
 	defer s.untrack(c)
-	s.log.Info("connection opened", "shape", "append", "remote", r.RemoteAddr)
-	err = session.ServeAppend(c)
+	shape := "public"
+	if appendShape {
+		shape = "append"
+	}
+	s.log.Info("connection opened", "shape", shape, "remote", r.RemoteAddr)
+	if appendShape {
+		err = session.ServeAppend(c)
+	} else {
+		err = compat.ServeWebSocket(c, s.publicOptions())
+	}
 	_ = ws.CloseNow()
-	s.log.Info("connection closed", "shape", "append", "remote", r.RemoteAddr, "reason", errString(err))
+	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
 }
 
-func errString(err error) string {
-	if err == nil {
+// closeReason describes why a connection's read loop ended, for the log.
+func closeReason(err error) string {
+	switch {
+	case err == nil:
 		return "drained"
+	case websocket.CloseStatus(err) != -1:
+		return "client closed (" + websocket.CloseStatus(err).String() + ")"
 	}
 	return err.Error()
 }

@@ -1,0 +1,168 @@
+package compat
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/session"
+)
+
+// Counters count how public continuations ran (architecture §3): Hot resumed a suspended
+// rollout, Cold rebuilt a rollout from the chain's items, New started a chain, WarmUp counts
+// generate:false requests. Safe for concurrent use.
+type Counters struct {
+	Hot, Cold, New, WarmUp atomic.Int64
+}
+
+// create handles one response.create (WebSocket) or POST body (HTTP). It returns a
+// request-scoped error, in which case nothing was started and no event was sent, or the
+// segment, whose done channel closes once its terminal event has been sent.
+func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counters *Counters) (*pendingSegment, *protocol.Error) {
+	if err := checkCreate(p, ws); err != nil {
+		return nil, err
+	}
+	id := session.NewID("resp")
+	ps := &pendingSegment{
+		seg:     &segment{id: id, settings: settingsKey(p)},
+		resp:    session.NewResponse(id, p, time.Now().Unix()),
+		input:   p.Input,
+		store:   p.Stored(),
+		warmup:  !p.Generates(),
+		emitter: em,
+		done:    make(chan struct{}),
+	}
+	if ps.warmup {
+		counters.WarmUp.Add(1)
+	}
+	parentID := ""
+	if p.PreviousResponseID != nil {
+		parentID = *p.PreviousResponseID
+	}
+	if parentID == "" {
+		if err := session.CheckContinuation(nil, p.Input); err != nil {
+			return nil, err
+		}
+		counters.New.Add(1)
+		return ps, r.start(ps, p, nil)
+	}
+	ps.parent = parentID
+	chain, hot, err := r.resolve(ps, p)
+	if err != nil {
+		return nil, err
+	}
+	if hot {
+		counters.Hot.Add(1)
+		return ps, nil
+	}
+	counters.Cold.Add(1)
+	return ps, r.start(ps, p, chain)
+}
+
+// resolve finds the parent: the connection's segments first, then the Store. It validates
+// the continuation, and takes the hot path when the parent is the latest segment of a
+// suspended rollout, the input answers exactly its pending calls (then messages) and the
+// settings are unchanged. A failed continuation evicts its parent.
+func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain []protocol.Item, hot bool, _ *protocol.Error) {
+	r.mu.Lock()
+	parent := r.segs.get(ps.parent)
+	if parent == nil {
+		r.mu.Unlock()
+		var ok bool
+		if r.store == nil {
+			ok = false
+		} else if chain, ok = chainFromStore(r.store, ps.parent, r.owner); ok {
+			if err := session.CheckContinuation(chain, p.Input); err != nil {
+				return nil, false, err
+			}
+		}
+		if !ok {
+			return nil, false, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
+				"Previous response with id '%s' not found.", ps.parent)
+		}
+		return chain, false, nil
+	}
+	chain = parent.chain
+	if err := session.CheckContinuation(chain, p.Input); err != nil {
+		r.evictLocked(parent.id)
+		r.mu.Unlock()
+		return nil, false, err
+	}
+	canHot := r.segs.isLatest(parent) && !ps.warmup && sameSettings(parent.settings, ps.seg.settings) &&
+		sampler.CheckOutputs(parent.pending, nil, p.Input) == nil
+	if !canHot {
+		r.mu.Unlock()
+		return chain, false, nil
+	}
+	key := parent.rollout
+	delete(r.segs.latest, key)
+	ps.seg.rollout = key
+	r.next[key] = ps
+	r.mu.Unlock()
+	if err := r.conn.Resume(key, p.Input); err != nil {
+		r.mu.Lock()
+		taken := r.next[key] != ps // the rollout ended meanwhile and answered this segment
+		if !taken {
+			delete(r.next, key)
+		}
+		r.mu.Unlock()
+		if taken {
+			return nil, true, nil
+		}
+		switch err.Code {
+		case protocol.CodeResponseNotSuspended, protocol.CodeResponseNotFound:
+			return chain, false, nil // the rollout ended meanwhile: rebuild it
+		}
+		return nil, false, err
+	}
+	return nil, true, nil
+}
+
+// start runs ps on a new rollout whose context is history (the cold path's chain) + input.
+func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history []protocol.Item) *protocol.Error {
+	key := ps.seg.id
+	ps.seg.rollout = key
+	r.mu.Lock()
+	r.next[key] = ps
+	r.mu.Unlock()
+	err := r.conn.Start(session.StartRequest{Key: key, Config: sampler.Config{
+		ID:              key,
+		Settings:        sampler.SettingsFrom(p),
+		History:         history,
+		Input:           p.Input,
+		Sink:            &rolloutSink{owner: r, key: key},
+		SuspendOnAnswer: true,
+		StartSuspended:  ps.warmup,
+	}})
+	if err != nil {
+		r.mu.Lock()
+		delete(r.next, key)
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// checkCreate rejects what the public shape does not support (architecture §8, §9):
+// background:true and stream_id (unsupported_parameter), generate over HTTP, and bad sim
+// metadata values.
+func checkCreate(p *protocol.CreateParams, ws bool) *protocol.Error {
+	switch {
+	case p.Background != nil && *p.Background:
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "background",
+			"background:true is not supported by this server.")
+	case p.StreamID != nil:
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "stream_id",
+			"stream_id (lanes) is not supported by this server: omit it to use the connection's single FIFO lane.")
+	case !ws && p.Generate != nil:
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "generate",
+			"generate is a WebSocket-only parameter.")
+	}
+	return sampler.CheckMetadata(p.Metadata)
+}
+
+func connectionLimitError() *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeConnectionLimit, "",
+		"Responses websocket connection limit reached. Create a new websocket connection to continue.")
+}

@@ -1,0 +1,260 @@
+package compat
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session"
+)
+
+// CodeBodyTooLarge answers a POST body over the frame limit (413); added to the §8 table.
+const CodeBodyTooLarge = "request_body_too_large"
+
+// HTTP serves the HTTP side of the public shape (reference §9): POST /v1/responses (JSON, or
+// SSE with stream:true), GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+// A POST runs on its own short-lived session.Conn, so scheduling and sampling are the same code
+// as on WebSocket; previous_response_id resolves from the Store only (store:false responses are
+// never resolvable over HTTP).
+type HTTP struct {
+	// Session configures the per-request connection core (the model, timeouts).
+	Session session.Options
+	// Options configures the public shape (Store, Counters). Owner is set per request.
+	Options Options
+	// MaxBody is the largest POST body in bytes; 0 means 32 MiB. Larger bodies get 413.
+	MaxBody int64
+}
+
+// Create serves POST /v1/responses for the key owner ("" when the server is open).
+func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
+	max := h.MaxBody
+	if max <= 0 {
+		max = session.DefaultMaxFrame
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err))
+		return
+	}
+	if int64(len(body)) > max {
+		WriteError(w, protocol.Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
+			"The request body exceeds the limit of %d bytes.", max))
+		return
+	}
+	p, perr := protocol.DecodeCreateParams(body)
+	if perr != nil {
+		WriteError(w, perr)
+		return
+	}
+	conn := session.NewConn(idleTransport{}, h.Session)
+	defer conn.Close()
+	opts := h.Options
+	opts.Owner = owner
+	reg := opts.registry(conn)
+	var em emitter
+	var col *collector
+	if p.Stream {
+		em = newSSEEmitter(w)
+	} else {
+		col = &collector{}
+		em = col
+	}
+	ps, perr := reg.create(p, em, false, opts.counters())
+	if perr != nil {
+		WriteError(w, perr)
+		return
+	}
+	select {
+	case <-ps.done:
+	case <-r.Context().Done():
+		return
+	}
+	if col != nil {
+		writeJSON(w, http.StatusOK, col.final)
+	}
+}
+
+// collector keeps only the terminal Response (stream:false).
+type collector struct{ final *protocol.Response }
+
+func (c *collector) emit(ev *protocol.Event) error {
+	switch ev.Type {
+	case protocol.EventCompleted, protocol.EventIncomplete, protocol.EventFailed:
+		r := *ev.Response
+		c.final = &r
+	}
+	return nil
+}
+
+func (c *collector) errorFrame(*protocol.Error) {}
+
+// sseEmitter writes each event as one SSE event ("event: T\ndata: JSON\n\n", LF only), in one
+// write followed by a flush; no [DONE] (reference §9).
+type sseEmitter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+	data    []byte
+	buf     []byte
+}
+
+func newSSEEmitter(w http.ResponseWriter) *sseEmitter {
+	return &sseEmitter{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *sseEmitter) emit(ev *protocol.Event) error {
+	if !s.started {
+		s.started = true
+		h := s.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		s.w.WriteHeader(http.StatusOK)
+	}
+	s.data = protocol.AppendEvent(s.data[:0], ev)
+	s.buf = protocol.AppendSSE(s.buf[:0], ev.Type, s.data)
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sseEmitter) errorFrame(*protocol.Error) {}
+
+// idleTransport is the transport of an HTTP request's connection core: it carries no frames.
+type idleTransport struct{}
+
+func (idleTransport) Read(ctx context.Context) ([]byte, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (idleTransport) Write(context.Context, []byte) error      { return nil }
+func (idleTransport) Close(websocket.StatusCode, string) error { return nil }
+
+func (h *HTTP) store() Store { return h.Options.Store }
+
+func notFound(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "", "Response with id '%s' not found.", id)
+}
+
+// Get serves GET /v1/responses/{id}: the stored Response, or 404.
+func (h *HTTP) Get(w http.ResponseWriter, id, owner string) {
+	sr, ok := h.lookup(id, owner)
+	if !ok {
+		WriteError(w, notFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, &sr.Response)
+}
+
+// Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
+func (h *HTTP) Delete(w http.ResponseWriter, id, owner string) {
+	if _, ok := h.lookup(id, owner); !ok || !h.store().Delete(id) {
+		WriteError(w, notFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+}
+
+func (h *HTTP) lookup(id, owner string) (*StoredResponse, bool) {
+	if h.store() == nil {
+		return nil, false
+	}
+	sr, ok := h.store().Get(id)
+	if !ok || sr.Owner != owner {
+		return nil, false
+	}
+	return sr, true
+}
+
+// InputItems serves GET /v1/responses/{id}/input_items: {"object":"list","data","first_id",
+// "last_id","has_more"} with limit (1–100, default 20), order (asc|desc, default desc) and
+// after (an item id) as in the reference (§9).
+func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner string) {
+	sr, ok := h.lookup(id, owner)
+	if !ok {
+		WriteError(w, notFound(id))
+		return
+	}
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "limit", "limit must be an integer from 1 to 100."))
+			return
+		}
+		limit = n
+	}
+	order := q.Get("order")
+	if order == "" {
+		order = "desc"
+	}
+	if order != "asc" && order != "desc" {
+		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "order", "order must be 'asc' or 'desc'."))
+		return
+	}
+	items := append([]protocol.Item(nil), sr.Input...)
+	if order == "desc" {
+		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+			items[i], items[j] = items[j], items[i]
+		}
+	}
+	if after := q.Get("after"); after != "" {
+		at := -1
+		for i := range items {
+			if items[i].ID == after {
+				at = i
+				break
+			}
+		}
+		if at < 0 {
+			WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "after", "No input item with id '%s' in this response.", after))
+			return
+		}
+		items = items[at+1:]
+	}
+	more := len(items) > limit
+	if more {
+		items = items[:limit]
+	}
+	list := struct {
+		Object  string          `json:"object"`
+		Data    []protocol.Item `json:"data"`
+		FirstID *string         `json:"first_id"`
+		LastID  *string         `json:"last_id"`
+		HasMore bool            `json:"has_more"`
+	}{Object: "list", Data: items, HasMore: more}
+	if list.Data == nil {
+		list.Data = []protocol.Item{}
+	}
+	if len(items) > 0 {
+		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// WriteError writes the HTTP error body {"error":{"message","type","param","code"}} with the
+// error's status (architecture §8).
+func WriteError(w http.ResponseWriter, e *protocol.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.HTTPStatus())
+	_, _ = w.Write(protocol.AppendHTTPError(nil, e))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		WriteError(w, &protocol.Error{Status: http.StatusInternalServerError, Type: protocol.TypeServer,
+			Code: protocol.CodeServerError, Message: "Could not encode the response: " + err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,184 @@
+package compat_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/wstest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	srv   *server.Server
+	base  string // http://host/v1
+	wsURL string // ws://host/v1/responses
+}
+
+func newFixture(t *testing.T, opts server.Options) *fixture {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	s := server.New(opts)
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		hs.Close()
+	})
+	return &fixture{srv: s, base: hs.URL + "/v1", wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses"}
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (f *fixture) dial(t *testing.T) *wstest.Client {
+	t.Helper()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer sk-test")
+	return wstest.Dial(t, f.wsURL, h)
+}
+
+var (
+	shell   = map[string]any{"type": "function", "name": "exec_command", "description": "Run a command.", "parameters": map[string]any{"type": "object", "properties": map[string]any{"cmd": map[string]any{"type": "string"}}, "required": []string{"cmd"}}, "strict": false}
+	weather = map[string]any{"type": "function", "name": "get_weather", "description": "Weather.", "parameters": map[string]any{"type": "object", "properties": map[string]any{"location": map[string]any{"type": "string"}}, "required": []string{"location"}, "additionalProperties": false}, "strict": true}
+)
+
+// create returns a response.create frame.
+func create(input any, extra map[string]any) map[string]any {
+	m := map[string]any{"type": "response.create", "model": "sim", "input": input}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+func userMsg(text string) map[string]any {
+	return map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": text}}}
+}
+
+func toolOutput(callID, out string) map[string]any {
+	return map[string]any{"type": "function_call_output", "call_id": callID, "output": out}
+}
+
+// turn sends a create and returns its events up to the terminal one, checking the public
+// grammar: sequence_number from 0, created first, exactly one terminal event.
+func turn(t *testing.T, c *wstest.Client, msg map[string]any) []wstest.Frame {
+	t.Helper()
+	c.Send(msg)
+	fs := c.Until("response.completed", "response.incomplete", "response.failed")
+	checkPublicGrammar(t, fs)
+	return fs
+}
+
+func final(fs []wstest.Frame) wstest.Frame { return fs[len(fs)-1] }
+
+func respID(fs []wstest.Frame) string { return fs[0].Str("response", "id") }
+
+func callIDs(fs []wstest.Frame) []string {
+	var ids []string
+	out, _ := final(fs).Get("response", "output").([]any)
+	for _, it := range out {
+		m := wstest.Frame(it.(map[string]any))
+		if m.Str("type") == "function_call" {
+			ids = append(ids, m.Str("call_id"))
+		}
+	}
+	return ids
+}
+
+func answer(fs []wstest.Frame) string {
+	out, _ := final(fs).Get("response", "output").([]any)
+	for _, it := range out {
+		m := wstest.Frame(it.(map[string]any))
+		if m.Str("type") == "message" {
+			parts, _ := m.Get("content").([]any)
+			if len(parts) > 0 {
+				return wstest.Frame(parts[0].(map[string]any)).Str("text")
+			}
+		}
+	}
+	return ""
+}
+
+func usage(fs []wstest.Frame, key ...string) int {
+	return final(fs).Num(append([]string{"response", "usage"}, key...)...)
+}
+
+// fingerprint is the sim's context fingerprint at the end of an answer.
+func fingerprint(t *testing.T, fs []wstest.Frame) string {
+	t.Helper()
+	a := answer(fs)
+	i := strings.LastIndex(a, "[ctx ")
+	if i < 0 {
+		t.Fatalf("answer without a context fingerprint: %q", a)
+	}
+	return a[i:]
+}
+
+func checkPublicGrammar(t *testing.T, fs []wstest.Frame) {
+	t.Helper()
+	if fs[0].Type() != "response.created" {
+		t.Fatalf("first event %s, want response.created", fs[0].Type())
+	}
+	id := respID(fs)
+	open, next := -1, 0
+	var text string
+	var done []any
+	for i, f := range fs {
+		if f.Num("sequence_number") != i {
+			t.Fatalf("event %d (%s) has sequence_number %v", i, f.Type(), f.Get("sequence_number"))
+		}
+		switch f.Type() {
+		case "response.done":
+			t.Fatalf("response.done on the public shape")
+		case "response.output_item.added":
+			if open != -1 || f.Num("output_index") != next {
+				t.Fatalf("bad output_item.added at %d (open %d, next %d)", f.Num("output_index"), open, next)
+			}
+			open, text = next, ""
+		case "response.output_text.delta", "response.function_call_arguments.delta":
+			text += f.Str("delta")
+		case "response.output_text.done":
+			if f.Str("text") != text {
+				t.Fatalf("deltas %q != text %q", text, f.Str("text"))
+			}
+		case "response.function_call_arguments.done":
+			if f.Str("arguments") != text {
+				t.Fatalf("deltas %q != arguments %q", text, f.Str("arguments"))
+			}
+		case "response.output_item.done":
+			if f.Num("output_index") != open {
+				t.Fatalf("output_item.done for %d while %d open", f.Num("output_index"), open)
+			}
+			open = -1
+			next++
+			done = append(done, f.Get("item"))
+		case "response.completed", "response.incomplete", "response.failed":
+			if i != len(fs)-1 {
+				t.Fatalf("events after the terminal event")
+			}
+			if f.Str("response", "id") != id {
+				t.Fatalf("terminal event of another response")
+			}
+			out, _ := f.Get("response", "output").([]any)
+			if len(out) != len(done) {
+				t.Fatalf("terminal output has %d items, output_item.done gave %d", len(out), len(done))
+			}
+		}
+	}
+}

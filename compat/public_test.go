@@ -1,0 +1,140 @@
+package compat_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/wstest"
+)
+
+func TestImmediateContinuations100(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	c := f.dial(t)
+	fs := turn(t, c, create("start", map[string]any{"store": false, "tools": []any{shell}, "metadata": map[string]string{"sim.calls": "100"}}))
+	hot0 := f.srv.Counters().Hot.Load()
+	for i := 0; i < 100; i++ {
+		ids := callIDs(fs)
+		if len(ids) != 1 {
+			t.Fatalf("turn %d: want one call, got %d (%s)", i, len(ids), final(fs).Type())
+		}
+		fs = turn(t, c, create([]any{toolOutput(ids[0], "ok")}, map[string]any{"store": false, "tools": []any{shell},
+			"metadata": map[string]string{"sim.calls": "100"}, "previous_response_id": respID(fs)}))
+		if final(fs).Type() != "response.completed" {
+			t.Fatalf("turn %d ended %s", i, final(fs).Type())
+		}
+	}
+	if answer(fs) == "" {
+		t.Fatal("the 100th continuation did not answer")
+	}
+	if hot := f.srv.Counters().Hot.Load() - hot0; hot != 100 {
+		t.Errorf("%d of 100 continuations took the hot path", hot)
+	}
+}
+
+func TestStoreFalseCodeWord(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	c := f.dial(t)
+	r1 := turn(t, c, create("Remember the code word: cobalt", map[string]any{"store": false}))
+	cont := create("What is the code word?", map[string]any{"store": false, "previous_response_id": respID(r1)})
+	r2 := turn(t, c, cont)
+	if !strings.Contains(answer(r2), "cobalt") {
+		t.Fatalf("answer lost the chain: %q", answer(r2))
+	}
+	if final(r2).Str("response", "previous_response_id") != respID(r1) {
+		t.Errorf("previous_response_id not echoed")
+	}
+	c2 := f.dial(t)
+	c2.Send(cont)
+	c2.ExpectError(400, "previous_response_not_found", "previous_response_id")
+	resp, err := http.Get(f.base + "/responses/" + respID(r1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("GET of a store:false response: %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestFailedContinuationEvictsParent(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	c := f.dial(t)
+	r1 := turn(t, c, create("hello", map[string]any{"store": false}))
+	bad := create([]any{toolOutput("call_missing", "x")}, map[string]any{"store": false, "previous_response_id": respID(r1)})
+	c.Send(bad)
+	c.ExpectError(400, "tool_call_not_found", "input")
+	c.Send(create("again", map[string]any{"store": false, "previous_response_id": respID(r1)}))
+	c.ExpectError(400, "previous_response_not_found", "previous_response_id")
+	r := turn(t, c, create("a new chain", map[string]any{"store": false}))
+	if final(r).Type() != "response.completed" {
+		t.Fatalf("socket did not serve a new chain")
+	}
+}
+
+func TestThreeTurnsWithToolCall(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	c := f.dial(t)
+	opts := map[string]any{"store": false, "tools": []any{weather}}
+	r1 := turn(t, c, create([]any{userMsg("Weather in Paris?")}, opts))
+	ids := callIDs(r1)
+	if len(ids) != 1 {
+		t.Fatalf("want a tool call, got %v", final(r1))
+	}
+	o2 := map[string]any{"store": false, "tools": []any{weather}, "previous_response_id": respID(r1)}
+	r2 := turn(t, c, create([]any{toolOutput(ids[0], "18C and cloudy")}, o2))
+	o3 := map[string]any{"store": false, "tools": []any{weather}, "previous_response_id": respID(r2)}
+	r3 := turn(t, c, create([]any{userMsg("And tomorrow?")}, o3))
+	if len(callIDs(r3)) == 1 { // the default policy calls once per user turn: answer it
+		o4 := map[string]any{"store": false, "tools": []any{weather}, "previous_response_id": respID(r3)}
+		r3 = turn(t, c, create([]any{toolOutput(callIDs(r3)[0], "rain")}, o4))
+	}
+	a := answer(r3)
+	for _, want := range []string{"Weather in Paris?", "18C and cloudy", "And tomorrow?"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("third answer does not quote %q: %q", want, a)
+		}
+	}
+}
+
+func TestMissingTypeKeepsSocketOpen(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	c := f.dial(t)
+	c.SendRaw(`{"model":"m","input":"hi"}`)
+	c.ExpectError(400, "missing_required_parameter", "type")
+	turn(t, c, create("still here", nil))
+}
+
+func TestHotAndColdPathSameFingerprint(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	run := func(secondMeta map[string]string) [][]wstest.Frame {
+		c := f.dial(t)
+		r1 := turn(t, c, create("Check the disk usage.", map[string]any{"store": false, "tools": []any{shell}, "metadata": map[string]string{"tag": "a"}}))
+		r2 := turn(t, c, create([]any{toolOutput(callIDs(r1)[0], "42% used")}, map[string]any{"store": false, "tools": []any{shell},
+			"metadata": secondMeta, "previous_response_id": respID(r1)}))
+		return [][]wstest.Frame{r1, r2}
+	}
+	hot0, cold0 := f.srv.Counters().Hot.Load(), f.srv.Counters().Cold.Load()
+	hot := run(map[string]string{"tag": "a"})  // same settings: hot path
+	cold := run(map[string]string{"tag": "b"}) // changed metadata: cold path
+	if f.srv.Counters().Hot.Load()-hot0 != 1 || f.srv.Counters().Cold.Load()-cold0 != 1 {
+		t.Fatalf("counters: hot %d cold %d, want 1 and 1", f.srv.Counters().Hot.Load()-hot0, f.srv.Counters().Cold.Load()-cold0)
+	}
+	if fh, fc := fingerprint(t, hot[1]), fingerprint(t, cold[1]); fh != fc {
+		t.Fatalf("hot path fingerprint %s != cold path %s", fh, fc)
+	}
+	hc := usage(hot[1], "input_tokens_details", "cached_tokens")
+	cc := usage(cold[1], "input_tokens_details", "cached_tokens")
+	if hc == 0 || cc != 0 {
+		t.Fatalf("cached_tokens hot %d cold %d: want >0 and 0", hc, cc)
+	}
+	// The hot path prefilled only the new item: input − cached = the tool output's tokens.
+	newTokens := usage(hot[1], "input_tokens") - hc
+	if newTokens <= 0 || newTokens > 20 {
+		t.Fatalf("hot path prefilled %d tokens for one short tool output", newTokens)
+	}
+	if hc != usage(hot[0], "input_tokens")+usage(hot[0], "output_tokens") && hc < usage(hot[0], "input_tokens") {
+		t.Errorf("hot cached_tokens %d does not cover the parent's context", hc)
+	}
+}

@@ -1,0 +1,111 @@
+package compat
+
+import (
+	"github.com/tetherd/tether/protocol"
+)
+
+// segment is one public Response (architecture §3): the part of a rollout between two
+// suspensions, with its own id and sequence_number space.
+type segment struct {
+	// Immutable once the segment has ended
+	id       string
+	rollout  string // the session key of its rollout
+	settings []byte // settingsKey of its request
+	chain    []protocol.Item
+	pending  []string // call_ids left open at its end
+	bytes    int64    // estimate of the items this segment added (input + output)
+	stamp    uint64
+}
+
+// segments is a connection's registry of ended segments, bounded by a count and a byte
+// estimate; the latest segment of every suspended rollout is never evicted (architecture §10).
+// It is guarded by its owner's mutex.
+type segments struct {
+	maxCount int
+	maxBytes int64
+	byID     map[string]*segment
+	bytes    int64
+	stamp    uint64
+	// latest maps a rollout key to its latest segment while the rollout is suspended after it
+	// (the hot path's condition).
+	latest map[string]string
+}
+
+func newSegments(maxCount int, maxBytes int64) *segments {
+	return &segments{maxCount: maxCount, maxBytes: maxBytes, byID: make(map[string]*segment), latest: make(map[string]string)}
+}
+
+func (s *segments) get(id string) *segment {
+	seg := s.byID[id]
+	if seg != nil {
+		s.stamp++
+		seg.stamp = s.stamp
+	}
+	return seg
+}
+
+func (s *segments) put(seg *segment) {
+	s.stamp++
+	seg.stamp = s.stamp
+	s.byID[seg.id] = seg
+	s.bytes += seg.bytes
+	s.evict()
+}
+
+// remove forgets id and reports whether it was the latest segment of a suspended rollout.
+func (s *segments) remove(id string) (seg *segment, wasLatest bool) {
+	seg = s.byID[id]
+	if seg == nil {
+		return nil, false
+	}
+	delete(s.byID, id)
+	s.bytes -= seg.bytes
+	if s.latest[seg.rollout] == id {
+		delete(s.latest, seg.rollout)
+		wasLatest = true
+	}
+	return seg, wasLatest
+}
+
+// isLatest reports whether seg is the latest segment of a suspended rollout.
+func (s *segments) isLatest(seg *segment) bool { return s.latest[seg.rollout] == seg.id }
+
+func (s *segments) evict() {
+	for len(s.byID) > s.maxCount || s.bytes > s.maxBytes {
+		var oldest *segment
+		for _, seg := range s.byID {
+			if s.isLatest(seg) {
+				continue
+			}
+			if oldest == nil || seg.stamp < oldest.stamp {
+				oldest = seg
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		s.remove(oldest.id)
+	}
+}
+
+// pendingCalls returns the call_ids of the function_calls in chain that no
+// function_call_output answers.
+func pendingCalls(chain []protocol.Item) []string {
+	var calls []string
+	answered := map[string]bool{}
+	for i := range chain {
+		switch chain[i].Type {
+		case protocol.ItemFunctionCall:
+			calls = append(calls, chain[i].CallID)
+		case protocol.ItemFunctionCallOutput:
+			answered[chain[i].CallID] = true
+		}
+	}
+	var open []string
+	for _, c := range calls {
+		if !answered[c] {
+			open = append(open, c)
+		}
+	}
+	return open
+}

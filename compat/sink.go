@@ -1,0 +1,209 @@
+package compat
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/session"
+)
+
+// emitter sends one public Response's events: WebSocket frames, SSE events, or (for a JSON
+// POST) only the terminal Response.
+type emitter interface {
+	emit(ev *protocol.Event) error
+	// errorFrame sends a connection error frame (the age limit answer to a queued create).
+	errorFrame(e *protocol.Error)
+}
+
+// pendingSegment is a public Response that will run on a rollout: the new rollout of a
+// create, or a suspended rollout resumed by a hot-path continuation.
+type pendingSegment struct {
+	seg     *segment
+	resp    protocol.Response
+	input   []protocol.Item
+	store   bool
+	warmup  bool
+	parent  string // previous_response_id, evicted when this segment fails
+	emitter emitter
+	done    chan struct{} // closed when the segment's terminal event has been sent
+}
+
+// rolloutSink turns a rollout's happenings into public-shape events, one Response per segment
+// (architecture §3): sequence_number and output_index from 0 per segment, a terminal
+// response.completed at each suspension, nothing for a rollout that ends behind a completed
+// segment. The rollout goroutine owns cur, seq, outBase; next is handed over under owner.mu.
+type rolloutSink struct {
+	owner *registry
+	key   string
+
+	cur     *pendingSegment
+	seq     int
+	outBase int // the rollout's output_index of the segment's first item
+	begun   bool
+}
+
+// registry is the state shared by a connection's reader and its rollout sinks.
+type registry struct {
+	conn  *session.Conn
+	store Store
+	owner string // API key of the connection
+
+	mu   sync.Mutex // guards segs and next
+	segs *segments
+	next map[string]*pendingSegment // rollout key → segment waiting to run on it
+}
+
+func newRegistry(conn *session.Conn, store Store, owner string, maxCount int, maxBytes int64) *registry {
+	return &registry{conn: conn, store: store, owner: owner, segs: newSegments(maxCount, maxBytes), next: make(map[string]*pendingSegment)}
+}
+
+// take moves the segment queued for this rollout into cur, if there is one.
+func (s *rolloutSink) take() bool {
+	if s.cur != nil {
+		return true
+	}
+	s.owner.mu.Lock()
+	ps := s.owner.next[s.key]
+	delete(s.owner.next, s.key)
+	s.owner.mu.Unlock()
+	if ps == nil {
+		return false
+	}
+	s.cur, s.seq, s.begun = ps, 0, false
+	return true
+}
+
+func (s *rolloutSink) send(ev *protocol.Event) error {
+	ev.SequenceNumber = s.seq
+	s.seq++
+	return s.cur.emitter.emit(ev)
+}
+
+// begin sends response.created and (unless a warm-up) response.in_progress.
+func (s *rolloutSink) begin() {
+	if s.begun {
+		return
+	}
+	s.begun = true
+	_ = s.send(&protocol.Event{Type: protocol.EventCreated, Response: &s.cur.resp})
+	if !s.cur.warmup {
+		_ = s.send(&protocol.Event{Type: protocol.EventInProgress, Response: &s.cur.resp})
+	}
+}
+
+func (s *rolloutSink) Started() {
+	if s.take() {
+		s.begin()
+	}
+}
+
+func (s *rolloutSink) Event(ev *protocol.Event) error {
+	if !s.take() {
+		return nil
+	}
+	s.begin()
+	ev.OutputIndex -= s.outBase
+	err := s.send(ev)
+	ev.OutputIndex += s.outBase
+	return err
+}
+
+func (s *rolloutSink) Suspended(sp sampler.Suspension) {
+	if !s.take() {
+		return
+	}
+	s.begin()
+	ps := s.cur
+	output := sp.Output
+	s.outBase += len(output)
+	s.finish(ps, protocol.ResponseCompleted, "", nil, output, sp.StepUsage, sp.Context, sp.PendingCallIDs, true)
+}
+
+func (s *rolloutSink) Ended(e sampler.Ending) {
+	if !s.take() {
+		// Ended behind a completed segment: silent; its items stay for the cold path.
+		s.owner.mu.Lock()
+		delete(s.owner.segs.latest, s.key)
+		s.owner.mu.Unlock()
+		return
+	}
+	ps := s.cur
+	if e.Err != nil && e.Status != protocol.ResponseFailed {
+		s.cur = nil // the client is gone
+		close(ps.done)
+		return
+	}
+	if !s.begun && !e.Sampling && e.Reason == protocol.ReasonConnectionLimit {
+		s.cur = nil // a queued create at the age limit: the error frame answers it
+		ps.emitter.errorFrame(connectionLimitError())
+		close(ps.done)
+		return
+	}
+	s.begin()
+	output := e.Output[min(s.outBase, len(e.Output)):]
+	s.finish(ps, e.Status, e.Reason, e.Error, output, e.StepUsage, e.Context, nil, false)
+}
+
+// finish sends the segment's terminal event and records it for previous_response_id.
+func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *protocol.ResponseError,
+	output []protocol.Item, usage protocol.Usage, chain []protocol.Item, pending []string, suspended bool) {
+	if ps.warmup {
+		usage = protocol.Usage{}
+	}
+	final := session.Finish(ps.resp, status, reason, rerr, output, usage, time.Now().Unix())
+	seg := ps.seg
+	seg.chain = chain
+	seg.pending = pending
+	seg.bytes = itemsBytes(ps.input) + itemsBytes(output) + 256
+	r := s.owner
+	r.mu.Lock()
+	if status == protocol.ResponseFailed {
+		if ps.parent != "" {
+			r.evictLocked(ps.parent)
+		}
+	} else {
+		r.segs.put(seg)
+	}
+	if suspended {
+		r.segs.latest[s.key] = seg.id
+	} else {
+		delete(r.segs.latest, s.key)
+	}
+	r.mu.Unlock()
+	if ps.store && status != protocol.ResponseFailed && r.store != nil {
+		r.store.Put(&StoredResponse{Response: final, Input: withIDs(ps.input), Owner: r.owner})
+	}
+	_ = s.send(&protocol.Event{Type: session.TerminalEvent(status), Response: &final})
+	s.cur = nil
+	close(ps.done)
+}
+
+// evictLocked forgets a segment after a failed continuation; a suspended rollout that can no
+// longer be reached ends silently.
+func (r *registry) evictLocked(id string) {
+	if seg, wasLatest := r.segs.remove(id); seg != nil && wasLatest {
+		_ = r.conn.Cancel(seg.rollout, protocol.ReasonCancelled)
+	}
+}
+
+// withIDs returns items with an id on every item that had none (for input_items).
+func withIDs(items []protocol.Item) []protocol.Item {
+	out := make([]protocol.Item, len(items))
+	copy(out, items)
+	for i := range out {
+		if out[i].ID != "" {
+			continue
+		}
+		switch out[i].Type {
+		case protocol.ItemMessage:
+			out[i].ID = session.NewID("msg")
+		case protocol.ItemFunctionCall:
+			out[i].ID = session.NewID("fc")
+		case protocol.ItemFunctionCallOutput:
+			out[i].ID = session.NewID("fco")
+		}
+	}
+	return out
+}

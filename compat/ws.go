@@ -1,0 +1,122 @@
+package compat
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session"
+)
+
+// Options configures the public shape. The zero value works.
+type Options struct {
+	// Store keeps store:true responses; nil means none (continuations resolve only on the
+	// connection).
+	Store Store
+	// CacheResponses and CacheBytes bound a connection's registry of segments (entries, bytes of
+	// item text); the latest segment of every suspended rollout is always kept. 0 means 128 and
+	// 64 MiB (architecture §10).
+	CacheResponses int
+	CacheBytes     int64
+	// Owner is the API key of the connection or request ("" when the server is open); stored
+	// responses of another owner are not found.
+	Owner string
+	// Counters, if set, count hot and cold continuations.
+	Counters *Counters
+}
+
+func (o *Options) registry(c *session.Conn) *registry {
+	count, bytes := o.CacheResponses, o.CacheBytes
+	if count <= 0 {
+		count = session.DefaultCacheResponses
+	}
+	if bytes <= 0 {
+		bytes = session.DefaultCacheBytes
+	}
+	return newRegistry(c, o.Store, o.Owner, count, bytes)
+}
+
+func (o *Options) counters() *Counters {
+	if o.Counters == nil {
+		o.Counters = new(Counters)
+	}
+	return o.Counters
+}
+
+// ServeWebSocket runs the public WebSocket shape (architecture §3, reference §2–§9) on c: it
+// reads client frames until the peer goes away or c is drained, answers every bad frame with
+// an error envelope, and closes c before it returns. The returned error says why the read loop
+// ended; it is nil after a drain.
+func ServeWebSocket(c *session.Conn, opts Options) error {
+	defer c.Close()
+	r := opts.registry(c)
+	counters := opts.counters()
+	for {
+		data, err := c.Transport().Read(c.Context())
+		if err != nil {
+			if stop, rerr := readError(c, err); stop {
+				return rerr
+			}
+			continue
+		}
+		ev, perr := protocol.DecodeClientEvent(data)
+		if perr != nil {
+			_ = c.WriteError(perr)
+			continue
+		}
+		switch ev.Type {
+		case protocol.EventCreate:
+			if _, err := r.create(ev.Create, &wsEmitter{c: c}, true, counters); err != nil {
+				_ = c.WriteError(err)
+			}
+		case protocol.EventProcessed:
+		case protocol.EventSteer:
+			_ = steerFailed(c, ev.Steer)
+		default:
+			_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
+				"Event type '%s' is not supported. Supported types are: 'response.create', 'response.steer' and 'response.processed'.", ev.Type))
+		}
+	}
+}
+
+// readError answers a failed read; stop reports whether the read loop must end.
+func readError(c *session.Conn, err error) (stop bool, _ error) {
+	switch {
+	case errors.Is(err, session.ErrBinaryFrame):
+		_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedFrame, "",
+			"Binary frames are not supported: send each event as one JSON text frame."))
+		return false, nil
+	case errors.Is(err, session.ErrFrameTooLarge):
+		_ = c.WriteError(session.FrameTooLargeError(c.MaxFrame()))
+		_ = c.Transport().Close(websocket.StatusMessageTooBig, "frame too large")
+		return true, err
+	}
+	if draining, _ := c.Draining(); draining {
+		return true, nil
+	}
+	return true, err
+}
+
+// wsEmitter writes one segment's events as WebSocket text frames, from the goroutine of the
+// rollout that runs the segment.
+type wsEmitter struct {
+	c   *session.Conn
+	buf []byte
+}
+
+func (w *wsEmitter) emit(ev *protocol.Event) error {
+	w.buf = protocol.AppendEvent(w.buf[:0], ev)
+	return w.c.Write(w.buf)
+}
+
+func (w *wsEmitter) errorFrame(e *protocol.Error) { _ = w.c.WriteError(e) }
+
+// steerFailed answers response.steer: steering is not supported (architecture §9).
+func steerFailed(c *session.Conn, steer []byte) error {
+	ev := protocol.Event{Type: protocol.EventSteerFailed, Steer: steer, Error: &protocol.Error{
+		Type: protocol.TypeInvalidRequest, Code: protocol.CodeSteeringNotSupported,
+		Message: "Steering is not supported for this response."}}
+	return c.Write(protocol.AppendEvent(nil, &ev))
+}

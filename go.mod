@@ -3,9 +3,14 @@ module github.com/tetherd/tether
 go 1.26
 
 require (
-	github.com/coder/websocket v1.8.15 // indirect
+	github.com/coder/websocket v1.8.15
+	github.com/google/uuid v1.6.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/tiktoken-go/tokenizer v0.10.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
 	github.com/dlclark/regexp2/v2 v2.5.1 // indirect
-	github.com/google/uuid v1.6.0 // indirect
-	github.com/tiktoken-go/tokenizer v0.10.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/text v0.14.0 // indirect
 )

@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -182,3 +183,5 @@ func checkPublicGrammar(t *testing.T, fs []wstest.Frame) {
 		}
 	}
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -3,6 +3,7 @@ package compat_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -239,5 +240,46 @@ func httpJSON(t *testing.T, method, url string, body any, status int, out any) {
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		t.Fatalf("%s %s: not JSON: %s", method, url, raw)
+	}
+}
+
+func TestRegistryBoundKeepsNewestSegment(t *testing.T) {
+	f := newFixture(t, server.Options{CacheResponses: 2})
+	c := f.dial(t)
+	opts := map[string]any{"store": false, "tools": []any{shell}}
+	a := turn(t, c, create("chain a", opts)) // suspended at a tool call
+	turn(t, c, create("chain b", map[string]any{"store": false}))
+	d := turn(t, c, create("chain d", opts))
+	// a was the least recently used: evicted, and its suspended rollout ended silently.
+	c.Send(create([]any{toolOutput(callIDs(a)[0], "ok")}, map[string]any{"store": false, "tools": []any{shell}, "previous_response_id": respID(a)}))
+	c.ExpectError(400, "previous_response_not_found", "previous_response_id")
+	hot0 := f.srv.Counters().Hot.Load()
+	r := turn(t, c, create([]any{toolOutput(callIDs(d)[0], "ok")}, map[string]any{"store": false, "tools": []any{shell}, "previous_response_id": respID(d)}))
+	if !strings.Contains(answer(r), "chain d") || f.srv.Counters().Hot.Load()-hot0 != 1 {
+		t.Fatalf("newest segment not resumed hot: %q", answer(r))
+	}
+}
+
+func TestShutdownLetsInFlightResponseFinish(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	c := f.dial(t)
+	c.Send(create("long", map[string]any{"metadata": map[string]string{"sim.speed": "65", "sim.answer_tokens": "30"}}))
+	first := c.Next()
+	if first.Type() != "response.created" {
+		t.Fatalf("got %v", first)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done <- f.srv.Shutdown(ctx)
+	}()
+	rest := c.Until("response.completed", "response.incomplete")
+	if final(rest).Type() != "response.completed" {
+		t.Fatalf("in-flight response cut within the grace: %v", final(rest))
+	}
+	c.ExpectClose(websocket.StatusGoingAway)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,14 +18,16 @@ type segment struct {
 }
 
 // segments is a connection's registry of ended segments, bounded by a count and a byte
-// estimate; the latest segment of every suspended rollout is never evicted (architecture §10).
-// It is guarded by its owner's mutex.
+// estimate, least recently used first; the connection's newest segment is never evicted
+// (architecture §10). Evicting the latest segment of a suspended rollout ends that rollout
+// (silently): nothing can reach it any more. It is guarded by its owner's mutex.
 type segments struct {
 	maxCount int
 	maxBytes int64
 	byID     map[string]*segment
 	bytes    int64
 	stamp    uint64
+	newest   string
 	// latest maps a rollout key to its latest segment while the rollout is suspended after it
 	// (the hot path's condition).
 	latest map[string]string
@@ -44,12 +46,14 @@ func (s *segments) get(id string) *segment {
 	return seg
 }
 
-func (s *segments) put(seg *segment) {
+// put adds seg and returns the rollouts whose latest segment was evicted to make room.
+func (s *segments) put(seg *segment) (orphans []string) {
 	s.stamp++
 	seg.stamp = s.stamp
 	s.byID[seg.id] = seg
 	s.bytes += seg.bytes
-	s.evict()
+	s.newest = seg.id
+	return s.evict()
 }
 
 // remove forgets id and reports whether it was the latest segment of a suspended rollout.
@@ -70,11 +74,11 @@ func (s *segments) remove(id string) (seg *segment, wasLatest bool) {
 // isLatest reports whether seg is the latest segment of a suspended rollout.
 func (s *segments) isLatest(seg *segment) bool { return s.latest[seg.rollout] == seg.id }
 
-func (s *segments) evict() {
+func (s *segments) evict() (orphans []string) {
 	for len(s.byID) > s.maxCount || s.bytes > s.maxBytes {
 		var oldest *segment
 		for _, seg := range s.byID {
-			if s.isLatest(seg) {
+			if seg.id == s.newest {
 				continue
 			}
 			if oldest == nil || seg.stamp < oldest.stamp {
@@ -82,10 +86,13 @@ func (s *segments) evict() {
 			}
 		}
 		if oldest == nil {
-			return
+			return orphans
 		}
-		s.remove(oldest.id)
+		if _, wasLatest := s.remove(oldest.id); wasLatest {
+			orphans = append(orphans, oldest.rollout)
+		}
 	}
+	return orphans
 }
 
 // pendingCalls returns the call_ids of the function_calls in chain that no

@@ -159,17 +159,21 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	seg.bytes = itemsBytes(ps.input) + itemsBytes(output) + 256
 	r := s.owner
 	r.mu.Lock()
+	if suspended {
+		r.segs.latest[s.key] = seg.id
+	} else {
+		delete(r.segs.latest, s.key)
+	}
 	if status == protocol.ResponseFailed {
 		if ps.parent != "" {
 			r.evictLocked(ps.parent)
 		}
 	} else {
-		r.segs.put(seg)
-	}
-	if suspended {
-		r.segs.latest[s.key] = seg.id
-	} else {
-		delete(r.segs.latest, s.key)
+		for _, key := range r.segs.put(seg) {
+			if key != s.key {
+				_ = r.conn.Cancel(key, protocol.ReasonCancelled)
+			}
+		}
 	}
 	r.mu.Unlock()
 	if ps.store && status != protocol.ResponseFailed && r.store != nil {

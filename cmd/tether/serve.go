@@ -25,11 +25,13 @@ type serveConfig struct {
 	queueDepth     int
 	cacheResponses int
 	cacheBytes     byteSize
+	storeResponses int
+	storeBytes     byteSize
 	logLevel       string
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
-	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20}
+	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20}
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
 	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
@@ -39,6 +41,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per connection")
 	fs.IntVar(&c.cacheResponses, "cache-responses", 128, "per-connection registry bound (responses)")
 	fs.Var(&c.cacheBytes, "cache-bytes", "per-connection registry bound (bytes)")
+	fs.IntVar(&c.storeResponses, "store-responses", 10000, "in-memory Store bound (responses)")
+	fs.Var(&c.storeBytes, "store-bytes", "in-memory Store bound (bytes)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
 }
@@ -68,6 +72,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		CacheResponses:   cfg.cacheResponses,
 		CacheBytes:       int64(cfg.cacheBytes),
 		ShutdownGrace:    cfg.shutdownGrace,
+		StoreResponses:   cfg.storeResponses,
+		StoreBytes:       int64(cfg.storeBytes),
 		Logger:           log,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)

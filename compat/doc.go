@@ -1,0 +1,55 @@
+// Package compat is Tether's public-shape adapter (architecture §3): the OpenAI Responses API
+// as its clients know it, served over the shape-neutral core of package session so that a
+// continuation resumes the suspended sampler instead of rebuilding the conversation.
+//
+// Entry points: [ServeWebSocket] runs response.create over a WebSocket (reference §2–§8);
+// [HTTP] serves POST /v1/responses (JSON, or SSE with stream:true), GET and DELETE
+// /v1/responses/{id} and GET /v1/responses/{id}/input_items (reference §9); [Store] keeps
+// store:true responses, with [MemoryStore] as the bounded in-memory default.
+//
+// # Segments, hot path, cold path
+//
+// A response.create starts a rollout (sampler.Rollout with SuspendOnAnswer). Each time the
+// rollout suspends — at tool calls, after an answer, or at once for a generate:false warm-up —
+// the current public Response (a segment) ends with response.completed; its sequence_number and
+// output_index spaces start at 0. The suspended rollout stays in the connection under the
+// segment's id.
+//
+// A later create takes the hot path when previous_response_id names the latest segment of a
+// suspended rollout, its input is exactly one function_call_output per pending call_id (any
+// order) optionally followed by messages, and model, instructions, tools, tool_choice,
+// parallel_tool_calls, reasoning, text, temperature, top_p, max_output_tokens, max_tool_calls,
+// truncation and metadata equal the parent's: the rollout resumes and only the new items are
+// validated and rendered. Anything else — an older parent (a fork), changed settings, an ended
+// or evicted rollout, a parent from the Store — takes the cold path: a new rollout whose context
+// is rebuilt from the chain's items. Both give the model the same context (the sim's context
+// fingerprint proves it); input_tokens_details.cached_tokens and [Counters] show which path ran.
+//
+// # Rules
+//
+//   - previous_response_id resolves from the connection's segments (bounded by
+//     [Options.CacheResponses] and [Options.CacheBytes], the latest segment of every suspended
+//     rollout always kept), then from the Store for store:true responses of the same owner; else
+//     previous_response_not_found and no response.created.
+//   - A failed continuation — an error frame or response.failed — evicts its parent.
+//   - Continuations are checked with session.CheckContinuation: tool_call_not_found,
+//     duplicate_tool_output, missing_tool_output ("No tool output found for function call
+//     <call_id>.").
+//   - background:true and stream_id are rejected (unsupported_parameter); generate is
+//     WebSocket-only; response.processed is accepted silently; response.steer is answered with
+//     response.steer.failed (steering_not_supported); stream, stream_options, event_id,
+//     client_metadata, prompt_cache_key, include and unknown top-level fields are ignored
+//     (architecture §9). Unknown tool types are echoed in the Response unchanged.
+//   - Creates queue FIFO behind the sampling response; responses never interleave.
+//   - At the connection age limit an in-flight response may finish within the shutdown grace,
+//     queued creates get the websocket_connection_limit_reached error frame, then that frame
+//     and close 1001; on server shutdown in-flight responses finish within the grace (else
+//     response.incomplete, reason server_shutdown).
+//   - HTTP bodies over the frame limit get 413 request_body_too_large.
+//
+// # Caveats
+//
+// A create whose previous_response_id names a response that is still running on the same
+// connection (pipelined before its terminal event) is not waited for: the parent is not yet
+// resolvable and the create fails with previous_response_not_found.
+package compat

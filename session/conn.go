@@ -42,7 +42,7 @@ type Options struct {
 	// 0 means no limit.
 	MaxAge time.Duration
 	// ShutdownGrace is how long sampling rollouts may finish when the connection drains.
-	// 0 means 30 seconds.
+	// 0 means 30 seconds; negative means no grace (they are ended at once).
 	ShutdownGrace time.Duration
 	// Lookup resolves a previous_response_id that is not in the connection's registry (the
 	// store of stored responses). It returns the chain's items. Nil means no store.
@@ -71,8 +71,11 @@ func (o *Options) withDefaults() Options {
 	if r.CacheBytes <= 0 {
 		r.CacheBytes = DefaultCacheBytes
 	}
-	if r.ShutdownGrace <= 0 {
+	if r.ShutdownGrace == 0 {
 		r.ShutdownGrace = DefaultShutdownGrace
+	}
+	if r.ShutdownGrace < 0 {
+		r.ShutdownGrace = 0
 	}
 	if r.Logger == nil {
 		r.Logger = slog.Default()

@@ -36,7 +36,17 @@ func newGate(depth int) *gate {
 }
 
 // enqueue takes a place in the queue, or reports false when depth tickets already wait.
-func (g *gate) enqueue() (*ticket, bool) {
+func (g *gate) enqueue() (*ticket, bool) { return g.enqueueBounded(true) }
+
+// enqueueAlways takes a place in the queue even when it is full: a rollout that ends without
+// the slot waits for it to send its terminal event (the queue then holds at most one such
+// ticket per rollout).
+func (g *gate) enqueueAlways() *ticket {
+	t, _ := g.enqueueBounded(false)
+	return t
+}
+
+func (g *gate) enqueueBounded(bounded bool) (*ticket, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t := &ticket{g: g, ready: make(chan struct{})}
@@ -46,7 +56,7 @@ func (g *gate) enqueue() (*ticket, bool) {
 		close(t.ready)
 		return t, true
 	}
-	if len(g.queue) >= g.depth {
+	if bounded && len(g.queue) >= g.depth {
 		return nil, false
 	}
 	g.queue = append(g.queue, t)

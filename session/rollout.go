@@ -258,6 +258,10 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c.signal()
 }
 
+// Ended records the ending, then lets the adapter send the terminal event. A rollout that ends
+// without holding the sampling slot (cancelled or timed out while queued or suspended, or
+// ended by a drain) first waits for the slot, so that its events never interleave with those
+// of the sampling rollout (architecture §2). A client that is gone is not waited for.
 func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
 	c.mu.Lock()
@@ -265,7 +269,15 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	h.items = e.Context
 	h.bytes = itemsBytes(e.Context)
 	c.mu.Unlock()
-	s.inner.Ended(e)
+	if !e.Sampling && e.Err == nil {
+		t := c.gate.enqueueAlways()
+		if t.Wait(c.ctx) == nil {
+			s.inner.Ended(e)
+			t.Release()
+		}
+	} else {
+		s.inner.Ended(e)
+	}
 	c.mu.Lock()
 	if c.reg != nil {
 		c.evictLocked()

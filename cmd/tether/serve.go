@@ -63,6 +63,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-model-speed: %w", err)
 	}
+	grace := cfg.shutdownGrace
+	if grace <= 0 {
+		grace = -1 // session: no grace
+	}
 	srv := server.New(server.Options{
 		Model:            sampler.NewSim(sampler.SimOptions{Speed: speed, Realtime: true}),
 		MaxFrame:         int64(cfg.maxFrame),
@@ -71,7 +75,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		QueueDepth:       cfg.queueDepth,
 		CacheResponses:   cfg.cacheResponses,
 		CacheBytes:       int64(cfg.cacheBytes),
-		ShutdownGrace:    cfg.shutdownGrace,
+		ShutdownGrace:    grace,
 		StoreResponses:   cfg.storeResponses,
 		StoreBytes:       int64(cfg.storeBytes),
 		Logger:           log,

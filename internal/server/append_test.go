@@ -278,3 +278,28 @@ func TestOversizeFrameClosesWith1009(t *testing.T) {
 	c.ExpectError(413, "websocket_message_too_large", "")
 	c.ExpectClose(websocket.StatusMessageTooBig)
 }
+
+func TestCancelOfSuspendedRolloutWaitsForSamplingOne(t *testing.T) {
+	_, url := testServer(t, Options{Model: slowModel()})
+	c := dialAppend(t, url)
+	c.Send(create("first", nil, shell))
+	a := c.Until("response.done")
+	aid := a[len(a)-1].Str("response_id")
+	c.Send(create("second", map[string]string{"sim.answer_tokens": "40"}))
+	c.Until("response.output_text.delta")
+	c.Send(map[string]any{"type": "response.cancel", "response_id": aid})
+	// The cancelled rollout's terminal event must not interleave with the sampling one's.
+	var bid string
+	for {
+		f := c.Next()
+		if f.Type() == "response.incomplete" && f.Str("response", "id") == aid {
+			if bid == "" {
+				t.Fatalf("the cancelled rollout's response.incomplete interleaved with the sampling rollout's events")
+			}
+			return
+		}
+		if f.Type() == "response.completed" {
+			bid = f.Str("response", "id")
+		}
+	}
+}

@@ -16,6 +16,10 @@ type StoredResponse struct {
 	Input []protocol.Item
 	// Owner is the API key that created it ("" when the server is open).
 	Owner string
+	// Chain, when set, is the whole chain through this response (ancestors' items, Input and
+	// output, in context order): an append-shape rollout interleaves inputs and outputs, so its
+	// chain cannot be rebuilt from Input followed by output.
+	Chain []protocol.Item
 }
 
 // Store keeps stored responses (architecture §2 compat, §3). Implementations are safe for
@@ -116,7 +120,19 @@ func (s *MemoryStore) Len() int {
 }
 
 func storedBytes(r *StoredResponse) int64 {
-	return 512 + itemsBytes(r.Input) + itemsBytes(r.Response.Output)
+	return 512 + itemsBytes(r.Input) + itemsBytes(r.Response.Output) + itemsBytes(r.Chain)
+}
+
+// ChainFromStore returns the items of the chain that ends with the stored response id (every
+// ancestor's input and output, in context order), or false when id or an ancestor is not in s
+// or belongs to another owner. It serves session.Options.Lookup for the append shape.
+func ChainFromStore(s Store, id, owner string) ([]protocol.Item, bool) {
+	return chainFromStore(s, id, owner)
+}
+
+// SaveAppend stores an append-shape rollout (session.Options.Save) for owner.
+func SaveAppend(s Store, owner string, r *protocol.Response, input, chain []protocol.Item) {
+	s.Put(&StoredResponse{Response: *r, Input: withIDs(input), Owner: owner, Chain: chain})
 }
 
 // itemsBytes estimates the memory held by items: their text plus a fixed overhead each.
@@ -137,10 +153,18 @@ func itemsBytes(items []protocol.Item) int64 {
 // differs.
 func chainFromStore(s Store, id, owner string) ([]protocol.Item, bool) {
 	var links []*StoredResponse
+	var prefix []protocol.Item
 	for cur := id; cur != ""; {
 		r, ok := s.Get(cur)
 		if !ok || r.Owner != owner {
 			return nil, false
+		}
+		if r.Chain != nil {
+			if len(links) == 0 {
+				return r.Chain[:len(r.Chain):len(r.Chain)], true
+			}
+			prefix = r.Chain
+			break
 		}
 		links = append(links, r)
 		if len(links) > 100000 {
@@ -151,7 +175,7 @@ func chainFromStore(s Store, id, owner string) ([]protocol.Item, bool) {
 			cur = *r.Response.PreviousResponseID
 		}
 	}
-	var items []protocol.Item
+	items := append([]protocol.Item(nil), prefix...)
 	for i := len(links) - 1; i >= 0; i-- {
 		items = append(items, links[i].Input...)
 		items = append(items, links[i].Response.Output...)

@@ -97,8 +97,11 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	if err := CheckContinuation(history, p.Input); err != nil {
 		return err
 	}
+	if err := sampler.CheckMetadata(p.Metadata); err != nil {
+		return err
+	}
 	id := NewID("resp")
-	sink := &appendSink{c: a.c, resp: NewResponse(id, p, time.Now().Unix())}
+	sink := &appendSink{c: a.c, resp: NewResponse(id, p, time.Now().Unix()), history: len(history)}
 	return a.c.Start(StartRequest{Key: id, Config: sampler.Config{
 		ID:       id,
 		Settings: sampler.SettingsFrom(p),
@@ -199,6 +202,7 @@ func calledIn(input []protocol.Item, id string) bool {
 type appendSink struct {
 	c       *Conn
 	resp    protocol.Response
+	history int // items of the chain before this rollout's input
 	seq     int
 	buf     []byte
 	started bool
@@ -234,5 +238,23 @@ func (s *appendSink) Ended(e sampler.Ending) {
 		s.Started()
 	}
 	final := Finish(s.resp, e.Status, e.Reason, e.Error, e.Output, e.Usage, time.Now().Unix())
+	if save := s.c.opts.Save; save != nil && final.Store && e.Status != protocol.ResponseFailed {
+		save(&final, rolloutInput(e.Context[min(s.history, len(e.Context)):], e.Output), e.Context)
+	}
 	_ = s.emit(&protocol.Event{Type: TerminalEvent(e.Status), Response: &final})
+}
+
+// rolloutInput returns the items of ctx that are not model output: the rollout's inputs.
+func rolloutInput(ctx, output []protocol.Item) []protocol.Item {
+	out := make(map[string]bool, len(output))
+	for i := range output {
+		out[output[i].ID] = true
+	}
+	input := make([]protocol.Item, 0, len(ctx)-len(output))
+	for i := range ctx {
+		if ctx[i].ID == "" || !out[ctx[i].ID] {
+			input = append(input, ctx[i])
+		}
+	}
+	return input
 }

@@ -47,6 +47,10 @@ type Options struct {
 	// Lookup resolves a previous_response_id that is not in the connection's registry (the
 	// store of stored responses). It returns the chain's items. Nil means no store.
 	Lookup func(id string) ([]protocol.Item, bool)
+	// Save receives every store:true append-shape rollout that ended completed or incomplete:
+	// its final Response, its input items (the create's and every append's, in order) and its
+	// whole chain (history, inputs and outputs). Nil means responses are not stored.
+	Save func(r *protocol.Response, input, chain []protocol.Item)
 	// MaxFrame is the largest client frame in bytes (architecture §10 -max-frame), used in the
 	// websocket_message_too_large error. 0 means 32 MiB.
 	MaxFrame int64

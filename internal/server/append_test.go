@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"github.com/tetherd/tether/internal/wstest"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -301,5 +302,30 @@ func TestCancelOfSuspendedRolloutWaitsForSamplingOne(t *testing.T) {
 		if f.Type() == "response.completed" {
 			bid = f.Str("response", "id")
 		}
+	}
+}
+
+func TestAppendRolloutsAreStored(t *testing.T) {
+	s, url := testServer(t, Options{})
+	_ = s
+	c := dialAppend(t, url)
+	fs := rollout(t, c, create("Remember: violet", map[string]string{"sim.calls": "2"}, shell), func(id, args string) string { return "ran " + args })
+	id := fs[0].Str("response", "id")
+	// GET over HTTP.
+	resp, err := http.Get(strings.Replace(strings.Replace(url, "ws", "http", 1), "/v1/responses", "/v1/responses/"+id, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET of a stored append rollout: %d", resp.StatusCode)
+	}
+	// A new append connection continues it by previous_response_id (from the store).
+	c2 := dialAppend(t, url)
+	m := create("What colour?", nil)
+	m["previous_response_id"] = id
+	r2 := rollout(t, c2, m, nil)
+	if txt := finalText(r2[len(r2)-1]); !strings.Contains(txt, "violet") || !strings.Contains(txt, "ran ") {
+		t.Fatalf("stored chain lost: %q", txt)
 	}
 }

@@ -213,6 +213,12 @@ func (s *Server) sessionOptions() session.Options {
 		ShutdownGrace:  o.ShutdownGrace,
 		MaxFrame:       o.MaxFrame,
 		Logger:         s.log,
+		Lookup: func(id string) ([]protocol.Item, bool) {
+			return compat.ChainFromStore(o.Store, id, "")
+		},
+		Save: func(r *protocol.Response, input, chain []protocol.Item) {
+			compat.SaveAppend(o.Store, "", r, input, chain)
+		},
 	}
 }
 

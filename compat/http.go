@@ -135,6 +135,7 @@ func (idleTransport) Read(ctx context.Context) ([]byte, error) {
 }
 func (idleTransport) Write(context.Context, []byte) error      { return nil }
 func (idleTransport) Close(websocket.StatusCode, string) error { return nil }
+func (idleTransport) Abort() error                             { return nil }
 
 func (h *HTTP) store() Store { return h.Options.Store }
 

@@ -21,6 +21,7 @@ const (
 	DefaultCacheResponses = 128
 	DefaultCacheBytes     = 64 << 20
 	DefaultShutdownGrace  = 30 * time.Second
+	DefaultWriteTimeout   = 30 * time.Second
 )
 
 // Options configures a connection. The zero value works: each field's default is given.
@@ -56,6 +57,22 @@ type Options struct {
 	MaxFrame int64
 	// Logger receives the connection's logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics, shared by a server's connections, counts rollouts, frames, errors and turn
+	// times. Nil counts nothing.
+	Metrics *Metrics
+	// PingInterval sends a protocol ping this often; a peer that does not answer within the
+	// interval is dropped and its rollouts freed. 0 means no pings.
+	PingInterval time.Duration
+	// WriteTimeout bounds the writing of one frame: a client that stops reading cannot pin a
+	// rollout (and the memory it holds) for longer. When it expires the connection is closed
+	// at once (the client sees 1006: no close frame can be written to a peer that does not
+	// read). 0 means 30 seconds; negative means none.
+	WriteTimeout time.Duration
+	// MaxSuspended bounds the rollouts of this connection that are suspended or running at
+	// once; MaxSuspendedTotal bounds the suspended rollouts of every connection sharing
+	// Metrics. Over either, a create is answered rollout_limit_reached (429). 0 means no limit.
+	MaxSuspended      int
+	MaxSuspendedTotal int64
 }
 
 func (o *Options) withDefaults() Options {
@@ -84,6 +101,9 @@ func (o *Options) withDefaults() Options {
 	if r.Logger == nil {
 		r.Logger = slog.Default()
 	}
+	if r.WriteTimeout == 0 {
+		r.WriteTimeout = DefaultWriteTimeout
+	}
 	return r
 }
 
@@ -110,7 +130,7 @@ type Conn struct {
 	closing  bool
 	changed  chan struct{} // signalled (non-blocking) when a rollout suspends or ends
 
-	rollouts sync.WaitGroup // one per started rollout goroutine
+	rollouts sync.WaitGroup // one per started rollout goroutine, the age limit and the pinger
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
@@ -133,7 +153,47 @@ func NewConn(tr Transport, opts Options) *Conn {
 		c.rollouts.Add(1)
 		go c.ageLimit(o.MaxAge)
 	}
+	if p, ok := tr.(Pinger); ok && o.PingInterval > 0 {
+		c.rollouts.Add(1)
+		go c.pinger(p, o.PingInterval)
+	}
 	return c
+}
+
+// Pinger is implemented by transports that can send a protocol ping and wait for its pong.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// pinger pings the peer every interval and drops it when a pong does not arrive in time.
+func (c *Conn) pinger(p Pinger, interval time.Duration) {
+	defer c.rollouts.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, interval)
+		err := p.Ping(ctx)
+		cancel()
+		if err != nil && c.ctx.Err() == nil {
+			c.dropPeer("no pong within " + interval.String())
+			return
+		}
+	}
+}
+
+// dropPeer closes the transport of a peer that stopped answering or reading; the adapter's
+// read loop then ends and Close frees every rollout.
+func (c *Conn) dropPeer(why string) {
+	if m := c.opts.Metrics; m != nil {
+		m.PeersDropped.Add(1)
+	}
+	c.log.Info("dropping peer", "reason", why)
+	_ = c.tr.Abort()
 }
 
 func (c *Conn) ageLimit(age time.Duration) {
@@ -157,12 +217,31 @@ func (c *Conn) MaxFrame() int64 { return c.opts.maxFrame() }
 func (c *Conn) Context() context.Context { return c.ctx }
 
 // Write sends one frame. It returns the transport's error once the peer is gone.
+// A frame that cannot be written within Options.WriteTimeout drops the peer.
 func (c *Conn) Write(frame []byte) error {
-	return c.tr.Write(c.ctx, frame)
+	ctx := c.ctx
+	if c.opts.WriteTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.WriteTimeout)
+		defer cancel()
+	}
+	err := c.tr.Write(ctx, frame)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded && c.ctx.Err() == nil {
+			c.dropPeer("write timeout: the client is not reading")
+		}
+		return err
+	}
+	if m := c.opts.Metrics; m != nil {
+		m.Frames.Add(1)
+		m.Bytes.Add(int64(len(frame)))
+	}
+	return nil
 }
 
 // WriteError sends the error envelope of architecture §8.
 func (c *Conn) WriteError(e *protocol.Error) error {
+	c.opts.Metrics.error(e.Code)
 	return c.Write(protocol.AppendError(nil, e))
 }
 

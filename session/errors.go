@@ -30,6 +30,8 @@ const (
 	CodeResponseInProgress = "response_in_progress"
 	// CodeShuttingDown: a create while the connection drains (503).
 	CodeShuttingDown = "server_shutting_down"
+	// CodeRolloutLimit: a create over Options.MaxSuspended or MaxSuspendedTotal (429).
+	CodeRolloutLimit = "rollout_limit_reached"
 )
 
 func notFoundError(key string) *protocol.Error {

@@ -104,3 +104,5 @@ func (p *pipe) until(t *testing.T, typ string) []map[string]any {
 		}
 	}
 }
+
+func (p *pipe) Abort() error { return p.Close(websocket.StatusAbnormalClosure, "") }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -30,6 +31,7 @@ type Rollout struct {
 
 	// Guarded by Conn.mu
 	state     rolloutState
+	turnStart time.Time       // when the current turn was accepted (Start or Resume)
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
 	bytes     int64
 	stamp     uint64
@@ -62,12 +64,19 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "", "Response id %s is already in use on this connection.", req.Key)
 	}
+	if err := c.checkLimitsLocked(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	t, ok := c.gate.enqueue()
 	if !ok {
 		c.mu.Unlock()
 		return queueFullError(c.opts.QueueDepth)
 	}
-	h := &Rollout{key: req.Key}
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now()}
+	if m := c.opts.Metrics; m != nil {
+		m.Queued.Add(1)
+	}
 	c.stamp++
 	h.stamp = c.stamp
 	c.reg[req.Key] = h
@@ -87,6 +96,30 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		defer c.rollouts.Done()
 		h.r.Wait()
 	}()
+	return nil
+}
+
+// checkLimitsLocked answers rollout_limit_reached (429) when a new rollout would exceed
+// Options.MaxSuspended on this connection or Options.MaxSuspendedTotal on the server.
+func (c *Conn) checkLimitsLocked() *protocol.Error {
+	if max := c.opts.MaxSuspended; max > 0 {
+		live := 0
+		for _, h := range c.reg {
+			if h.state != stateEnded {
+				live++
+			}
+		}
+		if live >= max {
+			return protocol.Errorf(http.StatusTooManyRequests, CodeRolloutLimit, "",
+				"This connection already holds %d live rollouts (the limit): finish or cancel one first.", live)
+		}
+	}
+	if max, m := c.opts.MaxSuspendedTotal, c.opts.Metrics; max > 0 && m != nil {
+		if n := m.Suspended.Load() + m.Queued.Load() + m.Sampling.Load(); n >= max {
+			return protocol.Errorf(http.StatusTooManyRequests, CodeRolloutLimit, "",
+				"The server holds %d live rollouts (its limit): try again later.", n)
+		}
+	}
 	return nil
 }
 
@@ -112,7 +145,8 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		c.mu.Unlock()
 		return queueFullError(c.opts.QueueDepth)
 	}
-	h.state = stateResuming
+	h.turnStart = time.Now()
+	c.setStateLocked(h, stateResuming)
 	c.stamp++
 	h.stamp = c.stamp
 	c.mu.Unlock()
@@ -123,7 +157,11 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	t.Release()
 	c.mu.Lock()
 	if h.state == stateResuming {
-		h.state = stateSuspended
+		h.state = stateSuspended // back, as if the turn never began
+		if m := c.opts.Metrics; m != nil {
+			m.Queued.Add(-1)
+			m.Suspended.Add(1)
+		}
 	}
 	state := h.state
 	c.mu.Unlock()
@@ -230,29 +268,63 @@ func (c *Conn) evictLocked() {
 			return
 		}
 		delete(c.reg, oldest.key)
+		if m := c.opts.Metrics; m != nil {
+			m.Evictions.Add(1)
+		}
+	}
+}
+
+// setStateLocked moves h to state s, keeping the Metrics gauges and the turn-time histogram.
+func (c *Conn) setStateLocked(h *Rollout, s rolloutState) {
+	old := h.state
+	h.state = s
+	m := c.opts.Metrics
+	if m == nil || old == s {
+		return
+	}
+	if g := m.gauge(old); g != nil {
+		g.Add(-1)
+	}
+	if g := m.gauge(s); g != nil {
+		g.Add(1)
+	}
+	inTurn := old == stateQueued || old == stateSampling || old == stateResuming
+	if inTurn && (s == stateSuspended || s == stateEnded) {
+		m.observeTurn(time.Since(h.turnStart))
 	}
 }
 
 // coreSink tracks the rollout's state in the registry, then forwards to the adapter's sink.
 type coreSink struct {
-	c     *Conn
-	h     *Rollout
-	inner sampler.Sink
+	c        *Conn
+	h        *Rollout
+	inner    sampler.Sink
+	sampling bool // owned by the rollout goroutine: the state is stateSampling
 }
 
 func (s *coreSink) Started() {
 	s.c.mu.Lock()
-	s.h.state = stateSampling
+	s.c.setStateLocked(s.h, stateSampling)
+	s.sampling = true
 	s.c.mu.Unlock()
 	s.inner.Started()
 }
 
-func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
+func (s *coreSink) Event(ev *protocol.Event) error {
+	if !s.sampling { // the first event of a resumed turn
+		s.sampling = true
+		s.c.mu.Lock()
+		s.c.setStateLocked(s.h, stateSampling)
+		s.c.mu.Unlock()
+	}
+	return s.inner.Event(ev)
+}
 
 func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
-	s.h.state = stateSuspended
+	s.c.setStateLocked(s.h, stateSuspended)
+	s.sampling = false
 	c.mu.Unlock()
 	s.inner.Suspended(sp)
 	c.signal()
@@ -265,7 +337,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
 	c.mu.Lock()
-	h.state = stateEnded
+	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
 	h.bytes = itemsBytes(e.Context)
 	c.mu.Unlock()

@@ -13,12 +13,14 @@ import (
 // ErrBinaryFrame for a binary frame (the connection stays usable), ErrFrameTooLarge for a frame
 // over the limit (the connection must then be closed with StatusMessageTooBig), and any other
 // error when the peer is gone. Write sends one text frame and does not retain data. Close sends
-// a close frame with the code and reason. Write and Close are safe for concurrent use; Read is
-// called from one goroutine.
+// a close frame with the code and reason; Abort drops the connection at once, without a close
+// handshake (for a peer that does not answer or read). Write, Close and Abort are safe for
+// concurrent use; Read is called from one goroutine.
 type Transport interface {
 	Read(ctx context.Context) ([]byte, error)
 	Write(ctx context.Context, data []byte) error
 	Close(code websocket.StatusCode, reason string) error
+	Abort() error
 }
 
 // wsTransport is the Transport over a coder/websocket connection. The library's own read
@@ -85,3 +87,8 @@ func (t *wsTransport) Write(ctx context.Context, data []byte) error {
 func (t *wsTransport) Close(code websocket.StatusCode, reason string) error {
 	return t.c.Close(code, reason)
 }
+
+// Ping sends a protocol ping and waits for the pong (the connection's read loop receives it).
+func (t *wsTransport) Ping(ctx context.Context) error { return t.c.Ping(ctx) }
+
+func (t *wsTransport) Abort() error { return t.c.CloseNow() }

@@ -27,6 +27,13 @@ type serveConfig struct {
 	cacheBytes     byteSize
 	storeResponses int
 	storeBytes     byteSize
+	apiKeys        string
+	websocket      bool
+	maxConns       int
+	pingInterval   time.Duration
+	writeTimeout   time.Duration
+	maxSuspended   int
+	maxSuspTotal   int64
 	logLevel       string
 }
 
@@ -43,6 +50,13 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Var(&c.cacheBytes, "cache-bytes", "per-connection registry bound (bytes)")
 	fs.IntVar(&c.storeResponses, "store-responses", 10000, "in-memory Store bound (responses)")
 	fs.Var(&c.storeBytes, "store-bytes", "in-memory Store bound (bytes)")
+	fs.StringVar(&c.apiKeys, "api-keys", "", "file of accepted API keys, one per line (none = open server)")
+	fs.BoolVar(&c.websocket, "websocket", true, "serve WebSocket upgrades (false answers them 426, so clients fall back to HTTP)")
+	fs.IntVar(&c.maxConns, "max-connections", 1024, "open WebSocket connections (over it: 503 on upgrade; 0 = no cap)")
+	fs.DurationVar(&c.pingInterval, "ping-interval", 30*time.Second, "protocol ping interval; a peer that misses a pong is dropped (0 = no pings)")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "a client that does not read one frame within this is dropped")
+	fs.IntVar(&c.maxSuspended, "max-suspended", 64, "live rollouts per connection (over it: rollout_limit_reached; 0 = no cap)")
+	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
 }
@@ -63,22 +77,35 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-model-speed: %w", err)
 	}
+	var keys *server.Keys
+	if cfg.apiKeys != "" {
+		if keys, err = server.LoadKeys(cfg.apiKeys); err != nil {
+			return err
+		}
+	}
 	grace := cfg.shutdownGrace
 	if grace <= 0 {
 		grace = -1 // session: no grace
 	}
 	srv := server.New(server.Options{
-		Model:            sampler.NewSim(sampler.SimOptions{Speed: speed, Realtime: true}),
-		MaxFrame:         int64(cfg.maxFrame),
-		MaxConnectionAge: cfg.maxAge,
-		SuspendTimeout:   cfg.suspendTimeout,
-		QueueDepth:       cfg.queueDepth,
-		CacheResponses:   cfg.cacheResponses,
-		CacheBytes:       int64(cfg.cacheBytes),
-		ShutdownGrace:    grace,
-		StoreResponses:   cfg.storeResponses,
-		StoreBytes:       int64(cfg.storeBytes),
-		Logger:           log,
+		Model:             sampler.NewSim(sampler.SimOptions{Speed: speed, Realtime: true}),
+		MaxFrame:          int64(cfg.maxFrame),
+		MaxConnectionAge:  cfg.maxAge,
+		SuspendTimeout:    cfg.suspendTimeout,
+		QueueDepth:        cfg.queueDepth,
+		CacheResponses:    cfg.cacheResponses,
+		CacheBytes:        int64(cfg.cacheBytes),
+		ShutdownGrace:     grace,
+		StoreResponses:    cfg.storeResponses,
+		StoreBytes:        int64(cfg.storeBytes),
+		Keys:              keys,
+		DisableWebSocket:  !cfg.websocket,
+		MaxConnections:    cfg.maxConns,
+		PingInterval:      cfg.pingInterval,
+		WriteTimeout:      cfg.writeTimeout,
+		MaxSuspended:      cfg.maxSuspended,
+		MaxSuspendedTotal: cfg.maxSuspTotal,
+		Logger:            log,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -87,6 +114,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	if keys.Open() {
+		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
+	}
 	log.Info("tether listening", "addr", ln.Addr().String(), "model", "sim", "speed", cfg.speed,
 		"append", "OpenAI-Beta: "+server.AppendBeta)
 	select {

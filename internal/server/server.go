@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -42,6 +43,20 @@ type Options struct {
 	Store          compat.Store
 	StoreResponses int
 	StoreBytes     int64
+	// Keys are the accepted API keys; nil or empty means the server is open. A missing or wrong
+	// key gets 401 on the upgrade and on every /v1 route and on /metrics (not on /healthz).
+	// Stored responses belong to the key that created them.
+	Keys *Keys
+	// DisableWebSocket answers upgrades with 426, so that clients such as Codex fall back to
+	// HTTP.
+	DisableWebSocket bool
+	// MaxConnections caps open WebSocket connections; over it an upgrade gets 503. 0 means no cap.
+	MaxConnections int
+	// PingInterval, WriteTimeout, MaxSuspended, MaxSuspendedTotal: see session.Options.
+	PingInterval      time.Duration
+	WriteTimeout      time.Duration
+	MaxSuspended      int
+	MaxSuspendedTotal int64
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -55,9 +70,11 @@ type Server struct {
 	mux      *http.ServeMux
 	http     *compat.HTTP
 	counters compat.Counters
+	metrics  session.Metrics
 
-	mu       sync.Mutex // guards conns and shutdown
+	mu       sync.Mutex // guards conns, open and shutdown
 	conns    map[*session.Conn]struct{}
+	open     int // WebSocket connections being served (accepted or not yet)
 	shutdown bool
 	wg       sync.WaitGroup // one per WebSocket connection being served, and per drain
 }
@@ -77,31 +94,56 @@ func New(opts Options) *Server {
 		opts.Store = compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{})}
-	httpSession := s.sessionOptions()
+	httpSession := s.sessionOptions("")
 	httpSession.MaxAge = 0 // one request per connection core
-	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(), MaxBody: opts.MaxFrame}
+	httpSession.PingInterval = 0
+	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("/v1/responses", s.responses)
-	s.mux.HandleFunc("GET /v1/responses/{id}", func(w http.ResponseWriter, r *http.Request) {
-		s.http.Get(w, r.PathValue("id"), "")
-	})
-	s.mux.HandleFunc("DELETE /v1/responses/{id}", func(w http.ResponseWriter, r *http.Request) {
-		s.http.Delete(w, r.PathValue("id"), "")
-	})
-	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", func(w http.ResponseWriter, r *http.Request) {
-		s.http.InputItems(w, r, r.PathValue("id"), "")
-	})
+	metrics := s.metricsHandler()
+	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
+	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
+	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
+		s.http.Get(w, r.PathValue("id"), owner)
+	}))
+	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
+		s.http.Delete(w, r.PathValue("id"), owner)
+	}))
+	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
+		s.http.InputItems(w, r, r.PathValue("id"), owner)
+	}))
 	return s
 }
+
+// auth wraps a handler with the API key check; the handler gets the request's owner.
+func (s *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		owner, ok := s.opts.Keys.owner(r)
+		if !ok {
+			unauthorized(w, r)
+			return
+		}
+		h(w, r, owner)
+	}
+}
+
+// Metrics returns the counters of the server's connections.
+func (s *Server) Metrics() *session.Metrics { return &s.metrics }
 
 // Counters reports how public-shape continuations ran (hot path, cold path, new chains,
 // warm-ups) since the server started.
 func (s *Server) Counters() *compat.Counters { return &s.counters }
 
-func (s *Server) publicOptions() compat.Options {
-	return compat.Options{Store: s.opts.Store, CacheResponses: s.opts.CacheResponses,
-		CacheBytes: s.opts.CacheBytes, Counters: &s.counters}
+func (s *Server) publicOptions(owner string) compat.Options {
+	cache := s.opts.CacheResponses
+	if cache <= 0 {
+		cache = session.DefaultCacheResponses
+	}
+	if m := s.opts.MaxSuspended; m > 0 && m < cache {
+		cache = m // every answered chain keeps a suspended rollout: evict before the cap
+	}
+	return compat.Options{Store: s.opts.Store, CacheResponses: cache,
+		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner}
 }
 
 // ServeHTTP implements http.Handler.
@@ -112,12 +154,12 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 
-func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
+func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string) {
 	switch {
 	case r.Method == http.MethodGet && isUpgrade(r):
-		s.websocket(w, r)
+		s.websocket(w, r, owner)
 	case r.Method == http.MethodPost:
-		s.http.Create(w, r, "")
+		s.http.Create(w, r, owner)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		writeHTTPError(w, protocol.Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "",
@@ -150,7 +192,12 @@ func headerHasToken(h http.Header, key, token string) bool {
 	return false
 }
 
-func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string) {
+	if s.opts.DisableWebSocket {
+		writeHTTPError(w, &protocol.Error{Status: http.StatusUpgradeRequired, Type: protocol.TypeInvalidRequest,
+			Code: "websocket_disabled", Message: "WebSocket mode is disabled on this server: use POST /v1/responses."})
+		return
+	}
 	appendShape := WantsAppend(r)
 	s.mu.Lock()
 	if s.shutdown {
@@ -159,9 +206,21 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 			Code: session.CodeShuttingDown, Message: "The server is shutting down."})
 		return
 	}
+	if max := s.opts.MaxConnections; max > 0 && s.open >= max {
+		s.mu.Unlock()
+		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
+			Code: CodeTooManyConnections, Message: fmt.Sprintf("The server holds its maximum of %d WebSocket connections: try again later.", max)})
+		return
+	}
+	s.open++
 	s.wg.Add(1)
 	s.mu.Unlock()
-	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		s.open--
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
 
 	if appendShape {
 		w.Header().Set("OpenAI-Beta", AppendBeta)
@@ -171,20 +230,22 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(session.NewWebSocketTransport(ws, s.opts.MaxFrame), s.sessionOptions())
+	c := session.NewConn(session.NewWebSocketTransport(ws, s.opts.MaxFrame), s.sessionOptions(owner))
 	if !s.track(c) {
 		c.Drain(protocol.ReasonServerShutdown)
 	}
 	defer s.untrack(c)
-	shape := "public"
+	shape, gauge := "public", &s.metrics.PublicConns
 	if appendShape {
-		shape = "append"
+		shape, gauge = "append", &s.metrics.AppendConns
 	}
+	gauge.Add(1)
+	defer gauge.Add(-1)
 	s.log.Info("connection opened", "shape", shape, "remote", r.RemoteAddr)
 	if appendShape {
 		err = session.ServeAppend(c)
 	} else {
-		err = compat.ServeWebSocket(c, s.publicOptions())
+		err = compat.ServeWebSocket(c, s.publicOptions(owner))
 	}
 	_ = ws.CloseNow()
 	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
@@ -201,23 +262,28 @@ func closeReason(err error) string {
 	return err.Error()
 }
 
-func (s *Server) sessionOptions() session.Options {
+func (s *Server) sessionOptions(owner string) session.Options {
 	o := s.opts
 	return session.Options{
-		Model:          o.Model,
-		SuspendTimeout: o.SuspendTimeout,
-		QueueDepth:     o.QueueDepth,
-		CacheResponses: o.CacheResponses,
-		CacheBytes:     o.CacheBytes,
-		MaxAge:         o.MaxConnectionAge,
-		ShutdownGrace:  o.ShutdownGrace,
-		MaxFrame:       o.MaxFrame,
-		Logger:         s.log,
+		Metrics:           &s.metrics,
+		PingInterval:      o.PingInterval,
+		WriteTimeout:      o.WriteTimeout,
+		MaxSuspended:      o.MaxSuspended,
+		MaxSuspendedTotal: o.MaxSuspendedTotal,
+		Model:             o.Model,
+		SuspendTimeout:    o.SuspendTimeout,
+		QueueDepth:        o.QueueDepth,
+		CacheResponses:    o.CacheResponses,
+		CacheBytes:        o.CacheBytes,
+		MaxAge:            o.MaxConnectionAge,
+		ShutdownGrace:     o.ShutdownGrace,
+		MaxFrame:          o.MaxFrame,
+		Logger:            s.log,
 		Lookup: func(id string) ([]protocol.Item, bool) {
-			return compat.ChainFromStore(o.Store, id, "")
+			return compat.ChainFromStore(o.Store, id, owner)
 		},
 		Save: func(r *protocol.Response, input, chain []protocol.Item) {
-			compat.SaveAppend(o.Store, "", r, input, chain)
+			compat.SaveAppend(o.Store, owner, r, input, chain)
 		},
 	}
 }
@@ -272,3 +338,6 @@ func writeHTTPError(w http.ResponseWriter, e *protocol.Error) {
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(protocol.AppendHTTPError(nil, e))
 }
+
+// CodeTooManyConnections answers an upgrade over Options.MaxConnections (503).
+const CodeTooManyConnections = "too_many_connections"

@@ -1,0 +1,71 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tetherd/tether/compat"
+	"github.com/tetherd/tether/session"
+)
+
+// metricsHandler returns GET /metrics in the Prometheus text format: connections, rollouts by
+// state, continuations by path, frames and bytes sent, the per-turn server time histogram,
+// errors by code, evictions, dropped peers and the store's size, plus the Go runtime's and
+// the process's metrics.
+func (s *Server) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &s.metrics
+	gauge := func(name, help string, labels prometheus.Labels, f func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f))
+	}
+	counter := func(name, help string, labels prometheus.Labels, f func() float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
+	}
+	gauge("tether_connections", "Open WebSocket connections.", prometheus.Labels{"shape": "append"}, func() float64 { return float64(m.AppendConns.Load()) })
+	gauge("tether_connections", "Open WebSocket connections.", prometheus.Labels{"shape": "public"}, func() float64 { return float64(m.PublicConns.Load()) })
+	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "sampling"}, func() float64 { return float64(m.Sampling.Load()) })
+	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "suspended"}, func() float64 { return float64(m.Suspended.Load()) })
+	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "queued"}, func() float64 { return float64(m.Queued.Load()) })
+	c := &s.counters
+	for path, v := range map[string]func() int64{"hot": c.Hot.Load, "cold": c.Cold.Load, "new": c.New.Load, "warmup": c.WarmUp.Load} {
+		counter("tether_continuations_total", "Public-shape creates by path: hot (resumed), cold (rebuilt), new chain, warm-up.", prometheus.Labels{"path": path}, func() float64 { return float64(v()) })
+	}
+	counter("tether_ws_frames_sent_total", "WebSocket frames sent to clients.", nil, func() float64 { return float64(m.Frames.Load()) })
+	counter("tether_ws_bytes_sent_total", "WebSocket payload bytes sent to clients.", nil, func() float64 { return float64(m.Bytes.Load()) })
+	counter("tether_evictions_total", "Ended rollouts evicted from connection registries.", nil, func() float64 { return float64(m.Evictions.Load()) })
+	counter("tether_peers_dropped_total", "Connections dropped for a missed pong or a write timeout.", nil, func() float64 { return float64(m.PeersDropped.Load()) })
+	if ms, ok := s.opts.Store.(*compat.MemoryStore); ok {
+		gauge("tether_store_responses", "Responses in the in-memory store.", nil, func() float64 { return float64(ms.Len()) })
+	}
+	reg.MustRegister(&sessionCollector{m: m})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// sessionCollector exports the per-turn histogram and the errors by code.
+type sessionCollector struct{ m *session.Metrics }
+
+var (
+	turnDesc  = prometheus.NewDesc("tether_turn_seconds", "Server time per turn: from accepting a create or append to the rollout's suspension or end, queueing included.", nil, nil)
+	errorDesc = prometheus.NewDesc("tether_errors_total", "Error frames sent, by code.", []string{"code"}, nil)
+)
+
+func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- turnDesc
+	ch <- errorDesc
+}
+
+func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	n, sum, cum := c.m.Turns()
+	buckets := make(map[float64]uint64, len(cum))
+	for i, b := range session.TurnBuckets {
+		buckets[b] = uint64(cum[i])
+	}
+	ch <- prometheus.MustNewConstHistogram(turnDesc, uint64(n), sum, buckets)
+	for code, v := range c.m.Errors() {
+		ch <- prometheus.MustNewConstMetric(errorDesc, prometheus.CounterValue, float64(v), code)
+	}
+}

@@ -1,0 +1,175 @@
+package server
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/internal/wstest"
+)
+
+func httpURL(wsURL, path string) string {
+	return "http" + strings.TrimPrefix(strings.TrimSuffix(wsURL, "/v1/responses"), "ws") + path
+}
+
+func do(t *testing.T, method, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return resp.StatusCode, m
+}
+
+func TestAPIKeys(t *testing.T) {
+	_, url := testServer(t, Options{Keys: NewKeys("key-a", "key-b")})
+	// The upgrade without a key: 401 with the OpenAI error body.
+	_, resp, err := websocket.Dial(t.Context(), url, nil)
+	if err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Fatalf("upgrade without key: %v %v", resp, err)
+	}
+	code, body := do(t, "POST", httpURL(url, "/v1/responses"), "wrong", `{"model":"m","input":"x"}`)
+	if e, _ := body["error"].(map[string]any); code != 401 || e["code"] != "invalid_api_key" || e["type"] == nil {
+		t.Fatalf("wrong key: %d %v", code, body)
+	}
+	if code, _ := do(t, "GET", httpURL(url, "/healthz"), "", ""); code != 200 {
+		t.Fatalf("/healthz needs no key: %d", code)
+	}
+	if code, _ := do(t, "GET", httpURL(url, "/metrics"), "", ""); code != 401 {
+		t.Fatalf("/metrics without key: %d", code)
+	}
+	// Stored responses belong to their key.
+	code, r := do(t, "POST", httpURL(url, "/v1/responses"), "key-a", `{"model":"m","input":"secret plan"}`)
+	if code != 200 {
+		t.Fatalf("POST with key: %d %v", code, r)
+	}
+	id := r["id"].(string)
+	if code, _ := do(t, "GET", httpURL(url, "/v1/responses/"+id), "key-b", ""); code != 404 {
+		t.Fatalf("another key read a stored response: %d", code)
+	}
+	if code, _ := do(t, "GET", httpURL(url, "/v1/responses/"+id), "key-a", ""); code != 200 {
+		t.Fatalf("owner cannot read its response: %d", code)
+	}
+	code, e := do(t, "POST", httpURL(url, "/v1/responses"), "key-b", `{"model":"m","input":"x","previous_response_id":"`+id+`"}`)
+	if code != 400 || e["error"].(map[string]any)["code"] != "previous_response_not_found" {
+		t.Fatalf("another key continued a stored response: %d %v", code, e)
+	}
+	h := http.Header{}
+	h.Set("Authorization", "Bearer key-b")
+	c := wstest.Dial(t, url, h)
+	c.Send(map[string]any{"type": "response.create", "model": "m", "input": "x", "previous_response_id": id})
+	c.ExpectError(400, "previous_response_not_found", "previous_response_id")
+}
+
+func TestWebSocketDisabled(t *testing.T) {
+	_, url := testServer(t, Options{DisableWebSocket: true})
+	_, resp, err := websocket.Dial(t.Context(), url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUpgradeRequired {
+		t.Fatalf("want 426, got %v %v", resp, err)
+	}
+}
+
+func TestConnectionCap(t *testing.T) {
+	_, url := testServer(t, Options{MaxConnections: 1})
+	dialAppend(t, url)
+	_, resp, err := websocket.Dial(t.Context(), url, nil)
+	if err == nil || resp == nil || resp.StatusCode != 503 {
+		t.Fatalf("want 503 over the cap, got %v %v", resp, err)
+	}
+}
+
+func TestRolloutLimit(t *testing.T) {
+	_, url := testServer(t, Options{MaxSuspended: 1})
+	c := dialAppend(t, url)
+	c.Send(create("one", nil, shell))
+	c.Until("response.done")
+	c.Send(create("two", nil, shell))
+	c.ExpectError(429, "rollout_limit_reached", "")
+}
+
+func TestMetrics(t *testing.T) {
+	s, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	c.SendRaw("not json")
+	c.ExpectError(400, "invalid_json", "")
+	c.Send(create("task", nil, shell))
+	c.Until("response.done")
+	code, _ := do(t, "GET", httpURL(url, "/metrics"), "", "")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	resp, _ := http.Get(httpURL(url, "/metrics"))
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(raw)
+	for _, want := range []string{
+		`tether_connections{shape="append"} 1`,
+		`tether_rollouts{state="suspended"} 1`,
+		`tether_errors_total{code="invalid_json"} 1`,
+		`tether_turn_seconds_count 1`,
+		`tether_continuations_total{path="hot"}`,
+		`tether_store_responses`,
+		`tether_ws_frames_sent_total`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if s.Metrics().Frames.Load() == 0 {
+		t.Error("no frames counted")
+	}
+}
+
+func TestDeadPeerIsDropped(t *testing.T) {
+	s, url := testServer(t, Options{PingInterval: 50 * time.Millisecond})
+	c := dialAppend(t, url)
+	c.Send(create("task", nil, shell))
+	// The client never reads again, so it never answers a ping.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Metrics().PeersDropped.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a peer that does not answer pings was not dropped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitNoConns(t, s)
+	if n := s.Metrics().Suspended.Load() + s.Metrics().Sampling.Load() + s.Metrics().Queued.Load(); n != 0 {
+		t.Fatalf("%d rollouts left after the peer was dropped", n)
+	}
+}
+
+func TestSlowReaderIsDropped(t *testing.T) {
+	s, url := testServer(t, Options{WriteTimeout: 200 * time.Millisecond})
+	c := dialAppend(t, url)
+	// Large frames (each Response echoes a tool with a 4 MiB description, which is not
+	// rendered) to a client that never reads: the socket buffers fill and a write times out.
+	big := create("task", nil, map[string]any{"type": "function", "name": "big", "description": strings.Repeat("x", 4<<20)})
+	frame, _ := json.Marshal(big)
+	for i := 0; i < 4; i++ {
+		if err := c.C.Write(t.Context(), websocket.MessageText, frame); err != nil {
+			break // the server may drop us before the last one
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Metrics().PeersDropped.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a client that stopped reading was not dropped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitNoConns(t, s)
+}

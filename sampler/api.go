@@ -45,7 +45,8 @@ type Sink interface {
 	// the call, so encode or copy them before returning.
 	Event(ev *protocol.Event) error
 	// Suspended is called when the rollout stops at tool calls (or, with Config.SuspendOnAnswer,
-	// after an answer or a warm-up) and waits for Resume. The ticket is released before.
+	// after an answer or a warm-up) and waits for Resume. The ticket is released right after
+	// Suspended returns.
 	Suspended(s Suspension)
 	// Ended is called exactly once, last, whatever the cause (also on disconnect).
 	Ended(e Ending)
@@ -85,10 +86,10 @@ type Ending struct {
 // Resume is the input that continues a suspended rollout.
 type Resume struct {
 	Input  []protocol.Item // one function_call_output per pending call, then optional messages
-	Ticket Ticket          // the sampling slot to wait for before sampling again
+	Ticket Ticket          // the sampling slot to wait for before sampling again (nil: none)
 }
 
-// Config starts a rollout (see Start).
+// Config starts a rollout (see Start). Model and Sink are required.
 type Config struct {
 	ID       string // the Response id ("resp_…"), used for item ids' uniqueness only
 	Model    Model
@@ -96,7 +97,8 @@ type Config struct {
 	// History is rendered first and counted as not cached (cold path); Input follows it.
 	History []protocol.Item
 	Input   []protocol.Item
-	// Ticket is the first sampling slot (also waited for by a warm-up before it suspends).
+	// Ticket is the first sampling slot (also waited for by a warm-up before it suspends);
+	// nil means no queue.
 	Ticket Ticket
 	Sink   Sink
 	// SuspendTimeout ends a rollout suspended longer than this (incomplete, idle_timeout);
@@ -110,8 +112,13 @@ type Config struct {
 	StartSuspended bool
 }
 
-// Model is the seam between the rollout loop and an engine (architecture §5). It is
-// implemented by the helper that builds the sampler; see model.go.
+// Model is the seam between the rollout loop and an engine (architecture §5); Sim is the
+// default backend. Sample runs one sampling step of req (req and req.Context are read-only and
+// must not be retained), streams what it generates through out, and returns when the step is
+// done: tool calls (the rollout suspends) or an answer. It returns an error when the engine
+// fails (the rollout ends failed, code server_error), and must return promptly when ctx ends
+// or an Output method fails (cancel, disconnect, consumer gone). It runs on the rollout's
+// goroutine; one Model value may serve many rollouts concurrently.
 type Model interface {
 	Sample(ctx context.Context, req *Request, out Output) (StepResult, error)
 }

@@ -47,19 +47,29 @@ func BenchmarkResume(b *testing.B) {
 			hist := history(n)
 			sink := &discard{suspended: make(chan Suspension, 1), ended: make(chan Ending, 1)}
 			r := Start(context.Background(), Config{Model: NewSim(SimOptions{}), Sink: sink, History: hist,
-				Settings: Settings{Tools: []protocol.Tool{execTool}, Metadata: map[string]string{MetaCalls: "1000000000"}},
+				Settings: Settings{Tools: []protocol.Tool{execTool}, Metadata: map[string]string{MetaCalls: "1000000"}},
 				Input:    []protocol.Item{userMsg("go on")}})
 			defer func() { r.Cancel(""); r.Wait() }()
-			s := <-sink.suspended
-			b.ReportMetric(float64(s.Tokens), "history-tokens")
+			var s Suspension
+			select {
+			case s = <-sink.suspended:
+			case e := <-sink.ended:
+				b.Fatalf("rollout ended: %s %s", e.Status, e.Reason)
+			}
+			tokens := s.Tokens
 			in := []protocol.Item{toolOutput("", "ok: 3 files changed")}
 			for b.Loop() {
 				in[0].CallID = s.PendingCallIDs[0]
 				if err := r.Resume(Resume{Input: in}); err != nil {
 					b.Fatal(err)
 				}
-				s = <-sink.suspended
+				select {
+				case s = <-sink.suspended:
+				case e := <-sink.ended:
+					b.Fatalf("rollout ended: %s %s", e.Status, e.Reason)
+				}
 			}
+			b.ReportMetric(float64(tokens), "history-tokens")
 		})
 	}
 }
@@ -83,4 +93,21 @@ func BenchmarkEventsPerSecond(b *testing.B) {
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+}
+
+// TestEmitterAllocs guards the hot path: streaming a delta into an open item reuses the
+// rollout's Event and allocates nothing beyond the text's amortised growth.
+func TestEmitterAllocs(t *testing.T) {
+	sink := &discard{}
+	r := &Rollout{cfg: Config{Sink: sink}, ctx: context.Background()}
+	r.emit.r = r
+	r.rng = newRNG()
+	r.emit.reset()
+	if err := r.emit.Text("start"); err != nil {
+		t.Fatal(err)
+	}
+	r.emit.text.Grow(1 << 20)
+	if n := testing.AllocsPerRun(1000, func() { _ = r.emit.Text(" word") }); n > 0 {
+		t.Fatalf("%v allocations per text delta", n)
+	}
 }

@@ -77,12 +77,17 @@ func Start(ctx context.Context, cfg Config) *Rollout {
 		done:  make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
-	var seed [32]byte
-	rand.Read(seed[:])
-	r.rng = mrand.NewChaCha8(seed)
+	r.rng = newRNG()
 	r.emit.r = r
 	go r.run()
 	return r
+}
+
+// newRNG returns the generator of a rollout's ids: ChaCha8 seeded from crypto/rand.
+func newRNG() *mrand.ChaCha8 {
+	var seed [32]byte
+	rand.Read(seed[:])
+	return mrand.NewChaCha8(seed)
 }
 
 // Resume continues a suspended rollout with in.Input (one function_call_output per pending
@@ -268,9 +273,6 @@ func (r *Rollout) suspend() (Ending, bool) {
 		StepUsage:      r.stepUsage,
 		Tokens:         r.context.Len(),
 		Context:        r.context.Items(),
-	}
-	if r.step == 0 {
-		s.StepUsage = protocol.Usage{}
 	}
 	r.suspendAt = len(r.output)
 	r.state.Store(stateSuspended)

@@ -65,6 +65,7 @@ func TestTwentySequentialCalls(t *testing.T) {
 	if e.Usage.InputTokens-e.Usage.InputTokensDetails.CachedTokens >= e.Usage.InputTokens/4 {
 		t.Fatalf("usage %+v: too little cached", e.Usage)
 	}
+	r.Wait() // the ticket is released after Ended returns
 	waits, releases := ticket.counts()
 	if waits != 21 || releases != 21 {
 		t.Fatalf("ticket waits %d releases %d", waits, releases)

@@ -73,6 +73,11 @@ type Options struct {
 	// Metrics. Over either, a create is answered rollout_limit_reached (429). 0 means no limit.
 	MaxSuspended      int
 	MaxSuspendedTotal int64
+	// MaxRolloutBytes bounds the memory of one rollout, accounted as the bytes of its items
+	// (history, inputs and outputs; its token buffer takes about as much again). A create or
+	// append that would exceed it is answered rollout_too_large (400) and changes nothing.
+	// 0 means no limit.
+	MaxRolloutBytes int64
 }
 
 func (o *Options) withDefaults() Options {

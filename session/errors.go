@@ -32,6 +32,8 @@ const (
 	CodeShuttingDown = "server_shutting_down"
 	// CodeRolloutLimit: a create over Options.MaxSuspended or MaxSuspendedTotal (429).
 	CodeRolloutLimit = "rollout_limit_reached"
+	// CodeRolloutTooLarge: a create or append over Options.MaxRolloutBytes (400, input).
+	CodeRolloutTooLarge = "rollout_too_large"
 )
 
 func notFoundError(key string) *protocol.Error {

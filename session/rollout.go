@@ -68,12 +68,17 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
+	size := itemsBytes(req.Config.History) + itemsBytes(req.Config.Input)
+	if err := c.checkSize(size); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	t, ok := c.gate.enqueue()
 	if !ok {
 		c.mu.Unlock()
 		return queueFullError(c.opts.QueueDepth)
 	}
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now()}
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -123,6 +128,16 @@ func (c *Conn) checkLimitsLocked() *protocol.Error {
 	return nil
 }
 
+// checkSize answers rollout_too_large (400) when a rollout would hold more than
+// Options.MaxRolloutBytes.
+func (c *Conn) checkSize(bytes int64) *protocol.Error {
+	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
+		return protocol.Errorf(http.StatusBadRequest, CodeRolloutTooLarge, "input",
+			"The rollout would hold about %d bytes of items, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
+	}
+	return nil
+}
+
 // Resume continues the suspended rollout key with input, which must carry exactly one
 // function_call_output per pending call, then optionally messages (sampler.CheckOutputs).
 // Errors: response_not_found (404) for an unknown key, response_not_suspended (409) when it is
@@ -140,6 +155,11 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		c.mu.Unlock()
 		return notSuspendedError(key, state)
 	}
+	add := itemsBytes(input)
+	if err := c.checkSize(h.bytes + add); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	t, ok := c.gate.enqueue()
 	if !ok {
 		c.mu.Unlock()
@@ -152,6 +172,9 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	c.mu.Unlock()
 	err := h.r.Resume(sampler.Resume{Input: input, Ticket: t})
 	if err == nil {
+		c.mu.Lock()
+		h.bytes += add
+		c.mu.Unlock()
 		return nil
 	}
 	t.Release()
@@ -324,6 +347,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
+	s.h.bytes += itemsBytes(sp.Output)
 	s.sampling = false
 	c.mu.Unlock()
 	s.inner.Suspended(sp)

@@ -34,11 +34,12 @@ type serveConfig struct {
 	writeTimeout   time.Duration
 	maxSuspended   int
 	maxSuspTotal   int64
+	maxRollout     byteSize
 	logLevel       string
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
-	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20}
+	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20}
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
 	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
@@ -57,6 +58,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "a client that does not read one frame within this is dropped")
 	fs.IntVar(&c.maxSuspended, "max-suspended", 64, "live rollouts per connection (over it: rollout_limit_reached; 0 = no cap)")
 	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
+	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
 }
@@ -105,6 +107,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		WriteTimeout:      cfg.writeTimeout,
 		MaxSuspended:      cfg.maxSuspended,
 		MaxSuspendedTotal: cfg.maxSuspTotal,
+		MaxRolloutBytes:   int64(cfg.maxRollout),
 		Logger:            log,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)

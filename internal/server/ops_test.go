@@ -173,3 +173,20 @@ func TestSlowReaderIsDropped(t *testing.T) {
 	}
 	waitNoConns(t, s)
 }
+
+func TestRolloutTooLarge(t *testing.T) {
+	_, url := testServer(t, Options{MaxRolloutBytes: 4096})
+	c := dialAppend(t, url)
+	c.Send(create(strings.Repeat("a", 5000), nil))
+	c.ExpectError(400, "rollout_too_large", "input")
+	c.Send(create("small", nil, shell))
+	fs := c.Until("response.done")
+	done := fs[len(fs)-1]
+	big := map[string]any{"type": "function_call_output", "call_id": pendingIDs(done)[0], "output": strings.Repeat("b", 5000)}
+	c.Send(map[string]any{"type": "response.append", "response_id": done.Str("response_id"), "input": []any{big}})
+	c.ExpectError(400, "rollout_too_large", "input")
+	// The rollout is unchanged and still suspended: a small output resumes it.
+	small := map[string]any{"type": "function_call_output", "call_id": pendingIDs(done)[0], "output": "ok"}
+	c.Send(map[string]any{"type": "response.append", "response_id": done.Str("response_id"), "input": []any{small}})
+	c.Until("response.completed")
+}

@@ -52,11 +52,13 @@ type Options struct {
 	DisableWebSocket bool
 	// MaxConnections caps open WebSocket connections; over it an upgrade gets 503. 0 means no cap.
 	MaxConnections int
-	// PingInterval, WriteTimeout, MaxSuspended, MaxSuspendedTotal: see session.Options.
+	// PingInterval, WriteTimeout, MaxSuspended, MaxSuspendedTotal, MaxRolloutBytes: see
+	// session.Options.
 	PingInterval      time.Duration
 	WriteTimeout      time.Duration
 	MaxSuspended      int
 	MaxSuspendedTotal int64
+	MaxRolloutBytes   int64
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -270,6 +272,7 @@ func (s *Server) sessionOptions(owner string) session.Options {
 		WriteTimeout:      o.WriteTimeout,
 		MaxSuspended:      o.MaxSuspended,
 		MaxSuspendedTotal: o.MaxSuspendedTotal,
+		MaxRolloutBytes:   o.MaxRolloutBytes,
 		Model:             o.Model,
 		SuspendTimeout:    o.SuspendTimeout,
 		QueueDepth:        o.QueueDepth,

@@ -156,7 +156,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	seg := ps.seg
 	seg.chain = chain
 	seg.pending = pending
-	seg.bytes = itemsBytes(ps.input) + itemsBytes(output) + 256
+	seg.bytes = session.ItemsBytes(ps.input) + session.ItemsBytes(output) + 256
 	r := s.owner
 	r.mu.Lock()
 	if suspended {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session"
 )
 
 // StoredResponse is one stored Response (store:true): the Response object as last sent, the
@@ -120,7 +121,7 @@ func (s *MemoryStore) Len() int {
 }
 
 func storedBytes(r *StoredResponse) int64 {
-	return 512 + itemsBytes(r.Input) + itemsBytes(r.Response.Output) + itemsBytes(r.Chain)
+	return 512 + session.ItemsBytes(r.Input) + session.ItemsBytes(r.Response.Output) + session.ItemsBytes(r.Chain)
 }
 
 // ChainFromStore returns the items of the chain that ends with the stored response id (every
@@ -133,19 +134,6 @@ func ChainFromStore(s Store, id, owner string) ([]protocol.Item, bool) {
 // SaveAppend stores an append-shape rollout (session.Options.Save) for owner.
 func SaveAppend(s Store, owner string, r *protocol.Response, input, chain []protocol.Item) {
 	s.Put(&StoredResponse{Response: *r, Input: withIDs(input), Owner: owner, Chain: chain})
-}
-
-// itemsBytes estimates the memory held by items: their text plus a fixed overhead each.
-func itemsBytes(items []protocol.Item) int64 {
-	var n int64
-	for i := range items {
-		it := &items[i]
-		n += 128 + int64(len(it.Arguments)+len(it.Output)+len(it.Raw)+len(it.Name)+len(it.CallID)+len(it.ID))
-		for j := range it.Content {
-			n += 32 + int64(len(it.Content[j].Text)+len(it.Content[j].Raw))
-		}
-	}
-	return n
 }
 
 // chainFromStore rebuilds the items of the chain ending at id (every ancestor's input and

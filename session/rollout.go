@@ -68,7 +68,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	size := itemsBytes(req.Config.History) + itemsBytes(req.Config.Input)
+	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input)
 	if err := c.checkSize(size); err != nil {
 		c.mu.Unlock()
 		return err
@@ -155,7 +155,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		c.mu.Unlock()
 		return notSuspendedError(key, state)
 	}
-	add := itemsBytes(input)
+	add := ItemsBytes(input)
 	if err := c.checkSize(h.bytes + add); err != nil {
 		c.mu.Unlock()
 		return err
@@ -260,8 +260,9 @@ func (c *Conn) Forget(key string) {
 	}
 }
 
-// itemsBytes estimates the memory held by items: their text plus a fixed overhead each.
-func itemsBytes(items []protocol.Item) int64 {
+// ItemsBytes estimates the memory held by items, in bytes: their text plus a fixed overhead
+// each. It is the unit of Options.CacheBytes and Options.MaxRolloutBytes.
+func ItemsBytes(items []protocol.Item) int64 {
 	var n int64
 	for i := range items {
 		it := &items[i]
@@ -347,7 +348,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
-	s.h.bytes += itemsBytes(sp.Output)
+	s.h.bytes += ItemsBytes(sp.Output)
 	s.sampling = false
 	c.mu.Unlock()
 	s.inner.Suspended(sp)
@@ -363,7 +364,7 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c.mu.Lock()
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
-	h.bytes = itemsBytes(e.Context)
+	h.bytes = ItemsBytes(e.Context)
 	c.mu.Unlock()
 	if !e.Sampling && e.Err == nil {
 		t := c.gate.enqueueAlways()

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -128,6 +129,26 @@ func (c *Conn) checkLimitsLocked() *protocol.Error {
 	return nil
 }
 
+// resumedTicket marks a resumed rollout as sampling once it holds the slot again, so that a
+// drain lets it finish within the grace (the sampler calls Sink.Started once per rollout).
+type resumedTicket struct {
+	*ticket
+	c *Conn
+	h *Rollout
+}
+
+func (t resumedTicket) Wait(ctx context.Context) error {
+	if err := t.ticket.Wait(ctx); err != nil {
+		return err
+	}
+	t.c.mu.Lock()
+	if t.h.state == stateResuming {
+		t.c.setStateLocked(t.h, stateSampling)
+	}
+	t.c.mu.Unlock()
+	return nil
+}
+
 // checkSize answers rollout_too_large (400) when a rollout would hold more than
 // Options.MaxRolloutBytes.
 func (c *Conn) checkSize(bytes int64) *protocol.Error {
@@ -170,7 +191,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	c.stamp++
 	h.stamp = c.stamp
 	c.mu.Unlock()
-	err := h.r.Resume(sampler.Resume{Input: input, Ticket: t})
+	err := h.r.Resume(sampler.Resume{Input: input, Ticket: resumedTicket{t, c, h}})
 	if err == nil {
 		c.mu.Lock()
 		h.bytes += add
@@ -320,36 +341,25 @@ func (c *Conn) setStateLocked(h *Rollout, s rolloutState) {
 
 // coreSink tracks the rollout's state in the registry, then forwards to the adapter's sink.
 type coreSink struct {
-	c        *Conn
-	h        *Rollout
-	inner    sampler.Sink
-	sampling bool // owned by the rollout goroutine: the state is stateSampling
+	c     *Conn
+	h     *Rollout
+	inner sampler.Sink
 }
 
 func (s *coreSink) Started() {
 	s.c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSampling)
-	s.sampling = true
 	s.c.mu.Unlock()
 	s.inner.Started()
 }
 
-func (s *coreSink) Event(ev *protocol.Event) error {
-	if !s.sampling { // the first event of a resumed turn
-		s.sampling = true
-		s.c.mu.Lock()
-		s.c.setStateLocked(s.h, stateSampling)
-		s.c.mu.Unlock()
-	}
-	return s.inner.Event(ev)
-}
+func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 
 func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
 	s.h.bytes += ItemsBytes(sp.Output)
-	s.sampling = false
 	c.mu.Unlock()
 	s.inner.Suspended(sp)
 	c.signal()

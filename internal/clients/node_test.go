@@ -1,0 +1,66 @@
+package clients_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runNode runs testdata/node/<script> against f with the openai npm package from
+// TETHER_NODE_CLIENTS and returns its stdout. The script exits non-zero on any failure.
+func runNode(t *testing.T, f *fixture, script string) string {
+	t.Helper()
+	dir := nodeClients(t, "openai/package.json", "ws/package.json")
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed, but %s=%s is set: %v", envNodeClients, dir, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	path, err := filepath.Abs(filepath.Join("testdata", "node", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, path)
+	cmd.Env = append(os.Environ(), envNodeClients+"="+dir, "TETHER_BASE_URL="+f.base, "NO_COLOR=1")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err = cmd.Run()
+	t.Logf("node %s: %v\nstdout: %s\nstderr: %s", script, time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
+	if err != nil {
+		f.logFrames(t, 600)
+		t.Fatalf("node %s: %v", script, err)
+	}
+	return stdout.String()
+}
+
+func TestNodeResponsesWSToolRollout(t *testing.T) {
+	f := newFixture(t, fixtureOptions{logLevel: slog.LevelWarn})
+	out := runNode(t, f, "ws_tool_rollout.mjs")
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("script did not report ok: %s", out)
+	}
+	if f.upgrades.Load() != 1 || f.posts.Load() != 0 {
+		t.Errorf("server saw %d upgrades and %d POSTs, want 1 and 0", f.upgrades.Load(), f.posts.Load())
+	}
+	if hot := f.srv.Counters().Hot.Load(); hot != 1 {
+		t.Errorf("hot-path continuations: %d, want 1", hot)
+	}
+}
+
+func TestNodeHTTPStreamAccumulator(t *testing.T) {
+	f := newFixture(t, fixtureOptions{logLevel: slog.LevelWarn})
+	out := runNode(t, f, "http_stream.mjs")
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("script did not report ok: %s", out)
+	}
+	if f.posts.Load() != 2 {
+		t.Errorf("server saw %d POSTs, want 2", f.posts.Load())
+	}
+}

@@ -13,9 +13,6 @@ import (
 	"github.com/tetherd/tether/session"
 )
 
-// CodeBodyTooLarge answers a POST body over the frame limit (413); added to the §8 table.
-const CodeBodyTooLarge = "request_body_too_large"
-
 // HTTP serves the HTTP side of the public shape (reference §9): POST /v1/responses (JSON, or
 // SSE with stream:true), GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
 // A POST runs on its own short-lived session.Conn, so scheduling and sampling are the same code
@@ -42,7 +39,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		return
 	}
 	if int64(len(body)) > max {
-		WriteError(w, protocol.Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
+		WriteError(w, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
 			"The request body exceeds the limit of %d bytes.", max))
 		return
 	}

@@ -92,6 +92,17 @@
 //	response.steer (public shape): no error frame, a    —      steering_not_supported               —
 //	  response.steer.failed event carries the error
 //	internal failure before a response exists           500    server_error (type server_error)     null
+//	response.cancel of a rollout that has ended         409    response_already_completed           response_id
+//	previous_response_id of a rollout still running     409    response_in_progress                 previous_response_id
+//	  on this append connection
+//	create or upgrade while the server drains           503    server_shutting_down                 null
+//	over the live-rollout cap (connection or server)    429    rollout_limit_reached                null
+//	create/append over the per-rollout memory cap       400    rollout_too_large                    input
+//	upgrade over the connection cap (HTTP)              503    too_many_connections                 null
+//	POST body over -max-frame (HTTP)                    413    request_body_too_large               null
+//	upgrade with -websocket=false (HTTP)                426    websocket_disabled                   null
+//	missing or wrong API key (HTTP, upgrade)            401    invalid_api_key                      null
+//	method not served on /v1/responses (HTTP)           405    method_not_allowed                   null
 //
 // Failures after response.created are not error frames but response.failed with
 // response.error {code, message}.

@@ -54,6 +54,30 @@ const (
 	// CodeServerError (500, type server_error, param null): an internal failure before a
 	// response exists; also response.failed's response.error.code.
 	CodeServerError = "server_error"
+
+	// Rows added to the table of architecture §8 (see doc.go).
+
+	// CodeAlreadyCompleted: response.cancel for a rollout that has ended. 409, param response_id.
+	CodeAlreadyCompleted = "response_already_completed"
+	// CodeResponseInProgress: previous_response_id names a rollout of this connection that has
+	// not ended (append shape). 409, param previous_response_id.
+	CodeResponseInProgress = "response_in_progress"
+	// CodeShuttingDown: a create or an upgrade while the server or connection drains. 503.
+	CodeShuttingDown = "server_shutting_down"
+	// CodeRolloutLimit: a create over the live-rollout caps (per connection or server). 429.
+	CodeRolloutLimit = "rollout_limit_reached"
+	// CodeRolloutTooLarge: a create or append over the per-rollout memory cap. 400, param input.
+	CodeRolloutTooLarge = "rollout_too_large"
+	// CodeTooManyConnections: an upgrade over the connection cap. 503 (HTTP).
+	CodeTooManyConnections = "too_many_connections"
+	// CodeBodyTooLarge: a POST body over -max-frame. 413 (HTTP).
+	CodeBodyTooLarge = "request_body_too_large"
+	// CodeWebSocketDisabled: an upgrade to a server run with -websocket=false. 426 (HTTP).
+	CodeWebSocketDisabled = "websocket_disabled"
+	// CodeInvalidAPIKey: a missing or wrong API key. 401 (HTTP, also on the upgrade).
+	CodeInvalidAPIKey = "invalid_api_key"
+	// CodeMethodNotAllowed: a method /v1/responses does not serve. 405 (HTTP).
+	CodeMethodNotAllowed = "method_not_allowed"
 )
 
 // Error types (error.type): TypeInvalidRequest for 4xx, TypeServer for 5xx.

@@ -21,21 +21,6 @@ var (
 	ErrClosed = errors.New("session: connection closed")
 )
 
-// Error codes this package adds to the table of architecture §8 (see protocol/doc.go).
-const (
-	// CodeAlreadyCompleted: response.cancel for a rollout that has ended (409, response_id).
-	CodeAlreadyCompleted = "response_already_completed"
-	// CodeResponseInProgress: previous_response_id names a rollout of this connection that has
-	// not ended (409, previous_response_id).
-	CodeResponseInProgress = "response_in_progress"
-	// CodeShuttingDown: a create while the connection drains (503).
-	CodeShuttingDown = "server_shutting_down"
-	// CodeRolloutLimit: a create over Options.MaxSuspended or MaxSuspendedTotal (429).
-	CodeRolloutLimit = "rollout_limit_reached"
-	// CodeRolloutTooLarge: a create or append over Options.MaxRolloutBytes (400, input).
-	CodeRolloutTooLarge = "rollout_too_large"
-)
-
 func notFoundError(key string) *protocol.Error {
 	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id", "No response with id '%s' on this connection.", key)
 }
@@ -50,6 +35,6 @@ func queueFullError(depth int) *protocol.Error {
 }
 
 func shuttingDownError() *protocol.Error {
-	return &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer, Code: CodeShuttingDown,
+	return &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer, Code: protocol.CodeShuttingDown,
 		Message: "The connection is closing; open a new connection to continue."}
 }

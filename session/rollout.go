@@ -116,13 +116,13 @@ func (c *Conn) checkLimitsLocked() *protocol.Error {
 			}
 		}
 		if live >= max {
-			return protocol.Errorf(http.StatusTooManyRequests, CodeRolloutLimit, "",
+			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRolloutLimit, "",
 				"This connection already holds %d live rollouts (the limit): finish or cancel one first.", live)
 		}
 	}
 	if max, m := c.opts.MaxSuspendedTotal, c.opts.Metrics; max > 0 && m != nil {
 		if n := m.Suspended.Load() + m.Queued.Load() + m.Sampling.Load(); n >= max {
-			return protocol.Errorf(http.StatusTooManyRequests, CodeRolloutLimit, "",
+			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRolloutLimit, "",
 				"The server holds %d live rollouts (its limit): try again later.", n)
 		}
 	}
@@ -153,7 +153,7 @@ func (t resumedTicket) Wait(ctx context.Context) error {
 // Options.MaxRolloutBytes.
 func (c *Conn) checkSize(bytes int64) *protocol.Error {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
-		return protocol.Errorf(http.StatusBadRequest, CodeRolloutTooLarge, "input",
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
 			"The rollout would hold about %d bytes of items, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
 	}
 	return nil
@@ -226,7 +226,7 @@ func (c *Conn) Cancel(key, reason string) *protocol.Error {
 	}
 	if h.state == stateEnded || h.cancelled {
 		c.mu.Unlock()
-		return protocol.Errorf(http.StatusConflict, CodeAlreadyCompleted, "response_id", "Response %s has already ended.", key)
+		return protocol.Errorf(http.StatusConflict, protocol.CodeAlreadyCompleted, "response_id", "Response %s has already ended.", key)
 	}
 	h.cancelled = true
 	c.mu.Unlock()
@@ -256,7 +256,7 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 	items, ended, ok := c.Chain(id)
 	if ok && !ended {
-		return nil, protocol.Errorf(http.StatusConflict, CodeResponseInProgress, "previous_response_id",
+		return nil, protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
 			"Response %s has not ended: continue it with response.append, or cancel it first.", id)
 	}
 	if ok {

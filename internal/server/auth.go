@@ -84,5 +84,5 @@ func unauthorized(w http.ResponseWriter, r *http.Request) {
 		msg = "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
-	writeHTTPError(w, &protocol.Error{Status: http.StatusUnauthorized, Type: protocol.TypeInvalidRequest, Code: "invalid_api_key", Message: msg})
+	writeHTTPError(w, &protocol.Error{Status: http.StatusUnauthorized, Type: protocol.TypeInvalidRequest, Code: protocol.CodeInvalidAPIKey, Message: msg})
 }

@@ -164,7 +164,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string)
 		s.http.Create(w, r, owner)
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		writeHTTPError(w, protocol.Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "",
+		writeHTTPError(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
 			"%s /v1/responses is not supported: POST a create body, or GET with a WebSocket upgrade.", r.Method))
 	}
 }
@@ -197,7 +197,7 @@ func headerHasToken(h http.Header, key, token string) bool {
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string) {
 	if s.opts.DisableWebSocket {
 		writeHTTPError(w, &protocol.Error{Status: http.StatusUpgradeRequired, Type: protocol.TypeInvalidRequest,
-			Code: "websocket_disabled", Message: "WebSocket mode is disabled on this server: use POST /v1/responses."})
+			Code: protocol.CodeWebSocketDisabled, Message: "WebSocket mode is disabled on this server: use POST /v1/responses."})
 		return
 	}
 	appendShape := WantsAppend(r)
@@ -205,13 +205,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	if s.shutdown {
 		s.mu.Unlock()
 		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
-			Code: session.CodeShuttingDown, Message: "The server is shutting down."})
+			Code: protocol.CodeShuttingDown, Message: "The server is shutting down."})
 		return
 	}
 	if max := s.opts.MaxConnections; max > 0 && s.open >= max {
 		s.mu.Unlock()
 		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
-			Code: CodeTooManyConnections, Message: fmt.Sprintf("The server holds its maximum of %d WebSocket connections: try again later.", max)})
+			Code: protocol.CodeTooManyConnections, Message: fmt.Sprintf("The server holds its maximum of %d WebSocket connections: try again later.", max)})
 		return
 	}
 	s.open++
@@ -341,6 +341,3 @@ func writeHTTPError(w http.ResponseWriter, e *protocol.Error) {
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(protocol.AppendHTTPError(nil, e))
 }
-
-// CodeTooManyConnections answers an upgrade over Options.MaxConnections (503).
-const CodeTooManyConnections = "too_many_connections"

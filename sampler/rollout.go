@@ -113,6 +113,12 @@ func (r *Rollout) Resume(in Resume) error {
 	case err := <-req.reply:
 		return err
 	case <-r.done:
+		// The rollout may have accepted the input and ended right after: its answer wins.
+		select {
+		case err := <-req.reply:
+			return err
+		default:
+		}
 		return fmt.Errorf("%w: %w", ErrNotSuspended, ErrEnded)
 	}
 }

@@ -1,0 +1,115 @@
+package conformance
+
+// The scenarios of the public shape only (architecture §3).
+
+import "strings"
+
+// warmUp: generate:false prepares a response without running the model (created, completed,
+// output [], zero usage); input:[] chained on it then runs the model on the warm-up's input.
+func warmUp(t *T) {
+	p := t.dial()
+	const q = "Hello from the warm-up."
+	settings := func(extra M) M {
+		m := M{"store": false, "instructions": "You are a coding agent."}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	w := p.start(t.create([]any{userMessage(q)}, settings(M{"generate": false})))
+	t.checkCompleted(w)
+	for _, f := range w.Frames[1 : len(w.Frames)-1] {
+		t.check(f.Type() == "response.in_progress", "a warm-up runs no model, but sent %s", f.Type())
+	}
+	u := w.Response().Obj("usage")
+	t.check(len(w.Items) == 0 && u != nil && u.Num("input_tokens") == 0 && u.Num("output_tokens") == 0 && u.Num("total_tokens") == 0,
+		"a warm-up has output [] and zero usage: output %s, usage %s", compact(w.Response().Get("output")), compact(u))
+	tu := p.start(t.create([]any{}, settings(M{"previous_response_id": w.ID})))
+	t.checkCompleted(tu)
+	t.check(tu.Text() != "", "the response after the warm-up has no answer")
+	if t.sim("the answer quotes the warm-up's input, resumed in place (cached_tokens > 0)") {
+		t.checkQuotes(tu.Text(), q)
+		t.check(tu.Usage("input_tokens_details", "cached_tokens") > 0, "input:[] after a warm-up was not resumed in place (cached_tokens 0)")
+	}
+}
+
+// hotAndCold: a continuation of the latest response with unchanged settings resumes in place
+// (hot: cached_tokens > 0); with changed settings, or from an older response (a fork), the
+// context is rebuilt (cold: cached_tokens 0). The model sees the same context either way.
+func hotAndCold(t *T) {
+	chain := func(tag string) (*Peer, *Turn, *Turn) {
+		p := t.dialShape(shapePublic, nil, "")
+		r1 := p.start(t.create("Check the disk usage.", M{"store": false, "tools": []any{shellTool}, "metadata": meta("tag", "a")}))
+		cont := p.continuation(r1, outputs(t.needCalls(r1), 0, func(Frame, int) string { return "42% used" }))
+		cont["metadata"] = meta("tag", tag)
+		p.send(cont)
+		return p, r1, p.await(cont)
+	}
+	p, r1, hot := chain("a")
+	_, _, cold := chain("b")
+	t.checkCompleted(hot)
+	t.checkCompleted(cold)
+	t.check(hot.Usage("input_tokens_details", "cached_tokens") > 0, "the hot path reports cached_tokens 0")
+	t.check(cold.Usage("input_tokens_details", "cached_tokens") == 0, "the cold path reports cached_tokens %d", cold.Usage("input_tokens_details", "cached_tokens"))
+	t.check(fingerprint(hot.Text()) != "" && fingerprint(hot.Text()) == fingerprint(cold.Text()),
+		"hot and cold path gave the model different contexts: %s vs %s", fingerprint(hot.Text()), fingerprint(cold.Text()))
+	// A fork: r1 is no longer the latest response of its rollout.
+	fork := p.resume(r1, outputs(r1.Calls(), 0, func(Frame, int) string { return "42% used" }))
+	t.checkCompleted(fork)
+	t.check(fork.Usage("input_tokens_details", "cached_tokens") == 0, "a fork from an older response reports cached_tokens %d", fork.Usage("input_tokens_details", "cached_tokens"))
+	t.check(fingerprint(fork.Text()) == fingerprint(hot.Text()), "the fork gave the model another context: %s vs %s", fingerprint(fork.Text()), fingerprint(hot.Text()))
+}
+
+// httpRollout: the tool rollout over HTTP — POST /v1/responses as JSON or as Server-Sent
+// Events, each step chained by previous_response_id on a stored response — gives the same
+// items and answer as over the WebSocket.
+func httpRollout(stream bool) func(*T) {
+	return func(t *T) {
+		req := t.create("Count the files, then the lines.", M{"store": true, "tools": []any{shellTool}, "metadata": meta("sim.calls", "2")})
+		r := &Rollout{}
+		var tu *Turn
+		for step := 0; ; step++ {
+			create := req
+			if tu != nil {
+				create = httpContinuation(tu, outputs(tu.Calls(), len(r.Calls)-len(tu.Calls()), toolResult))
+			}
+			if stream {
+				tu = t.postSSE(create, newGrammar(shapePublic, t.ids))
+			} else {
+				resp := t.postResponse(create)
+				tu = &Turn{ID: resp.Str("id"), req: create, Stop: Frame{"type": "response." + resp.Str("status"), "response": map[string]any(resp)}}
+				tu.Items = items(resp.List("output"))
+			}
+			r.Turns = append(r.Turns, tu)
+			r.Items = append(r.Items, tu.Items...)
+			r.Calls = append(r.Calls, tu.Calls()...)
+			if len(tu.Calls()) == 0 || tu.Status() != "completed" {
+				break
+			}
+			t.check(step < maxSteps, "the model is still calling tools after %d steps", maxSteps)
+		}
+		t.checkCompleted(r.Last())
+		t.check(r.Text() != "", "the HTTP rollout has no answer")
+		if t.sim("the HTTP rollout equals the WebSocket rollout: same items modulo ids, same answer") {
+			ws := t.dialShape(shapePublic, nil, "").rollout(req, nil)
+			t.sameRollouts("WebSocket", ws, "HTTP", r)
+		}
+	}
+}
+
+// steer: response.steer on the public shape gets a response.steer.* answer (Tether: failed,
+// steering_not_supported).
+func steer(t *T) {
+	p := t.dial()
+	tu := p.start(t.create("Hello.", nil))
+	p.send(M{"type": "response.steer", "previous_response_id": tu.ID, "input": "Be brief."})
+	f := p.next("response.steer.*")
+	if t.sim("Tether answers every steer with response.steer.failed steering_not_supported (architecture §9)") {
+		if !contains(f, M{"type": "response.steer.failed", "error": M{"code": "steering_not_supported"}}) {
+			t.fail(&Failure{Message: "unexpected answer to response.steer", Expected: `{"type":"response.steer.failed","error":{"code":"steering_not_supported"}}`, Received: clip(show(f, p.lastRaw), 800)})
+		}
+	} else {
+		t.check(strings.HasPrefix(f.Type(), "response.steer."), "want a response.steer.* answer, got %s", f.Type())
+	}
+	p.stillUsable()
+}

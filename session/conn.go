@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -135,7 +136,10 @@ type Conn struct {
 	closing  bool
 	changed  chan struct{} // signalled (non-blocking) when a rollout suspends or ends
 
-	rollouts sync.WaitGroup // one per started rollout goroutine, the age limit and the pinger
+	rollouts sync.WaitGroup // one per started rollout goroutine, the age limit, the pinger, the watchdog
+
+	wmu        sync.Mutex   // serialises Write, so that writeStart times the one write in progress
+	writeStart atomic.Int64 // unix nanoseconds when the write in progress began; 0 when none
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
@@ -157,6 +161,10 @@ func NewConn(tr Transport, opts Options) *Conn {
 	if o.MaxAge > 0 {
 		c.rollouts.Add(1)
 		go c.ageLimit(o.MaxAge)
+	}
+	if o.WriteTimeout > 0 {
+		c.rollouts.Add(1)
+		go c.writeWatchdog(o.WriteTimeout)
 	}
 	if p, ok := tr.(Pinger); ok && o.PingInterval > 0 {
 		c.rollouts.Add(1)
@@ -187,6 +195,26 @@ func (c *Conn) pinger(p Pinger, interval time.Duration) {
 		if err != nil && c.ctx.Err() == nil {
 			c.dropPeer("no pong within " + interval.String())
 			return
+		}
+	}
+}
+
+// writeWatchdog drops the peer when one write has been in progress longer than timeout: a
+// client that stops reading fills the socket buffers and would otherwise pin the writing
+// rollout, and the memory it holds, for ever. It checks every timeout/4.
+func (c *Conn) writeWatchdog(timeout time.Duration) {
+	defer c.rollouts.Done()
+	t := time.NewTicker(max(timeout/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case now := <-t.C:
+			if start := c.writeStart.Load(); start != 0 && now.Sub(time.Unix(0, start)) > timeout {
+				c.dropPeer("write timeout: the client is not reading")
+				return
+			}
 		}
 	}
 }
@@ -223,18 +251,15 @@ func (c *Conn) Context() context.Context { return c.ctx }
 
 // Write sends one frame. It returns the transport's error once the peer is gone.
 // A frame that cannot be written within Options.WriteTimeout drops the peer.
+// (Timing a write with a per-frame context would cost an allocation and a timer per event;
+// the write watchdog checks the one write in progress instead.)
 func (c *Conn) Write(frame []byte) error {
-	ctx := c.ctx
-	if c.opts.WriteTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.WriteTimeout)
-		defer cancel()
-	}
-	err := c.tr.Write(ctx, frame)
+	c.wmu.Lock()
+	c.writeStart.Store(time.Now().UnixNano())
+	err := c.tr.Write(c.ctx, frame)
+	c.writeStart.Store(0)
+	c.wmu.Unlock()
 	if err != nil {
-		if ctx.Err() == context.DeadlineExceeded && c.ctx.Err() == nil {
-			c.dropPeer("write timeout: the client is not reading")
-		}
 		return err
 	}
 	if m := c.opts.Metrics; m != nil {

@@ -99,6 +99,7 @@ func New(opts Options) *Server {
 	httpSession := s.sessionOptions("")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
+	httpSession.WriteTimeout = -1 // an HTTP request writes through its own ResponseWriter
 	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)

@@ -34,6 +34,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stderr)
 	case "demo":
 		return demo(ctx, args[1:], stdout, stderr)
+	case "conform":
+		return conform(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args[1:], stdout, stderr)
+	case "soak":
+		return soakCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return nil
@@ -48,6 +54,9 @@ func usage(w io.Writer) {
 Commands:
   serve   run the server (default 127.0.0.1:8787, the sim model)
   demo    run a 2-tool-call append-shape rollout against a server and print its frames
+  conform run the conformance suite against a server (public and append shape)
+  bench   run one agent workload over http, http-prev, ws and append and compare their overhead
+  soak    hold N connections of M-turn rollouts in both shapes with chaos; verify items and resources
 
 Run 'tether <command> -h' for the flags of a command. Every flag can also be set with an
 environment variable TETHER_<FLAG> (e.g. TETHER_ADDR, TETHER_MODEL_SPEED).

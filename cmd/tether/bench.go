@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tetherd/tether/internal/bench"
+	"github.com/tetherd/tether/sampler"
+)
+
+// benchCmd runs `tether bench`: the same agent workload through http, http-prev, ws and
+// append, against a `tether serve` child process (default) or -url.
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", "", "base URL of a running server (http://host:port); empty spawns 'tether serve' on a free loopback port (needed for server CPU numbers)")
+	apiKey := fs.String("api-key", "", "API key sent as 'Authorization: Bearer …' (for -url)")
+	transports := fs.String("transports", "all", "comma-separated transports: http, http-prev, ws, append")
+	rollouts := fs.Int("rollouts", bench.DefaultRollouts, "rollouts per transport (R)")
+	calls := fs.Int("calls", bench.DefaultCalls, "tool calls per rollout (K); a rollout has K+1 turns")
+	toolOutput := byteSize(bench.DefaultToolOutputBytes)
+	fs.Var(&toolOutput, "tool-output", "size of each tool output (e.g. 2KiB)")
+	warmup := fs.Int("warmup-calls", bench.DefaultWarmupCalls, "tool calls of the discarded warm-up rollout per transport (negative: none)")
+	realtime := fs.Bool("realtime", false, "run the sim in real time at -realtime-speed instead of instant (a live demo; end-to-end times are then measured, not derived; with -url the server's sim must sleep, as tether serve's does)")
+	realtimeSpeed := fs.String("realtime-speed", "1000", "sim preset for -realtime: 65, 1000 or 4000 (tokens/s)")
+	streamTokens := fs.Int("stream-tokens", bench.DefaultStreamTokens, "answer tokens of the one-rollout events/s measurement (negative: skip; skipped with -realtime unless set)")
+	concurrent := fs.Int("concurrent", bench.DefaultConcurrent, "concurrent rollouts of the aggregate events/s measurement (negative: skip; skipped with -realtime unless set)")
+	concurrentTokens := fs.Int("concurrent-tokens", bench.DefaultConcurrentTokens, "answer tokens of each concurrent rollout")
+	timeout := fs.Duration("timeout", bench.DefaultTimeout, "give up after this long")
+	jsonPath := fs.String("json", "", "write the report as JSON to this file (keys: see package internal/bench)")
+	svgPath := fs.String("svg", "", "write the chart (overhead per turn by transport) as SVG to this file")
+	mdPath := fs.String("md", "", "write the tables as Markdown to this file")
+	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: bench takes no arguments, got %q", errUsage, fs.Args())
+	}
+	trs, err := bench.ParseTransports(*transports)
+	if err != nil {
+		return fmt.Errorf("-transports: %w", err)
+	}
+	cfg := bench.Config{
+		URL: *url, APIKey: *apiKey, Transports: trs,
+		Rollouts: *rollouts, Calls: *calls, ToolOutputBytes: int(toolOutput), WarmupCalls: *warmup,
+		Realtime: *realtime, StreamTokens: *streamTokens, Concurrent: *concurrent, ConcurrentTokens: *concurrentTokens,
+		Timeout: *timeout,
+	}
+	if *warmup == 0 {
+		cfg.WarmupCalls = -1
+	}
+	if *realtime {
+		// The events/s measurements are paced by the model in real time: skip them unless asked.
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["stream-tokens"] {
+			cfg.StreamTokens = 0
+		}
+		if !set["concurrent"] {
+			cfg.Concurrent = 0
+		}
+		sp, err := sampler.ParseSpeed(*realtimeSpeed)
+		if err != nil || sp == sampler.SpeedInstant {
+			return fmt.Errorf("-realtime-speed: want 65, 1000 or 4000, got %q", *realtimeSpeed)
+		}
+		cfg.RealtimeSpeed = sp
+	}
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	if cfg.URL == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: cannot find the tether binary to spawn: %w (or use -url)", err)
+		}
+		speed := "instant"
+		if *realtime {
+			speed = cfg.RealtimeSpeed.String()
+		}
+		child, err := bench.Spawn(ctx, exe, "serve", "-addr", "127.0.0.1:0", "-model-speed", speed,
+			"-log-level", "info", "-max-connection-age", "0", "-suspend-timeout", "10m", "-shutdown-grace", "2s",
+			"-store-bytes", "2GiB", "-store-responses", "100000")
+		if err != nil {
+			return err
+		}
+		defer child.Stop(10 * time.Second)
+		cfg.URL, cfg.PID, cfg.Spawned = child.URL, child.PID, true
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	rep.Command = "tether bench " + strings.Join(args, " ")
+	rep.WriteTable(stdout, false)
+	var errs []string
+	write := func(path, what string, f func(string) error) {
+		if path == "" {
+			return
+		}
+		if err := f(path); err != nil {
+			errs = append(errs, fmt.Sprintf("%s %s: %v", what, path, err))
+			return
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", path)
+	}
+	write(*jsonPath, "-json", rep.WriteJSON)
+	write(*svgPath, "-svg", rep.WriteSVG)
+	write(*mdPath, "-md", rep.WriteMarkdown)
+	if len(errs) > 0 {
+		return fmt.Errorf("bench: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+
+	"github.com/tetherd/tether/conformance"
+)
+
+// errConformance is returned when a scenario failed (exit status 1).
+var errConformance = errors.New("conformance failures")
+
+// conform runs the conformance suite against a server (package conformance). The scenario lines
+// go to stdout, or to stderr with -json, which writes the report to stdout.
+func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg      conformance.Config
+		run      string
+		asJSON   bool
+		maxFrame byteSize
+	)
+	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8787/v1", "the server's API base URL")
+	fs.StringVar(&cfg.Shape, "shape", conformance.ShapeBoth, "protocol shapes to test: public, append or both")
+	fs.StringVar(&cfg.Contract, "model-contract", conformance.ContractSim,
+		"sim: the server is Tether with its sim model (exact counts, quotes, fingerprints); any: only what every server must do")
+	fs.StringVar(&run, "run", "", "run only the scenarios whose name (e.g. append/tools-5) matches this regular expression")
+	fs.BoolVar(&asJSON, "json", false, "write a JSON report to stdout (the scenario lines go to stderr)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "sent as Authorization: Bearer <key>")
+	fs.StringVar(&cfg.Model, "model", conformance.DefaultModel, "the model of every request")
+	fs.StringVar(&cfg.SchemaFile, "schema", "", "validate events and Responses against this Open Responses OpenAPI file")
+	fs.Var(&maxFrame, "max-frame", "the server's frame limit (e.g. 32MiB); 0 skips the oversize scenarios")
+	fs.DurationVar(&cfg.Timeout, "timeout", conformance.DefaultTimeout, "how long to wait for each answer of the server")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: conform takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if run != "" {
+		re, err := regexp.Compile(run)
+		if err != nil {
+			return fmt.Errorf("-run: %w", err)
+		}
+		cfg.Run = re
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = conformance.DefaultTimeout
+	}
+	cfg.MaxFrame = int64(maxFrame)
+	out := stdout
+	if asJSON {
+		out = stderr
+	}
+	start := time.Now()
+	rep := conformance.Run(ctx, cfg, out)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	}
+	if !rep.OK() {
+		return fmt.Errorf("%w: %d of %d scenarios failed (%v)", errConformance, rep.Failed, len(rep.Results), time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tetherd/tether/internal/soak"
+)
+
+// errSoakFailed makes `tether soak` exit 1 after printing its report.
+var errSoakFailed = errors.New("soak failed")
+
+// soakCmd runs `tether soak`: N connections of M-turn rollouts in both shapes with
+// disconnects, cancels, bad frames and slow readers, against -url or an in-process server.
+func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", "", "WebSocket URL of a running server (ws://host:port/v1/responses); empty starts an in-process server")
+	apiKey := fs.String("api-key", "", "API key sent as 'Authorization: Bearer …' (for -url)")
+	pid := fs.Int("pid", 0, "with -url: the server's process id, to read its RSS from /proc/PID/status (default: /metrics)")
+	conns := fs.Int("connections", soak.DefaultConnections, "connections held at once, half append shape, half public shape")
+	turns := fs.Int("turns", soak.DefaultTurns, "tool calls per rollout (metadata sim.calls)")
+	duration := fs.Duration("duration", soak.DefaultDuration, "how long new rollouts are started")
+	seed := fs.Int64("seed", 1, "seed of the chaos")
+	suspended := fs.Int("suspended", soak.DefaultSuspended, "suspended rollouts held to measure bytes per rollout (0: skip)")
+	warmup := fs.Duration("warmup", 0, "how long the same load runs before the starting figures are taken (0: -duration, at most 2m; negative: none)")
+	settle := fs.Duration("settle", soak.DefaultSettle, "how long the server may take to return to its starting goroutines and RSS")
+	stall := fs.Duration("stall", 0, "how long stalled readers stop reading (0: in-process write timeout + 2s; none with -url)")
+	jsonPath := fs.String("json", "", "also write the report as JSON to this file ('-' for stdout instead of the text)")
+	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: soak takes no arguments, got %q", errUsage, fs.Args())
+	}
+	cfg := soak.Config{URL: *url, APIKey: *apiKey, PID: *pid, Connections: *conns, Turns: *turns,
+		Duration: *duration, Seed: *seed, Suspended: *suspended, Settle: *settle, StallPause: *stall, Warmup: *warmup}
+	if *suspended == 0 {
+		cfg.Suspended = -1
+	}
+	width := 0
+	if !*quiet {
+		cfg.Progress = func(p soak.Progress) {
+			line := fmt.Sprintf("soak %s %5.1fs/%s  conns %d  rollouts %d  steps %d  errors %d  lost %d  dup %d  violations %d  goroutines %d  rss %.0f MiB",
+				p.Phase, p.Elapsed.Seconds(), p.Duration, p.Connections, p.Rollouts, p.Steps, p.Errors, p.Lost, p.Duplicated, p.Violations,
+				p.Goroutines, float64(p.RSS)/(1<<20))
+			pad := ""
+			if n := width - len(line); n > 0 {
+				pad = strings.Repeat(" ", n)
+			}
+			width = len(line)
+			fmt.Fprint(stderr, "\r"+line+pad)
+		}
+	}
+	start := time.Now()
+	rep, err := soak.Run(ctx, cfg)
+	if width > 0 {
+		fmt.Fprintf(stderr, "\r%s\rsoak: load done, settling and measuring (%.1fs)\n", strings.Repeat(" ", width), time.Since(start).Seconds())
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonPath == "-" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(stdout)
+		if *jsonPath != "" {
+			b, err := json.MarshalIndent(rep, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(*jsonPath, append(b, '\n'), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	if !rep.Pass {
+		return fmt.Errorf("%w: %s", errSoakFailed, strings.Join(rep.Failures, "; "))
+	}
+	return nil
+}

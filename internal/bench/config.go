@@ -1,0 +1,197 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tetherd/tether/sampler"
+)
+
+// Transport names, in the order the bench runs and reports them.
+const (
+	HTTP     = "http"      // stateless POST, full history each turn, SSE, store:false
+	HTTPPrev = "http-prev" // POST with previous_response_id, store:true, SSE
+	WS       = "ws"        // public shape over one WebSocket, previous_response_id
+	Append   = "append"    // append shape: response.create, then response.append per turn
+)
+
+// Transports lists every transport, in report order.
+var Transports = []string{HTTP, HTTPPrev, WS, Append}
+
+// Presets are the sim speed presets the end-to-end times are derived for.
+var Presets = []sampler.Speed{sampler.Speed65, sampler.Speed1000, sampler.Speed4000}
+
+// Config is one bench run. The zero value of a field means its default (see Defaults).
+type Config struct {
+	// URL is the server's base URL (http://host:port; ws:// and a /v1/responses path are
+	// accepted too). Required: Run does not spawn servers (see Spawn).
+	URL string
+	// APIKey, when set, is sent as "Authorization: Bearer <key>".
+	APIKey string
+	// PID is the server process whose CPU time is read from /proc/<pid>/stat; 0 means no CPU
+	// numbers.
+	PID int
+	// Spawned records that the bench started the server itself (reported only).
+	Spawned bool
+
+	// Transports to run, a subset of Transports; nil means all four.
+	Transports []string
+	// Rollouts (R) per transport and Calls (K) tool calls per rollout: K+1 turns each.
+	Rollouts int
+	Calls    int
+	// ToolOutputBytes is the size of each tool output.
+	ToolOutputBytes int
+	// WarmupCalls is the length of one discarded warm-up rollout per transport; negative
+	// means none.
+	WarmupCalls int
+
+	// Realtime runs the sim at RealtimeSpeed in real time (metadata sim.speed) instead of
+	// instant: overheads then include model time, and end-to-end times are measured.
+	Realtime      bool
+	RealtimeSpeed sampler.Speed
+
+	// StreamTokens is the answer length (metadata sim.answer_tokens) of the single-rollout
+	// events/s measurement; negative skips it, and so does 0 with Realtime.
+	StreamTokens int
+	// Concurrent rollouts of ConcurrentTokens each for the aggregate events/s; negative
+	// Concurrent skips it, and so does 0 with Realtime.
+	Concurrent       int
+	ConcurrentTokens int
+
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+	// Progress receives a progress line (rewritten with \r); nil means none.
+	Progress io.Writer
+}
+
+// Defaults: sized so that a run finishes in under 2 minutes on 2 cores, reaches turn 200,
+// and a rollout's history reaches about 100k tokens at its end.
+const (
+	DefaultRollouts         = 3
+	DefaultCalls            = 200
+	DefaultToolOutputBytes  = 2048
+	DefaultWarmupCalls      = 5
+	DefaultStreamTokens     = 200_000
+	DefaultConcurrent       = 100
+	DefaultConcurrentTokens = 2_000
+	DefaultTimeout          = 10 * time.Minute
+)
+
+func (c *Config) defaults() error {
+	if c.URL == "" {
+		return fmt.Errorf("bench: no server URL")
+	}
+	if len(c.Transports) == 0 {
+		c.Transports = Transports
+	}
+	for _, t := range c.Transports {
+		if !known(t) {
+			return fmt.Errorf("bench: unknown transport %q (want %s)", t, strings.Join(Transports, ", "))
+		}
+	}
+	// Report order, whatever order they were given in.
+	var ordered []string
+	for _, t := range Transports {
+		for _, u := range c.Transports {
+			if t == u {
+				ordered = append(ordered, t)
+				break
+			}
+		}
+	}
+	c.Transports = ordered
+	if c.Rollouts <= 0 {
+		c.Rollouts = DefaultRollouts
+	}
+	if c.Calls <= 0 {
+		c.Calls = DefaultCalls
+	}
+	if c.ToolOutputBytes <= 0 {
+		c.ToolOutputBytes = DefaultToolOutputBytes
+	}
+	if c.WarmupCalls == 0 {
+		c.WarmupCalls = DefaultWarmupCalls
+	}
+	if c.Realtime && c.RealtimeSpeed == sampler.SpeedInstant {
+		c.RealtimeSpeed = sampler.Speed1000
+	}
+	if c.StreamTokens == 0 {
+		c.StreamTokens = DefaultStreamTokens
+		if c.Realtime {
+			c.StreamTokens = -1 // paced by the model: nothing to learn about the server
+		}
+	}
+	if c.Concurrent == 0 {
+		c.Concurrent = DefaultConcurrent
+		if c.Realtime {
+			c.Concurrent = -1
+		}
+	}
+	if c.ConcurrentTokens <= 0 {
+		c.ConcurrentTokens = DefaultConcurrentTokens
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return nil
+}
+
+func known(t string) bool {
+	for _, u := range Transports {
+		if t == u {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseTransports parses a comma-separated list of transport names ("" or "all": all four).
+func ParseTransports(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "all" {
+		return Transports, nil
+	}
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		t = strings.TrimSpace(t)
+		if !known(t) {
+			return nil, fmt.Errorf("unknown transport %q (want %s)", t, strings.Join(Transports, ", "))
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// endpoints are the URLs derived from Config.URL.
+type endpoints struct {
+	base      string // http://host:port
+	responses string // http://host:port/v1/responses
+	ws        string // ws://host:port/v1/responses
+}
+
+func parseEndpoints(raw string) (endpoints, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return endpoints{}, fmt.Errorf("bench: bad URL %q: %w", raw, err)
+	}
+	var hs, ws string
+	switch u.Scheme {
+	case "http", "ws":
+		hs, ws = "http", "ws"
+	case "https", "wss":
+		hs, ws = "https", "wss"
+	default:
+		return endpoints{}, fmt.Errorf("bench: bad URL %q: want http://, https://, ws:// or wss://", raw)
+	}
+	if u.Host == "" {
+		return endpoints{}, fmt.Errorf("bench: bad URL %q: no host", raw)
+	}
+	base := hs + "://" + u.Host
+	return endpoints{base: base, responses: base + "/v1/responses", ws: ws + "://" + u.Host + "/v1/responses"}, nil
+}

@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/sampler"
+)
+
+// events measures streaming throughput: n append-shape connections each run one rollout whose
+// answer is about tokens tokens long (metadata sim.answer_tokens, sim at instant, about one
+// output_text.delta per token), all started at once. It counts every event of every rollout
+// from the first create written to the last terminal event read.
+func (b *bencher) events(ctx context.Context, n, tokens int) (*EventsResult, error) {
+	conns := make([]*websocket.Conn, n)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				_ = c.CloseNow()
+			}
+		}
+	}()
+	hc := newHTTPClient(&counter{})
+	defer hc.CloseIdleConnections()
+	for i := range conns {
+		c, err := dialWS(ctx, b.ep.ws, b.cfg.APIKey, true, hc)
+		if err != nil {
+			return nil, err
+		}
+		conns[i] = c
+	}
+	frame := []byte(`{"type":"response.create","model":"sim","input":"Stream a long answer, please.","metadata":{"` +
+		sampler.MetaAnswerTokens + `":"` + strconv.Itoa(tokens) + `","` + sampler.MetaSpeed + `":"` + b.speed.String() + `"}}`)
+
+	var c0 time.Duration
+	if b.cpu {
+		c0, _ = readCPU(b.cfg.PID)
+	}
+	counts := make([]int, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			counts[i], errs[i] = stream(ctx, c, frame)
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	stop := b.prog.ticker(func() string { return fmt.Sprintf("events/s: %d rollout(s) streaming", n) })
+	wg.Wait()
+	stop()
+	elapsed := time.Since(t0)
+	res := &EventsResult{Rollouts: n, AnswerTokens: tokens, Seconds: elapsed.Seconds(), ServerCPUS: -1}
+	for i := range conns {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("rollout %d: %w", i+1, errs[i])
+		}
+		res.Events += counts[i]
+	}
+	res.EventsPerS = float64(res.Events) / elapsed.Seconds()
+	if b.cpu {
+		c1, _ := readCPU(b.cfg.PID)
+		res.ServerCPUS = (c1 - c0).Seconds()
+		if res.Events > 0 {
+			res.ServerCPUUSPerEvent = float64(c1-c0) / float64(time.Microsecond) / float64(res.Events)
+		}
+	}
+	return res, nil
+}
+
+// stream sends frame and reads until the rollout's terminal event, reusing one buffer.
+func stream(ctx context.Context, c *websocket.Conn, frame []byte) (int, error) {
+	if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 0, 64<<10)
+	n := 0
+	for {
+		_, rd, err := c.Reader(ctx)
+		if err != nil {
+			return n, err
+		}
+		if buf, err = readAll(buf[:0], rd); err != nil {
+			return n, err
+		}
+		n++
+		typ := eventType(buf)
+		switch {
+		case typ == "error":
+			return n, fmt.Errorf("server error: %.300s", buf)
+		case typ == "response.completed":
+			return n, nil
+		case isTerminal(typ):
+			return n, fmt.Errorf("rollout ended %s: %.300s", typ, buf)
+		}
+	}
+}

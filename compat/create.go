@@ -61,6 +61,9 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	return ps, r.start(ps, p, chain)
 }
 
+// acceptLocked records ps as in flight until its terminal event.
+func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = true }
+
 // resolve finds the parent: the connection's segments first, then the Store. It validates
 // the continuation, and takes the hot path when the parent is the latest segment of a
 // suspended rollout, the input answers exactly its pending calls (then messages) and the
@@ -68,6 +71,11 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain []protocol.Item, hot bool, _ *protocol.Error) {
 	r.mu.Lock()
 	parent := r.segs.get(ps.parent)
+	if parent == nil && r.inflight[ps.parent] {
+		r.mu.Unlock()
+		return nil, false, protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
+			"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", ps.parent)
+	}
 	if parent == nil {
 		r.mu.Unlock()
 		var ok bool
@@ -100,12 +108,14 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 	delete(r.segs.latest, key)
 	ps.seg.rollout = key
 	r.next[key] = ps
+	r.acceptLocked(ps)
 	r.mu.Unlock()
 	if err := r.conn.Resume(key, p.Input); err != nil {
 		r.mu.Lock()
 		taken := r.next[key] != ps // the rollout ended meanwhile and answered this segment
 		if !taken {
 			delete(r.next, key)
+			delete(r.inflight, ps.seg.id)
 		}
 		r.mu.Unlock()
 		if taken {
@@ -126,6 +136,7 @@ func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history [
 	ps.seg.rollout = key
 	r.mu.Lock()
 	r.next[key] = ps
+	r.acceptLocked(ps)
 	r.mu.Unlock()
 	err := r.conn.Start(session.StartRequest{Key: key, Config: sampler.Config{
 		ID:              key,
@@ -139,6 +150,7 @@ func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history [
 	if err != nil {
 		r.mu.Lock()
 		delete(r.next, key)
+		delete(r.inflight, ps.seg.id)
 		r.mu.Unlock()
 	}
 	return err

@@ -49,7 +49,7 @@
 //
 // # Caveats
 //
-// A create whose previous_response_id names a response that is still running on the same
-// connection (pipelined before its terminal event) is not waited for: the parent is not yet
-// resolvable and the create fails with previous_response_not_found.
+// A create whose previous_response_id names a response that is still running or queued on the
+// same connection (pipelined before its terminal event) is not waited for: it is answered
+// response_in_progress (409, param previous_response_id), and the parent is not evicted.
 package compat

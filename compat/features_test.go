@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler"
 )
 
 func TestWarmupThenEmptyInputTakesHotPath(t *testing.T) {
@@ -281,5 +282,22 @@ func TestShutdownLetsInFlightResponseFinish(t *testing.T) {
 	c.ExpectClose(websocket.StatusGoingAway)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPipelinedContinuationIsRefused(t *testing.T) {
+	f := newFixture(t, server.Options{Model: sampler.NewSim(sampler.SimOptions{Speed: sampler.Speed65, Realtime: true})})
+	c := f.dial(t)
+	c.Send(create("slow", map[string]any{"store": false, "metadata": map[string]string{"sim.speed": "65"}}))
+	created := c.Next()
+	c.Send(create("next", map[string]any{"store": false, "previous_response_id": created.Str("response", "id")}))
+	c.ExpectErrorSkipping(409, "response_in_progress", "previous_response_id")
+	rest := c.Until("response.completed")
+	if final(rest).Str("response", "id") != created.Str("response", "id") {
+		t.Fatal("the running response did not complete")
+	}
+	r := turn(t, c, create("next", map[string]any{"store": false, "previous_response_id": created.Str("response", "id")}))
+	if !strings.Contains(answer(r), "slow") {
+		t.Fatalf("continuation after the terminal event lost the chain: %q", answer(r))
 	}
 }

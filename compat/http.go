@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -25,6 +26,13 @@ type HTTP struct {
 	Options Options
 	// MaxBody is the largest POST body in bytes; 0 means 32 MiB. Larger bodies get 413.
 	MaxBody int64
+	// WriteTimeout bounds the writing of one SSE event: a client that stops reading is cut off
+	// and its rollout freed. 0 means none.
+	WriteTimeout time.Duration
+	// Track, if set, is told about each request's connection core while the request runs, so
+	// that a server shutdown can drain it (its response then ends within the grace period);
+	// the returned function is called when the request ends.
+	Track func(*session.Conn) (untrack func())
 }
 
 // Create serves POST /v1/responses for the key owner ("" when the server is open).
@@ -50,13 +58,16 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	}
 	conn := session.NewConn(idleTransport{}, h.Session)
 	defer conn.Close()
+	if h.Track != nil {
+		defer h.Track(conn)()
+	}
 	opts := h.Options
 	opts.Owner = owner
 	reg := opts.registry(conn)
 	var em emitter
 	var col *collector
 	if p.Stream {
-		em = newSSEEmitter(w)
+		em = newSSEEmitter(w, h.WriteTimeout)
 	} else {
 		col = &collector{}
 		em = col
@@ -95,13 +106,14 @@ func (c *collector) errorFrame(*protocol.Error) {}
 type sseEmitter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	timeout time.Duration
 	started bool
 	data    []byte
 	buf     []byte
 }
 
-func newSSEEmitter(w http.ResponseWriter) *sseEmitter {
-	return &sseEmitter{w: w, rc: http.NewResponseController(w)}
+func newSSEEmitter(w http.ResponseWriter, timeout time.Duration) *sseEmitter {
+	return &sseEmitter{w: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
 func (s *sseEmitter) emit(ev *protocol.Event) error {
@@ -115,6 +127,9 @@ func (s *sseEmitter) emit(ev *protocol.Event) error {
 	}
 	s.data = protocol.AppendEvent(s.data[:0], ev)
 	s.buf = protocol.AppendSSE(s.buf[:0], ev.Type, s.data)
+	if s.timeout > 0 {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	}
 	if _, err := s.w.Write(s.buf); err != nil {
 		return err
 	}

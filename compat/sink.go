@@ -50,13 +50,15 @@ type registry struct {
 	store Store
 	owner string // API key of the connection
 
-	mu   sync.Mutex // guards segs and next
-	segs *segments
-	next map[string]*pendingSegment // rollout key → segment waiting to run on it
+	mu       sync.Mutex // guards segs, next and inflight
+	segs     *segments
+	next     map[string]*pendingSegment // rollout key → segment waiting to run on it
+	inflight map[string]bool            // ids of segments accepted and not yet ended
 }
 
 func newRegistry(conn *session.Conn, store Store, owner string, maxCount int, maxBytes int64) *registry {
-	return &registry{conn: conn, store: store, owner: owner, segs: newSegments(maxCount, maxBytes), next: make(map[string]*pendingSegment)}
+	return &registry{conn: conn, store: store, owner: owner, segs: newSegments(maxCount, maxBytes),
+		next: make(map[string]*pendingSegment), inflight: make(map[string]bool)}
 }
 
 // take moves the segment queued for this rollout into cur, if there is one.
@@ -132,13 +134,13 @@ func (s *rolloutSink) Ended(e sampler.Ending) {
 	ps := s.cur
 	if e.Err != nil && e.Status != protocol.ResponseFailed {
 		s.cur = nil // the client is gone
-		close(ps.done)
+		s.owner.ended(ps)
 		return
 	}
 	if !s.begun && !e.Sampling && e.Reason == protocol.ReasonConnectionLimit {
 		s.cur = nil // a queued create at the age limit: the error frame answers it
 		ps.emitter.errorFrame(connectionLimitError())
-		close(ps.done)
+		s.owner.ended(ps)
 		return
 	}
 	s.begin()
@@ -181,6 +183,14 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	}
 	_ = s.send(&protocol.Event{Type: session.TerminalEvent(status), Response: &final})
 	s.cur = nil
+	r.ended(ps)
+}
+
+// ended marks ps as answered: it is no longer in flight and its done channel closes.
+func (r *registry) ended(ps *pendingSegment) {
+	r.mu.Lock()
+	delete(r.inflight, ps.seg.id)
+	r.mu.Unlock()
 	close(ps.done)
 }
 

@@ -96,6 +96,10 @@ func DecodeCreateParams(data []byte) (*CreateParams, *Error) {
 
 // newObjectReader checks that data is one JSON object and returns a reader at its '{'.
 func newObjectReader(data []byte) (reader, *Error) {
+	if !utf8.Valid(data) {
+		return reader{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON,
+			Message: "The frame is not valid UTF-8: JSON text must be UTF-8 (RFC 8259, RFC 6455 text frames)."}
+	}
 	if !validJSON(data) {
 		var v json.RawMessage
 		msg := "invalid JSON"

@@ -126,6 +126,7 @@
 //   - Unknown members are ignored everywhere (new client releases must not break us); they
 //     are not echoed.
 //   - Arrays decode to non-nil slices, also when empty, so input: [] differs from no input.
-//   - Strings with invalid UTF-8 are repaired with U+FFFD, as encoding/json does.
+//   - A frame that is not valid UTF-8 is answered invalid_json (JSON text and WebSocket text
+//     frames must be UTF-8); the connection stays usable.
 //   - The "type" member decides at its first occurrence; other duplicates: the last wins.
 package protocol

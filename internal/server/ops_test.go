@@ -190,3 +190,25 @@ func TestRolloutTooLarge(t *testing.T) {
 	c.Send(map[string]any{"type": "response.append", "response_id": done.Str("response_id"), "input": []any{small}})
 	c.Until("response.completed")
 }
+
+func TestShutdownEndsHTTPStreams(t *testing.T) {
+	s, url := testServer(t, Options{Model: slowModel(), ShutdownGrace: -1})
+	req, _ := http.NewRequest("POST", httpURL(url, "/v1/responses"),
+		strings.NewReader(`{"model":"sim","input":"x","stream":true,"metadata":{"sim.answer_tokens":"3000"}}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 1)
+	if _, err := resp.Body.Read(buf); err != nil { // the stream has begun
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(rest), "event: response.incomplete") || !strings.Contains(string(rest), `"reason":"server_shutdown"`) {
+		t.Fatalf("the SSE stream did not end with response.incomplete server_shutdown: ...%s", rest[max(0, len(rest)-300):])
+	}
+}

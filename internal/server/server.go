@@ -100,9 +100,17 @@ func New(opts Options) *Server {
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
 	httpSession.WriteTimeout = -1 // an HTTP request writes through its own ResponseWriter
-	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame}
+	writeTimeout := opts.WriteTimeout
+	if writeTimeout == 0 {
+		writeTimeout = session.DefaultWriteTimeout
+	}
+	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame,
+		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeHTTPError(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on this server.", r.Method, r.URL.Path))
+	})
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
@@ -297,6 +305,18 @@ func (s *Server) track(c *session.Conn) bool {
 	defer s.mu.Unlock()
 	s.conns[c] = struct{}{}
 	return !s.shutdown
+}
+
+// trackHTTP registers the connection core of an HTTP request, so that Shutdown drains it too.
+func (s *Server) trackHTTP(c *session.Conn) func() {
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	return func() {
+		s.untrack(c)
+		s.wg.Done()
+	}
 }
 
 func (s *Server) untrack(c *session.Conn) {

@@ -98,6 +98,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 	c.rollouts.Add(1)
 	h.r = sampler.Start(c.ctx, cfg)
 	c.mu.Unlock()
+	c.log.Debug("rollout started", "key", req.Key, "history_items", len(cfg.History), "input_items", len(cfg.Input))
 	go func() {
 		defer c.rollouts.Done()
 		h.r.Wait()
@@ -196,6 +197,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		c.mu.Lock()
 		h.bytes += add
 		c.mu.Unlock()
+		c.log.Debug("rollout resumed", "key", key, "input_items", len(input))
 		return nil
 	}
 	t.Release()
@@ -371,6 +373,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 // of the sampling rollout (architecture §2). A client that is gone is not waited for.
 func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
+	c.log.Debug("rollout ended", "key", h.key, "status", e.Status, "reason", e.Reason, "tokens", e.Tokens)
 	c.mu.Lock()
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context

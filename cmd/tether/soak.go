@@ -63,7 +63,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	start := time.Now()
 	rep, err := soak.Run(ctx, cfg)
 	if width > 0 {
-		fmt.Fprintf(stderr, "\r%s\rsoak: load done, settling and measuring (%.1fs)\n", strings.Repeat(" ", width), time.Since(start).Seconds())
+		fmt.Fprintf(stderr, "\r%s\rsoak: done in %.1fs\n", strings.Repeat(" ", width), time.Since(start).Seconds())
 	}
 	if err != nil {
 		return err

@@ -12,7 +12,8 @@ import (
 
 // Counters count how public continuations ran (architecture §3): Hot resumed a suspended
 // rollout, Cold rebuilt a rollout from the chain's items, New started a chain, WarmUp counts
-// generate:false requests. Safe for concurrent use.
+// generate:false requests (also counted in New, Hot or Cold). A response is counted when it
+// starts, before its first event. Safe for concurrent use.
 type Counters struct {
 	Hot, Cold, New, WarmUp atomic.Int64
 }
@@ -34,9 +35,7 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 		emitter: em,
 		done:    make(chan struct{}),
 	}
-	if ps.warmup {
-		counters.WarmUp.Add(1)
-	}
+	ps.counters = counters
 	parentID := ""
 	if p.PreviousResponseID != nil {
 		parentID = *p.PreviousResponseID
@@ -45,7 +44,7 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 		if err := session.CheckContinuation(nil, p.Input); err != nil {
 			return nil, err
 		}
-		counters.New.Add(1)
+		ps.path = &counters.New
 		return ps, r.start(ps, p, nil)
 	}
 	ps.parent = parentID
@@ -54,10 +53,9 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 		return nil, err
 	}
 	if hot {
-		counters.Hot.Add(1)
-		return ps, nil
+		return ps, nil // counted Hot by resolve
 	}
-	counters.Cold.Add(1)
+	ps.path = &counters.Cold
 	return ps, r.start(ps, p, chain)
 }
 
@@ -107,6 +105,7 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 	key := parent.rollout
 	delete(r.segs.latest, key)
 	ps.seg.rollout = key
+	ps.path = &ps.counters.Hot
 	r.next[key] = ps
 	r.acceptLocked(ps)
 	r.mu.Unlock()

@@ -257,7 +257,7 @@ func TestRegistryBoundKeepsNewestSegment(t *testing.T) {
 	hot0 := f.srv.Counters().Hot.Load()
 	r := turn(t, c, create([]any{toolOutput(callIDs(d)[0], "ok")}, map[string]any{"store": false, "tools": []any{shell}, "previous_response_id": respID(d)}))
 	if !strings.Contains(answer(r), "chain d") || f.srv.Counters().Hot.Load()-hot0 != 1 {
-		t.Fatalf("newest segment not resumed hot: %q", answer(r))
+		t.Fatalf("newest segment not resumed hot: %q (hot %d, cold %d, new %d)", answer(r), f.srv.Counters().Hot.Load()-hot0, f.srv.Counters().Cold.Load(), f.srv.Counters().New.Load())
 	}
 }
 

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetherd/tether/protocol"
@@ -27,7 +28,10 @@ type pendingSegment struct {
 	warmup  bool
 	parent  string // previous_response_id, evicted when this segment fails
 	emitter emitter
-	done    chan struct{} // closed when the segment's terminal event has been sent
+	// counters and path (one of its fields) are counted when the segment starts
+	counters *Counters
+	path     *atomic.Int64
+	done     chan struct{} // closed when the segment's terminal event has been sent
 }
 
 // rolloutSink turns a rollout's happenings into public-shape events, one Response per segment
@@ -89,6 +93,12 @@ func (s *rolloutSink) begin() {
 		return
 	}
 	s.begun = true
+	if ps := s.cur; ps.path != nil {
+		ps.path.Add(1)
+		if ps.warmup {
+			ps.counters.WarmUp.Add(1)
+		}
+	}
 	_ = s.send(&protocol.Event{Type: protocol.EventCreated, Response: &s.cur.resp})
 	if !s.cur.warmup {
 		_ = s.send(&protocol.Event{Type: protocol.EventInProgress, Response: &s.cur.resp})

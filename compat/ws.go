@@ -63,7 +63,7 @@ func ServeWebSocket(c *session.Conn, opts Options) error {
 		}
 		ev, perr := protocol.DecodeClientEvent(data)
 		if perr != nil {
-			_ = c.WriteError(perr)
+			_ = c.WriteError(session.ForShape(perr, session.PublicEventTypes))
 			continue
 		}
 		switch ev.Type {
@@ -76,7 +76,7 @@ func ServeWebSocket(c *session.Conn, opts Options) error {
 			_ = steerFailed(c, ev.Steer)
 		default:
 			_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
-				"Event type '%s' is not supported. Supported types are: 'response.create', 'response.steer' and 'response.processed'.", ev.Type))
+				"Event type '%s' is not supported on a public-shape connection (open the WebSocket with 'OpenAI-Beta: responses_append=v1' for the append shape). Supported types are: %s.", ev.Type, session.PublicEventTypes))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -28,7 +29,7 @@ func ServeAppend(c *Conn) error {
 		}
 		ev, perr := protocol.DecodeClientEvent(data)
 		if perr != nil {
-			_ = c.WriteError(perr)
+			_ = c.WriteError(ForShape(perr, AppendEventTypes))
 			continue
 		}
 		if e := a.dispatch(&ev); e != nil {
@@ -79,7 +80,26 @@ func (a *appendAdapter) dispatch(ev *protocol.ClientEvent) *protocol.Error {
 		return nil
 	}
 	return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
-		"Event type '%s' is not supported on an append connection. Supported types are: 'response.create', 'response.append', 'response.cancel' and 'response.processed'.", ev.Type)
+		"Event type '%s' is not supported on an append connection. Supported types are: %s.", ev.Type, AppendEventTypes)
+}
+
+// The client event types each shape serves, as listed in unknown_event_type messages.
+const (
+	AppendEventTypes = "'response.create', 'response.append', 'response.cancel' and 'response.processed'"
+	PublicEventTypes = "'response.create', 'response.steer' and 'response.processed'"
+)
+
+// ForShape rewrites the message of an unknown_event_type error (the decoder knows the event
+// types of both shapes) to list only the types of the connection's shape. Other errors are
+// returned unchanged.
+func ForShape(e *protocol.Error, types string) *protocol.Error {
+	if e.Code != protocol.CodeUnknownEventType {
+		return e
+	}
+	c := *e
+	name, _, _ := strings.Cut(strings.TrimPrefix(e.Message, "Unknown event type '"), "'. Supported")
+	c.Message = "Unknown event type '" + name + "'. Supported types on this connection are: " + types + "."
+	return &c
 }
 
 // create starts a rollout for a response.create frame.

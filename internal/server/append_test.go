@@ -329,3 +329,13 @@ func TestAppendRolloutsAreStored(t *testing.T) {
 		t.Fatalf("stored chain lost: %q", txt)
 	}
 }
+
+func TestUnknownEventTypeListsThisShapesTypes(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	c.SendRaw(`{"type":"bogus"}`)
+	e := c.ExpectError(400, "unknown_event_type", "type")
+	if msg := e.Str("error", "message"); !strings.Contains(msg, "'bogus'") || !strings.Contains(msg, "response.append") || strings.Contains(msg, "response.steer") {
+		t.Fatalf("message %q", msg)
+	}
+}

@@ -154,6 +154,7 @@ func (r reader) findType(p *path) (typ []byte, found, role bool, err *Error) {
 
 // create decodes a response.create body at r.pos. skipType ignores the "type" member.
 func (r *reader) create(skipType bool) (*CreateParams, *Error) {
+	var seen keySet
 	cp := &CreateParams{}
 	haveModel := false
 	r.open()
@@ -161,6 +162,9 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 		key, ok := r.member()
 		if !ok {
 			break
+		}
+		if err := seen.add(key); err != nil {
+			return nil, err
 		}
 		kp := path{key: key, index: -1}
 		p := &kp
@@ -247,12 +251,16 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 
 // append decodes a response.append frame {response_id, input}.
 func (r *reader) append(ev *ClientEvent) *Error {
+	var seen keySet
 	haveInput := false
 	r.open()
 	for {
 		key, ok := r.member()
 		if !ok {
 			break
+		}
+		if err := seen.add(key); err != nil {
+			return err
 		}
 		kp := path{key: key, index: -1}
 		var err *Error
@@ -289,11 +297,15 @@ func (r *reader) append(ev *ClientEvent) *Error {
 
 // responseIDOnly decodes response.cancel and response.processed {response_id}.
 func (r *reader) responseIDOnly(ev *ClientEvent) *Error {
+	var seen keySet
 	r.open()
 	for {
 		key, ok := r.member()
 		if !ok {
 			break
+		}
+		if err := seen.add(key); err != nil {
+			return err
 		}
 		kp := path{key: key, index: -1}
 		var err *Error
@@ -985,4 +997,20 @@ func (r *reader) textConfig(p *path) (*TextConfig, *Error) {
 		}
 	}
 	return tc, nil
+}
+
+// keySet rejects a repeated member of a frame's top-level object: a repeated "type", "model"
+// or "previous_response_id" would let two readers of the same frame see different requests.
+// Top-level objects have few members, so a linear search is enough.
+type keySet [][]byte // the keys alias the frame, which outlives the decoding
+
+func (k *keySet) add(key []byte) *Error {
+	for _, have := range *k {
+		if string(have) == string(key) {
+			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: string(key),
+				Message: fmt.Sprintf("Duplicate key '%s' in the frame: each top-level member may appear once.", clip(string(key)))}
+		}
+	}
+	*k = append(*k, key)
+	return nil
 }

@@ -458,3 +458,19 @@ func TestDecodeRejectsInvalidUTF8(t *testing.T) {
 		t.Fatalf("invalid UTF-8 accepted or wrong error: %v", err)
 	}
 }
+
+func TestDecodeRejectsDuplicateTopLevelKeys(t *testing.T) {
+	for _, frame := range []string{
+		`{"type":"response.create","type":"response.cancel","response_id":"r","model":"m"}`,
+		`{"type":"response.create","model":"sim","model":"other"}`,
+		`{"type":"response.append","response_id":"a","response_id":"b","input":[]}`,
+		`{"type":"response.cancel","response_id":"a","response_id":"b"}`,
+	} {
+		if _, err := DecodeClientEvent([]byte(frame)); err == nil || err.Code != CodeInvalidValue {
+			t.Errorf("%s: got %v, want invalid_value", frame, err)
+		}
+	}
+	if _, err := DecodeCreateParams([]byte(`{"model":"m","input":"x","input":"y"}`)); err == nil || err.Param != "input" {
+		t.Errorf("POST body with two inputs: %v", err)
+	}
+}

@@ -128,5 +128,6 @@
 //   - Arrays decode to non-nil slices, also when empty, so input: [] differs from no input.
 //   - A frame that is not valid UTF-8 is answered invalid_json (JSON text and WebSocket text
 //     frames must be UTF-8); the connection stays usable.
-//   - The "type" member decides at its first occurrence; other duplicates: the last wins.
+//   - A repeated top-level member (two "type", two "model", …) is answered invalid_value with
+//     the key as param; in nested objects the last occurrence wins, as in encoding/json.
 package protocol

@@ -22,7 +22,11 @@ type Counters struct {
 // request-scoped error, in which case nothing was started and no event was sent, or the
 // segment, whose done channel closes once its terminal event has been sent.
 func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counters *Counters) (*pendingSegment, *protocol.Error) {
-	if err := checkCreate(p, ws); err != nil {
+	where := session.PublicHTTP
+	if ws {
+		where = session.PublicWebSocket
+	}
+	if err := session.CheckCreate(p, where); err != nil {
 		return nil, err
 	}
 	id := session.NewID("resp")
@@ -153,27 +157,4 @@ func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history [
 		r.mu.Unlock()
 	}
 	return err
-}
-
-// checkCreate rejects what the public shape does not support (architecture §8, §9):
-// background:true and stream_id (unsupported_parameter), generate over HTTP, and bad sim
-// metadata values.
-func checkCreate(p *protocol.CreateParams, ws bool) *protocol.Error {
-	switch {
-	case p.Background != nil && *p.Background:
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "background",
-			"background:true is not supported by this server.")
-	case p.StreamID != nil:
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "stream_id",
-			"stream_id (lanes) is not supported by this server: omit it to use the connection's single FIFO lane.")
-	case !ws && p.Generate != nil:
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "generate",
-			"generate is a WebSocket-only parameter.")
-	}
-	return sampler.CheckMetadata(p.Metadata)
-}
-
-func connectionLimitError() *protocol.Error {
-	return protocol.Errorf(http.StatusBadRequest, protocol.CodeConnectionLimit, "",
-		"Responses websocket connection limit reached. Create a new websocket connection to continue.")
 }

@@ -94,25 +94,3 @@ func (s *segments) evict() (orphans []string) {
 	}
 	return orphans
 }
-
-// pendingCalls returns the call_ids of the function_calls in chain that no
-// function_call_output answers.
-func pendingCalls(chain []protocol.Item) []string {
-	var calls []string
-	answered := map[string]bool{}
-	for i := range chain {
-		switch chain[i].Type {
-		case protocol.ItemFunctionCall:
-			calls = append(calls, chain[i].CallID)
-		case protocol.ItemFunctionCallOutput:
-			answered[chain[i].CallID] = true
-		}
-	}
-	var open []string
-	for _, c := range calls {
-		if !answered[c] {
-			open = append(open, c)
-		}
-	}
-	return open
-}

@@ -149,7 +149,7 @@ func (s *rolloutSink) Ended(e sampler.Ending) {
 	}
 	if !s.begun && !e.Sampling && e.Reason == protocol.ReasonConnectionLimit {
 		s.cur = nil // a queued create at the age limit: the error frame answers it
-		ps.emitter.errorFrame(connectionLimitError())
+		ps.emitter.errorFrame(s.owner.conn.ConnectionLimitError())
 		s.owner.ended(ps)
 		return
 	}

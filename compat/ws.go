@@ -63,7 +63,7 @@ func ServeWebSocket(c *session.Conn, opts Options) error {
 		}
 		ev, perr := protocol.DecodeClientEvent(data)
 		if perr != nil {
-			_ = c.WriteError(session.ForShape(perr, session.PublicEventTypes))
+			_ = c.WriteError(session.ForShape(&ev, perr, session.PublicEventTypes))
 			continue
 		}
 		switch ev.Type {

@@ -80,8 +80,16 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 		}
 		return ClientEvent{Type: EventSteer, Steer: append(json.RawMessage(nil), data...)}, nil
 	}
-	return ClientEvent{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeUnknownEventType, Param: "type",
-		Message: fmt.Sprintf("Unknown event type '%s'. Supported types are: 'response.create', 'response.append', 'response.cancel', 'response.processed', and 'response.steer'.", clip(string(typ)))}
+	return ClientEvent{Type: string(typ)}, UnknownEventType(string(typ),
+		"'response.create', 'response.append', 'response.cancel', 'response.processed', and 'response.steer'")
+}
+
+// UnknownEventType is the unknown_event_type error (400, param "type") for the event type typ,
+// listing the supported types. DecodeClientEvent returns it with ClientEvent.Type set to typ and
+// lists the types of both shapes; an adapter can answer with the list of its own shape.
+func UnknownEventType(typ, supported string) *Error {
+	return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeUnknownEventType, Param: "type",
+		Message: fmt.Sprintf("Unknown event type '%s'. Supported types are: %s.", clip(typ), supported)}
 }
 
 // DecodeCreateParams decodes the body of POST /v1/responses: the same fields and errors as a

@@ -3,7 +3,6 @@ package session
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -29,7 +28,7 @@ func ServeAppend(c *Conn) error {
 		}
 		ev, perr := protocol.DecodeClientEvent(data)
 		if perr != nil {
-			_ = c.WriteError(ForShape(perr, AppendEventTypes))
+			_ = c.WriteError(ForShape(&ev, perr, AppendEventTypes))
 			continue
 		}
 		if e := a.dispatch(&ev); e != nil {
@@ -89,22 +88,18 @@ const (
 	PublicEventTypes = "'response.create', 'response.steer' and 'response.processed'"
 )
 
-// ForShape rewrites the message of an unknown_event_type error (the decoder knows the event
-// types of both shapes) to list only the types of the connection's shape. Other errors are
-// returned unchanged.
-func ForShape(e *protocol.Error, types string) *protocol.Error {
+// ForShape answers a decoding error: an unknown_event_type error lists only the event types
+// of the connection's shape (types); other errors are returned unchanged.
+func ForShape(ev *protocol.ClientEvent, e *protocol.Error, types string) *protocol.Error {
 	if e.Code != protocol.CodeUnknownEventType {
 		return e
 	}
-	c := *e
-	name, _, _ := strings.Cut(strings.TrimPrefix(e.Message, "Unknown event type '"), "'. Supported")
-	c.Message = "Unknown event type '" + name + "'. Supported types on this connection are: " + types + "."
-	return &c
+	return protocol.UnknownEventType(ev.Type, types)
 }
 
 // create starts a rollout for a response.create frame.
 func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
-	if err := checkUnsupported(p, true); err != nil {
+	if err := CheckCreate(p, AppendWebSocket); err != nil {
 		return err
 	}
 	var history []protocol.Item
@@ -115,9 +110,6 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 		}
 	}
 	if err := CheckContinuation(history, p.Input); err != nil {
-		return err
-	}
-	if err := sampler.CheckMetadata(p.Metadata); err != nil {
 		return err
 	}
 	id := NewID("resp")
@@ -131,21 +123,38 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	}})
 }
 
-// checkUnsupported rejects the create fields neither shape supports (background:true,
-// stream_id) and, on the append shape, generate:false — all unsupported_parameter (§8, §9).
-func checkUnsupported(p *protocol.CreateParams, appendShape bool) *protocol.Error {
+// Where a create arrives: its shape and transport decide which fields it may carry.
+type Where int
+
+const (
+	// AppendWebSocket is a response.create on an append-shape connection.
+	AppendWebSocket Where = iota
+	// PublicWebSocket is a response.create on a public-shape connection.
+	PublicWebSocket
+	// PublicHTTP is a POST /v1/responses body.
+	PublicHTTP
+)
+
+// CheckCreate rejects what a create may not carry where it arrives (architecture §8, §9), all
+// unsupported_parameter (400) with the field as param: background:true and stream_id
+// everywhere; generate:false on an append connection; generate at all over HTTP. It also
+// validates the sim's "sim.*" metadata keys (invalid_value).
+func CheckCreate(p *protocol.CreateParams, where Where) *protocol.Error {
 	switch {
 	case p.Background != nil && *p.Background:
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "background",
-			"background:true is not supported over WebSocket.")
+			"background:true is not supported by this server.")
 	case p.StreamID != nil:
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "stream_id",
 			"stream_id (lanes) is not supported by this server: omit it to use the connection's single FIFO lane.")
-	case appendShape && !p.Generates():
+	case where == AppendWebSocket && !p.Generates():
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "generate",
 			"generate:false (warm-up) is a public-shape feature and is not supported on an append connection.")
+	case where == PublicHTTP && p.Generate != nil:
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "generate",
+			"generate is a WebSocket-only parameter.")
 	}
-	return nil
+	return sampler.CheckMetadata(p.Metadata)
 }
 
 // CheckContinuation validates the input of a continuation of chain (by previous_response_id,

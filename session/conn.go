@@ -353,6 +353,10 @@ func drainCloseReason(reason string) string {
 	return "server shutting down"
 }
 
+// ConnectionLimitError is the websocket_connection_limit_reached error of this connection's
+// age limit (architecture §8): sent before the close with 1001, and to creates queued then.
+func (c *Conn) ConnectionLimitError() *protocol.Error { return connectionLimitError(c.opts.MaxAge) }
+
 func connectionLimitError(age time.Duration) *protocol.Error {
 	return protocol.Errorf(http.StatusBadRequest, protocol.CodeConnectionLimit, "",
 		"Responses websocket connection limit reached (%s). Create a new websocket connection to continue.", humanDuration(age))

@@ -70,14 +70,10 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		return err
 	}
 	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input)
-	if err := c.checkSize(size); err != nil {
+	t, err := c.admitLocked(size)
+	if err != nil {
 		c.mu.Unlock()
 		return err
-	}
-	t, ok := c.gate.enqueue()
-	if !ok {
-		c.mu.Unlock()
-		return queueFullError(c.opts.QueueDepth)
 	}
 	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size}
 	if m := c.opts.Metrics; m != nil {
@@ -150,14 +146,19 @@ func (t resumedTicket) Wait(ctx context.Context) error {
 	return nil
 }
 
-// checkSize answers rollout_too_large (400) when a rollout would hold more than
-// Options.MaxRolloutBytes.
-func (c *Conn) checkSize(bytes int64) *protocol.Error {
+// admitLocked takes a place in the sampling queue for a turn after which the rollout holds
+// bytes of items: rollout_too_large (400) over Options.MaxRolloutBytes,
+// websocket_queue_limit_reached (429) when the queue is full.
+func (c *Conn) admitLocked(bytes int64) (*ticket, *protocol.Error) {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
+		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
 			"The rollout would hold about %d bytes of items, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
 	}
-	return nil
+	t, ok := c.gate.enqueue()
+	if !ok {
+		return nil, queueFullError(c.opts.QueueDepth)
+	}
+	return t, nil
 }
 
 // Resume continues the suspended rollout key with input, which must carry exactly one
@@ -178,14 +179,10 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		return notSuspendedError(key, state)
 	}
 	add := ItemsBytes(input)
-	if err := c.checkSize(h.bytes + add); err != nil {
+	t, perr := c.admitLocked(h.bytes + add)
+	if perr != nil {
 		c.mu.Unlock()
-		return err
-	}
-	t, ok := c.gate.enqueue()
-	if !ok {
-		c.mu.Unlock()
-		return queueFullError(c.opts.QueueDepth)
+		return perr
 	}
 	h.turnStart = time.Now()
 	c.setStateLocked(h, stateResuming)

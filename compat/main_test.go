@@ -2,17 +2,14 @@ package compat_test
 
 import (
 	"bytes"
-	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
 )
 
@@ -26,25 +23,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts server.Options) *fixture {
 	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	s := server.New(opts)
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		hs.Close()
-	})
-	return &fixture{srv: s, base: hs.URL + "/v1", wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/responses"}
-}
-
-type logWriter struct{ t *testing.T }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	s, url := servertest.Start(t, opts)
+	return &fixture{srv: s, base: url + "/v1", wsURL: "ws" + strings.TrimPrefix(url, "http") + "/v1/responses"}
 }
 
 func (f *fixture) dial(t *testing.T) *wstest.Client {

@@ -2,12 +2,9 @@ package conformance_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/sampler"
 )
 
@@ -35,27 +33,11 @@ const maxFrame = 64 << 10
 // response down) and returns its API base URL and handler.
 func tether(t *testing.T) (string, *server.Server) {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s := server.New(server.Options{
+	s, url := servertest.Start(t, server.Options{
 		Model:    sampler.NewSim(sampler.SimOptions{Speed: sampler.SpeedInstant, Realtime: true}),
 		MaxFrame: maxFrame,
-		Logger:   log,
 	})
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		hs.Close()
-	})
-	return hs.URL + "/v1", s
-}
-
-type logWriter struct{ t *testing.T }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	return url + "/v1", s
 }
 
 // schema returns the schema file, or "" (logged loudly) when ../shared is not beside the

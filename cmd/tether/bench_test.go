@@ -6,35 +6,27 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
 )
 
 // TestBenchCommand runs `tether bench -url …` against an in-process server with a tiny
 // workload, one flag set from the environment, and checks its outputs.
 func TestBenchCommand(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // registered first: runs after the server's cleanup
-	s := server.New(server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		hs.Close()
-	})
+	_, base := servertest.Start(t, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Setenv("TETHER_CALLS", "2")
 	dir := t.TempDir()
 	jsonPath, svgPath, mdPath := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.svg"), filepath.Join(dir, "b.md")
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"bench", "-url", hs.URL, "-rollouts", "1", "-tool-output", "256", "-warmup-calls", "0",
+	err := run(context.Background(), []string{"bench", "-url", base, "-rollouts", "1", "-tool-output", "256", "-warmup-calls", "0",
 		"-stream-tokens", "100", "-concurrent", "2", "-concurrent-tokens", "20",
 		"-json", jsonPath, "-svg", svgPath, "-md", mdPath}, &stdout, &stderr)
 	if err != nil {

@@ -2,32 +2,23 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
 )
 
 func TestConformCommand(t *testing.T) {
-	s := server.New(server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	hs := httptest.NewServer(s)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		hs.Close()
-	}()
+	_, base := servertest.Start(t, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 
 	var stdout, stderr bytes.Buffer
-	err := run(t.Context(), []string{"conform", "-url", hs.URL + "/v1", "-run", `^(public|append)/text-turn$`, "-json"}, &stdout, &stderr)
+	err := run(t.Context(), []string{"conform", "-url", base + "/v1", "-run", `^(public|append)/text-turn$`, "-json"}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("conform: %v\n%s", err, stderr.String())
 	}
@@ -42,7 +33,7 @@ func TestConformCommand(t *testing.T) {
 	// Flags can come from the environment.
 	t.Setenv("TETHER_RUN", `^public/text-turn$`)
 	stdout.Reset()
-	if err := run(t.Context(), []string{"conform", "-url", hs.URL + "/v1"}, &stdout, &stderr); err != nil ||
+	if err := run(t.Context(), []string{"conform", "-url", base + "/v1"}, &stdout, &stderr); err != nil ||
 		!strings.HasSuffix(stdout.String(), "1 passed, 0 failed, 0 skipped\n") {
 		t.Fatalf("TETHER_RUN: %v\n%s", err, stdout.String())
 	}

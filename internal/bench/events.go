@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherd/tether/internal/peer"
 	"github.com/tetherd/tether/sampler"
 )
 
@@ -93,13 +94,13 @@ func stream(ctx context.Context, c *websocket.Conn, frame []byte) (int, error) {
 			return n, err
 		}
 		n++
-		typ := eventType(buf)
+		typ := peer.EventType(buf)
 		switch {
 		case typ == "error":
 			return n, fmt.Errorf("server error: %.300s", buf)
 		case typ == "response.completed":
 			return n, nil
-		case isTerminal(typ):
+		case peer.IsTerminal(typ):
 			return n, fmt.Errorf("rollout ended %s: %.300s", typ, buf)
 		}
 	}

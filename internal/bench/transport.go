@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tetherd/tether/internal/peer"
 )
 
 // appendBeta is the OpenAI-Beta value that opts a WebSocket into the append shape.
@@ -108,27 +109,6 @@ type endEvent struct {
 	} `json:"response"`
 }
 
-// eventType returns the "type" of a server event. Tether writes it first; other servers may
-// not, so it falls back to decoding.
-func eventType(data []byte) string {
-	const pfx = `{"type":"`
-	if bytes.HasPrefix(data, []byte(pfx)) {
-		rest := data[len(pfx):]
-		if i := bytes.IndexByte(rest, '"'); i >= 0 {
-			return string(rest[:i])
-		}
-	}
-	var v struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(data, &v)
-	return v.Type
-}
-
-func isTerminal(typ string) bool {
-	return typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
-}
-
 // finishPublic fills res from a public-shape segment's terminal event (WebSocket or SSE).
 func finishPublic(res *turnResult, data []byte) error {
 	var ev endEvent
@@ -213,7 +193,7 @@ func (d *wsDriver) turn(ctx context.Context, payload []byte) (turnResult, error)
 		if err != nil {
 			return res, fmt.Errorf("read: %w", err)
 		}
-		typ := eventType(data)
+		typ := peer.EventType(data)
 		if typ == "response.output_item.added" && res.overhead == 0 {
 			res.overhead = time.Since(t0)
 		}
@@ -221,10 +201,10 @@ func (d *wsDriver) turn(ctx context.Context, payload []byte) (turnResult, error)
 		switch {
 		case typ == "error":
 			return res, fmt.Errorf("server error: %.500s", data)
-		case d.isAppend && (typ == "response.done" || isTerminal(typ)):
+		case d.isAppend && (typ == "response.done" || peer.IsTerminal(typ)):
 			res.total = time.Since(t0)
 			return res, d.finishAppend(&res, typ, data)
-		case !d.isAppend && isTerminal(typ):
+		case !d.isAppend && peer.IsTerminal(typ):
 			res.total = time.Since(t0)
 			return res, finishPublic(&res, data)
 		}
@@ -307,7 +287,7 @@ func (d *httpDriver) turn(ctx context.Context, payload []byte) (turnResult, erro
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 && bytes.HasPrefix(line, []byte("data:")) {
 			data := bytes.TrimSpace(line[len("data:"):])
-			typ := eventType(data)
+			typ := peer.EventType(data)
 			if typ == "response.output_item.added" && res.overhead == 0 {
 				res.overhead = time.Since(t0)
 			}
@@ -315,7 +295,7 @@ func (d *httpDriver) turn(ctx context.Context, payload []byte) (turnResult, erro
 			switch {
 			case typ == "error":
 				return res, fmt.Errorf("server error: %.500s", data)
-			case isTerminal(typ):
+			case peer.IsTerminal(typ):
 				res.total = time.Since(t0)
 				if err := finishPublic(&res, data); err != nil {
 					return res, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tetherd/tether/internal/peer"
 )
 
 // appendBeta opts a WebSocket into the append shape (docs/append-protocol.md §1).
@@ -181,7 +182,7 @@ func (c *conn) read(_ context.Context) (frame, error) {
 	if typ != websocket.MessageText {
 		return frame{data: data, typ: "<binary>", seq: -1}, nil
 	}
-	f := frame{data: data, typ: eventType(data), seq: sequenceNumber(data)}
+	f := frame{data: data, typ: peer.EventType(data), seq: sequenceNumber(data)}
 	if !strings.HasSuffix(f.typ, ".delta") {
 		c.note("←", data)
 	}
@@ -196,22 +197,6 @@ func (c *conn) close(graceful bool) {
 		return
 	}
 	_ = c.c.CloseNow()
-}
-
-// eventType returns the "type" of a server event (Tether writes it first).
-func eventType(data []byte) string {
-	const pfx = `{"type":"`
-	if bytes.HasPrefix(data, []byte(pfx)) {
-		rest := data[len(pfx):]
-		if i := bytes.IndexByte(rest, '"'); i >= 0 {
-			return string(rest[:i])
-		}
-	}
-	var v struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(data, &v)
-	return v.Type
 }
 
 // sequenceNumber finds the top-level "sequence_number" without decoding the frame; Tether
@@ -306,8 +291,4 @@ func decodeEvent(f frame) (*event, error) {
 		return nil, fmt.Errorf("undecodable %s frame %.200q: %w", f.typ, f.data, err)
 	}
 	return &ev, nil
-}
-
-func isTerminal(typ string) bool {
-	return typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tetherd/tether/internal/peer"
 )
 
 // runner is what the workers share.
@@ -492,6 +494,41 @@ func (w *worker) quietChaos(ctx context.Context, r *rollout, pending []string) (
 	return 0, true
 }
 
+// next reads the rollout's next frame other than an error frame, carrying out a planned
+// disconnect (after dropAfter more frames) or reader pause and answering error frames. ok is
+// false, with the outcome, when the rollout is over.
+func (w *worker) next(ctx context.Context, r *rollout, dropAfter *int, pause *bool, started bool) (frame, outcome, bool) {
+	for {
+		if *dropAfter == 0 {
+			w.r.st.disconnectsSampling.Add(1)
+			return frame{}, w.disconnect(), false
+		}
+		if *pause {
+			*pause = false
+			w.pause(ctx, r)
+		}
+		f, err := w.c.read(ctx)
+		if err != nil {
+			return frame{}, w.lost(ctx, r, err), false
+		}
+		if *dropAfter > 0 {
+			*dropAfter--
+		}
+		if f.typ != "error" {
+			return f, 0, true
+		}
+		owed, refusal := w.onError(f, r)
+		switch {
+		case owed:
+			continue
+		case refusal != "" && !started:
+			return frame{}, outRefused, false
+		}
+		w.discard(false)
+		return frame{}, outBroken, false
+	}
+}
+
 // appendRollout runs one append-shape rollout: create, then at every response.done one
 // response.append with an output per pending call, until the terminal event.
 func (w *worker) appendRollout(ctx context.Context) outcome {
@@ -508,32 +545,11 @@ func (w *worker) appendRollout(ctx context.Context) outcome {
 	var last usage
 	step, started := 0, false
 	for {
-		if dropAfter == 0 {
-			st.disconnectsSampling.Add(1)
-			return w.disconnect()
-		}
-		if pause {
-			pause = false
-			w.pause(ctx, r)
-		}
-		f, err := w.c.read(ctx)
-		if err != nil {
-			return w.lost(ctx, r, err)
-		}
-		if dropAfter > 0 {
-			dropAfter--
+		f, o, ok := w.next(ctx, r, &dropAfter, &pause, started)
+		if !ok {
+			return o
 		}
 		switch {
-		case f.typ == "error":
-			owed, refusal := w.onError(f, r)
-			switch {
-			case owed:
-				continue
-			case refusal != "" && !started:
-				return outRefused
-			}
-			w.discard(false)
-			return outBroken
 		case f.typ == "response.created":
 			ev, err := decodeEvent(f)
 			if err != nil || ev.Response == nil {
@@ -623,7 +639,7 @@ func (w *worker) appendRollout(ctx context.Context) outcome {
 			if dropAfter, pause, o, ok = w.afterSend(ctx, r, step); !ok {
 				return o
 			}
-		case isTerminal(f.typ):
+		case peer.IsTerminal(f.typ):
 			sp.seq(f)
 			return w.finishAppend(ctx, r, sp, f)
 		default:
@@ -788,32 +804,11 @@ func (w *worker) publicRollout(ctx context.Context) outcome {
 		var term *event
 		var termFrame frame
 		for term == nil {
-			if dropAfter == 0 {
-				st.disconnectsSampling.Add(1)
-				return w.disconnect()
-			}
-			if pause {
-				pause = false
-				w.pause(ctx, r)
-			}
-			f, err := w.c.read(ctx)
-			if err != nil {
-				return w.lost(ctx, r, err)
-			}
-			if dropAfter > 0 {
-				dropAfter--
+			f, o, ok := w.next(ctx, r, &dropAfter, &pause, started)
+			if !ok {
+				return o
 			}
 			switch {
-			case f.typ == "error":
-				owed, refusal := w.onError(f, r)
-				switch {
-				case owed:
-					continue
-				case refusal != "" && !started:
-					return outRefused
-				}
-				w.discard(false)
-				return outBroken
 			case f.typ == "response.created":
 				ev, err := decodeEvent(f)
 				if err != nil || ev.Response == nil {
@@ -832,7 +827,7 @@ func (w *worker) publicRollout(ctx context.Context) outcome {
 				}
 			case f.typ == "response.in_progress":
 				sp.seq(f)
-			case isTerminal(f.typ):
+			case peer.IsTerminal(f.typ):
 				sp.seq(f)
 				ev, err := decodeEvent(f)
 				if err != nil || ev.Response == nil {

@@ -8,6 +8,8 @@ import (
 	"math/rand"
 	"sync"
 	"time"
+
+	"github.com/tetherd/tether/internal/peer"
 )
 
 // Progress is what Config.Progress receives about once a second while the load runs.
@@ -386,7 +388,7 @@ func (w *worker) holdSuspended(ctx context.Context, k int) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if f.typ == "error" || isTerminal(f.typ) {
+			if f.typ == "error" || peer.IsTerminal(f.typ) {
 				return 0, fmt.Errorf("rollout %d of %d: %.300s", j+1, k, f.data)
 			}
 			if f.typ == "response.done" {

@@ -29,6 +29,9 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	if err := session.CheckCreate(p, where); err != nil {
 		return nil, err
 	}
+	if err := r.conn.CheckModel(p); err != nil {
+		return nil, err
+	}
 	id := session.NewID("resp")
 	ps := &pendingSegment{
 		seg:     &segment{id: id, settings: settingsKey(p)},

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 func TestWarmupThenEmptyInputTakesHotPath(t *testing.T) {
@@ -286,7 +286,7 @@ func TestShutdownLetsInFlightResponseFinish(t *testing.T) {
 }
 
 func TestPipelinedContinuationIsRefused(t *testing.T) {
-	f := newFixture(t, server.Options{Model: sampler.NewSim(sampler.SimOptions{Speed: sampler.Speed65, Realtime: true})})
+	f := newFixture(t, server.Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true})})
 	c := f.dial(t)
 	c.Send(create("slow", map[string]any{"store": false, "metadata": map[string]string{"sim.speed": "65"}}))
 	created := c.Next()

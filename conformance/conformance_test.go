@@ -17,7 +17,7 @@ import (
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,7 +34,7 @@ const maxFrame = 64 << 10
 func tether(t *testing.T) (string, *server.Server) {
 	t.Helper()
 	s, url := servertest.Start(t, server.Options{
-		Model:    sampler.NewSim(sampler.SimOptions{Speed: sampler.SpeedInstant, Realtime: true}),
+		Model:    sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true}),
 		MaxFrame: maxFrame,
 	})
 	return url + "/v1", s

@@ -2,13 +2,18 @@ package sampler
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/tetherd/tether/protocol"
 )
 
 // Settings are the generation settings of a rollout, taken from a create request
-// (see SettingsFrom). Zero MaxOutputTokens / MaxToolCalls mean unlimited.
+// (see SettingsFrom) and fixed for the rollout's life: what reaches the backend. The public
+// shape's hot path requires a continuation's settings to equal its parent's (compat's
+// settingsKey compares these and a few response-only fields). Zero MaxOutputTokens /
+// MaxToolCalls mean unlimited; nil Temperature / TopP and empty ReasoningEffort mean the
+// engine's default; nil TextFormat means plain text.
 type Settings struct {
 	Model             string
 	Instructions      string
@@ -17,7 +22,13 @@ type Settings struct {
 	ParallelToolCalls bool
 	MaxOutputTokens   int // tokens per sampling step (one public Response); 0 = unlimited
 	MaxToolCalls      int // per rollout; 0 = unlimited
-	Metadata          map[string]string
+	Temperature       *float64
+	TopP              *float64
+	// TextFormat is text.format as the client sent it: {"type":"text"}, {"type":"json_object"}
+	// or {"type":"json_schema","name":…,"schema":…,"strict":…}. Nil means text.
+	TextFormat      json.RawMessage
+	ReasoningEffort string // reasoning.effort: none, minimal, low, medium, high, xhigh; "" = default
+	Metadata        map[string]string
 }
 
 // Ticket is a place in the connection's FIFO sampling queue (architecture §2). The rollout
@@ -58,7 +69,6 @@ type Suspension struct {
 	Output         []protocol.Item // model items produced since the previous suspension
 	Usage          protocol.Usage  // cumulative over the rollout
 	StepUsage      protocol.Usage  // of the sampling step that just ended (one public segment)
-	Tokens         int             // tokens in the rollout's context buffer
 	// Context is every item of the rollout's context in order (history, inputs, model items):
 	// the chain for a cold-path rebuild. It shares the rollout's append-only storage:
 	// read-only, safe to read from any goroutine.
@@ -74,12 +84,12 @@ type Ending struct {
 	Usage     protocol.Usage          // cumulative
 	StepUsage protocol.Usage          // of the last sampling step (zero if it ended suspended)
 	Sampling  bool                    // the rollout was sampling (held its ticket) when it ended
-	Tokens    int                     // tokens in the rollout's context buffer
 	// Context is every item of the rollout's context in order, including Output (read-only).
 	Context []protocol.Item
 	// Err is why the rollout stopped when nobody can be told: the cause of Start's ctx (client
 	// disconnect) or the Sink's Event error; then Status is incomplete, Reason cancelled, and
-	// the sink should drop the ending. For a failed rollout it is the model's error.
+	// the sink should drop the ending. For a failed rollout it is the model's error (a
+	// *PanicError when the backend panicked).
 	Err error
 }
 
@@ -91,10 +101,12 @@ type Resume struct {
 
 // Config starts a rollout (see Start). Model and Sink are required.
 type Config struct {
-	ID       string // the Response id ("resp_…"), used for item ids' uniqueness only
+	ID       string // the Response id ("resp_…"), passed to the backend (RolloutInfo.ID)
+	ConnID   string // the client connection's id, passed to the backend (RolloutInfo.ConnID)
 	Model    Model
 	Settings Settings
-	// History is rendered first and counted as not cached (cold path); Input follows it.
+	// History is the chain of a continuation on the cold path; Input follows it. Both are the
+	// first step's Step.Input.
 	History []protocol.Item
 	Input   []protocol.Item
 	// Ticket is the first sampling slot (also waited for by a warm-up before it suspends);
@@ -107,18 +119,7 @@ type Config struct {
 	// SuspendOnAnswer makes a final answer suspend with no pending calls instead of ending
 	// (the public shape keeps the rollout for the next user turn).
 	SuspendOnAnswer bool
-	// StartSuspended renders History+Input and, once it holds Ticket, suspends without
-	// sampling (warm-up).
+	// StartSuspended prefills History+Input (ModelSession.Prefill) once it holds Ticket and
+	// suspends without sampling (warm-up).
 	StartSuspended bool
-}
-
-// Model is the seam between the rollout loop and an engine (architecture §5); Sim is the
-// default backend. Sample runs one sampling step of req (req and req.Context are read-only and
-// must not be retained), streams what it generates through out, and returns when the step is
-// done: tool calls (the rollout suspends) or an answer. It returns an error when the engine
-// fails (the rollout ends failed, code server_error), and must return promptly when ctx ends
-// or an Output method fails (cancel, disconnect, consumer gone). It runs on the rollout's
-// goroutine; one Model value may serve many rollouts concurrently.
-type Model interface {
-	Sample(ctx context.Context, req *Request, out Output) (StepResult, error)
 }

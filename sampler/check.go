@@ -78,13 +78,16 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 // SettingsFrom returns the generation settings of a create request: model, instructions,
 // tools, tool_choice, parallel_tool_calls (default true), max_output_tokens, max_tool_calls
-// (0 when absent: unlimited) and metadata. Slices and maps are shared with p.
+// (0 when absent: unlimited), temperature, top_p, text.format, reasoning.effort and metadata.
+// Slices and maps are shared with p.
 func SettingsFrom(p *protocol.CreateParams) Settings {
 	s := Settings{
 		Model:             p.Model,
 		Tools:             p.Tools,
 		ToolChoice:        p.ToolChoice,
 		ParallelToolCalls: p.ParallelCalls(),
+		Temperature:       p.Temperature,
+		TopP:              p.TopP,
 		Metadata:          p.Metadata,
 	}
 	if p.Instructions != nil {
@@ -95,6 +98,12 @@ func SettingsFrom(p *protocol.CreateParams) Settings {
 	}
 	if p.MaxToolCalls != nil && *p.MaxToolCalls > 0 {
 		s.MaxToolCalls = *p.MaxToolCalls
+	}
+	if p.Text != nil && len(p.Text.Format) > 0 && string(p.Text.Format) != "null" {
+		s.TextFormat = p.Text.Format
+	}
+	if p.Reasoning != nil && p.Reasoning.Effort != nil {
+		s.ReasoningEffort = *p.Reasoning.Effort
 	}
 	return s
 }

@@ -18,11 +18,11 @@ func TestCheckOutputs(t *testing.T) {
 		msg     string
 	}{
 		{"ok", []string{"call_a", "call_b"}, []protocol.Item{out("call_b", "1"), out("call_a", "2")}, "", "", ""},
-		{"ok-with-messages", []string{"call_a"}, []protocol.Item{out("call_a", "1"), userMsg("more"), userMsg("again")}, "", "", ""},
-		{"ok-no-pending", nil, []protocol.Item{userMsg("next turn")}, "", "", ""},
+		{"ok-with-messages", []string{"call_a"}, []protocol.Item{out("call_a", "1"), user("more"), user("again")}, "", "", ""},
+		{"ok-no-pending", nil, []protocol.Item{user("next turn")}, "", "", ""},
 		{"missing", []string{"call_a", "call_b"}, []protocol.Item{out("call_a", "1")},
 			protocol.CodeMissingToolOutput, "input", "No tool output found for function call call_b."},
-		{"missing-all", []string{"call_a"}, []protocol.Item{userMsg("hi")},
+		{"missing-all", []string{"call_a"}, []protocol.Item{user("hi")},
 			protocol.CodeMissingToolOutput, "input", "No tool output found for function call call_a."},
 		{"unknown", []string{"call_a"}, []protocol.Item{out("call_x", "1")},
 			protocol.CodeToolCallNotFound, "input", "No tool call found for function call output with call_id call_x."},
@@ -30,7 +30,7 @@ func TestCheckOutputs(t *testing.T) {
 			protocol.CodeToolCallNotFound, "input", "No tool call found for function call output with call_id call_old (that call was already answered)."},
 		{"duplicate", []string{"call_a", "call_b"}, []protocol.Item{out("call_a", "1"), out("call_a", "2"), out("call_b", "3")},
 			protocol.CodeDuplicateToolOutput, "input", "Duplicate tool output for function call call_a."},
-		{"output-after-message", []string{"call_a"}, []protocol.Item{userMsg("x"), out("call_a", "1")},
+		{"output-after-message", []string{"call_a"}, []protocol.Item{user("x"), out("call_a", "1")},
 			protocol.CodeInvalidValue, "input[1]", ""},
 		{"other-type", []string{"call_a"}, []protocol.Item{out("call_a", "1"), {Type: protocol.ItemFunctionCall, CallID: "call_z"}},
 			protocol.CodeInvalidValue, "input[1].type", ""},
@@ -71,21 +71,8 @@ func TestSettingsFrom(t *testing.T) {
 	}
 }
 
-func TestMaxToolCalls(t *testing.T) {
-	r, rec := start(t, Config{Settings: Settings{Tools: []protocol.Tool{execTool}, MaxToolCalls: 3, ParallelToolCalls: true,
-		Metadata: map[string]string{MetaCalls: "10", MetaParallel: "2"}}, Input: []protocol.Item{userMsg("go")}})
-	calls := 0
-	for {
-		s, e := rec.next(t)
-		if e != nil {
-			if e.Status != protocol.ResponseCompleted || calls != 3 {
-				t.Fatalf("ended %s after %d calls", e.Status, calls)
-			}
-			return
-		}
-		calls += len(s.PendingCallIDs)
-		if err := r.Resume(Resume{Input: outputs(*s, "o")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+func toolOutput(callID, out string) protocol.Item {
+	return protocol.Item{Type: protocol.ItemFunctionCallOutput, CallID: callID, Output: out}
 }
+
+var weatherTool = protocol.Tool{Type: protocol.ToolFunction, Name: "get_weather"}

@@ -1,36 +1,35 @@
-// Package sampler runs agent rollouts: the Model seam and its default backend "sim", the
-// Rollout run loop with suspend / resume / cancel, the rendering of items into o200k_base
-// tokens with a per-rollout append-only token buffer, and usage accounting. It follows
-// architecture §1 (the idea), §2 (layers), §4 (how rollouts end), §5 (sampler and the
-// simulated model) and §6 (usage). It knows nothing of WebSockets, HTTP or connections: the
-// session package drives it through Start, Resume and Cancel, and hears back through a Sink.
+// Package sampler runs agent rollouts: the Rollout run loop with suspend / resume / cancel,
+// the Model seam that engines plug into, and usage accounting. It follows architecture §1
+// (the idea), §2 (layers), §4 (how rollouts end), §5 (sampler) and §6 (usage). It knows
+// nothing of WebSockets, HTTP or connections: the session package drives it through Start,
+// Resume and Cancel, and hears back through a Sink. It knows nothing of tokens either: each
+// backend owns its tokenizer and rendering (package sampler/sim renders o200k_base for the
+// default "sim" model; package backend/… converts items for upstream engines).
 //
 // Entry points:
 //
 //   - Start(ctx, Config) *Rollout starts a rollout's goroutine; Rollout.Resume continues it at
 //     a suspension, Rollout.Cancel ends it, Rollout.Wait / Done wait for its goroutine.
 //   - CheckOutputs validates the input of a continuation; SettingsFrom takes the generation
-//     settings from a create request; CheckMetadata validates the sim's metadata keys.
-//   - NewSim(SimOptions) is the sim backend; ParseSpeed, Speed.Cost and CostModel.Duration
-//     give its timing; Fingerprint computes the context fingerprint its answers end with.
-//   - NewContext / Context.Append and RenderItems render items to tokens.
+//     settings from a create request; CheckRequest runs a backend's own validation.
+//   - Model, ModelSession, Step, Output and StepResult are the seam (see "The Model seam").
 //
 // # The rollout loop
 //
 // One goroutine owns a rollout's state (the Context, the model items, usage, the ticket). It
 // loops: wait for the Ticket (the connection's FIFO sampling slot), call Sink.Started the first
-// time, run one sampling step (Model.Sample, its output streamed to the Sink as events), then
+// time, run one sampling step (ModelSession.Sample, its output streamed to the Sink as events), then
 // either end (Sink.Ended: completed, or incomplete / failed) or suspend at the step's tool
 // calls (Sink.Suspended) and block in a select on its inbox (Resume), Cancel, its context and
 // the suspend timer. The ticket is released right after Sink.Suspended / Sink.Ended return, so
 // that a rollout's last event is written before the next rollout's first. Resume validates the
 // input with CheckOutputs against the pending calls (the rollout stays suspended when it is
-// refused), appends it to the Context — rendering only the new items — and samples again once
-// the new ticket is held. Every step of a rollout with N sequential tool calls is its own
+// refused), appends it to the context and samples again once the new ticket is held; the
+// backend receives only the new items. Every step of a rollout with N sequential tool calls is its own
 // suspension. With Config.SuspendOnAnswer an answer suspends with no pending calls (the public
 // shape keeps the rollout for the next user turn); with Config.StartSuspended the rollout
-// renders its context, waits for its ticket (FIFO order) and suspends without sampling (a
-// warm-up; its tokens count as prefilled).
+// waits for its ticket (FIFO order), hands its context to ModelSession.Prefill and suspends
+// without sampling (a warm-up).
 //
 // Events: for a message, output_item.added (status in_progress, content []),
 // content_part.added (empty output_text), output_text.delta…, output_text.done,
@@ -47,98 +46,34 @@
 // {code: server_error, message}; Start's ctx ending (client disconnect) or the Sink's Event
 // failing → incomplete, cancelled, with Ending.Err set and no further events: the sink drops it.
 //
-// # Rendering
+// # The Model seam
 //
-// Each item is rendered on its own, so the render of a context is the concatenation of its
-// items' renders and a rollout's token buffer only ever appends:
+// A backend is opened per rollout (Model.Open, on first use), fed and sampled step by step
+// (ModelSession.Sample), and closed exactly once when the rollout ends for any reason
+// (ModelSession.Close): completed, cancelled, evicted, timed out, connection lost, server
+// shutdown. Each Step carries only what is new to the engine: Step.Output, the model's own
+// items of the previous step (with the ids and call_ids the client saw), and Step.Input, the
+// chain and input at the first step, the continuation's input after each suspension.
+// Step.Context has everything, for backends that need it. A backend may keep the engine's
+// call_id (Output.Call); otherwise the rollout assigns one.
 //
-//	[TokenStart, header tokens…, TokenSep, body tokens…, TokenEnd]
-//
-// The special tokens are inserted by this package, never encoded from text: TokenStart
-// (<|im_start|>) = 200264, TokenEnd (<|im_end|>) = 200265, TokenSep (<|im_sep|>) = 200266. The
-// header of a message is its role, of a function_call "assistant" (body: name, a space,
-// arguments), of a function_call_output "tool" (body: its output), of any other item its type
-// (body: the strings of its raw JSON under text-like keys). Non-empty instructions are rendered
-// first as a "system" item. Ids and call_ids are never rendered. Tool definitions are not
-// rendered.
-//
-// The tokenizer's split pattern is quadratic in the length of a whitespace run (128 KB of
-// " \n" took 6.6 s in one piece). Texts are therefore encoded in chunks: a chunk ends after
-// 64 bytes of a whitespace run, and at most 2048 bytes long (cut at the last word start, or at
-// a character boundary). The cut points depend on the text only, so rendering stays a pure
-// function of it; the 128 KB run now renders in tens of milliseconds
-// (BenchmarkRenderWhitespace, FuzzRender).
-//
-// # The sim model
-//
-// Sim is deterministic: its output is a pure function of the context's text and the settings
-// (never of ids). In each step it either calls tools or answers.
-//
-// Tool choice: only function tools are callable (never namespace, custom or hosted tools).
-// tool_choice "none" → never call; "required" or a named function → call in every step (a
-// named function that is not offered → answer); "auto" → call while the current user turn (the
-// items since the last user message) has had fewer than sim.calls tool-call steps. It calls
-// tool_choice's named function, else the function named by sim.tool, else the first shell-like
-// tool (named exec_command, shell, shell_command or local_shell, or with a required cmd or
-// command property), else the function tools in order, cycling for parallel calls. A step
-// makes sim.parallel calls (1 when parallel_tool_calls is false), and no more than
-// max_tool_calls allows: once the rollout has made max_tool_calls calls, it answers.
-//
-// Arguments fill the schema's required properties only, in the order of "required": a
-// shell-like tool's cmd/command gets "echo tether-call-N" (["echo","tether-call-N"] when
-// array-typed), N the call's number in the context (its function_call count + 1); otherwise
-// const or the first enum value, string → the last word of the last user text (or "tether"),
-// number/integer → 1, boolean → true, array → [], object → its required properties,
-// recursively; anyOf/oneOf take the first non-null option.
-//
-// The answer quotes every user text and tool output of the context, one line each (`user: "…"`,
-// `tool: "…"`, Go-quoted, cut to 64 characters plus "…"), then optional filler (sim.answer_tokens),
-// and ends with the context fingerprint, Fingerprint(Context.Tokens()):
-// "[ctx N tokens 0xHHHHHHHHHHHHHHHH]" (token count, FNV-64a of the token ids). It is streamed
-// in word-ish deltas (a delta ends before a token starting with a space or newline, or after 8
-// tokens). max_output_tokens is honoured per step: generation stops when the step has
-// generated that many tokens (StepResult.Incomplete = "max_output_tokens").
-//
-// Metadata keys (all optional; CheckMetadata rejects bad values with invalid_value, the sim
-// itself falls back to the defaults):
-//
-//	sim.calls          sequential tool-call steps per user turn (0…1048576, default 1)
-//	sim.parallel       calls per step (1…128, default 1; 1 when parallel_tool_calls is false)
-//	sim.tool           name of the function tool to call (ignored if not offered)
-//	sim.fail           "step:N" (or "N"): the rollout's sampling step N (from 0) fails → the
-//	                   rollout ends failed, error {code: server_error, message}
-//	sim.speed          speed preset for this request: instant, 65, 1000, 4000
-//	sim.answer_tokens  pad the answer with filler words to about this many tokens (0…1048576)
-//
-// Cost model (Speed.Cost): a step takes TTFT + (context tokens not cached) / prefill rate +
-// (generated tokens) / decode rate:
-//
-//	preset   TTFT    prefill tokens/s   decode tokens/s
-//	instant  0       free               free
-//	65       500ms   3,000              65
-//	1000     100ms   20,000             1,000
-//	4000     30ms    80,000             4,000
-//
-// With SimOptions.Realtime the sim sleeps on that clock (timers honouring ctx, so
-// testing/synctest drives it); otherwise it never sleeps and reports StepResult.ModelTime.
+// The backend, not the loop, reports usage: StepResult.InputTokens, CachedTokens and
+// OutputTokens are what the engine said it processed, reused and generated; 0 where it does
+// not say. A panic in Open, Prefill, Sample or Close ends only that rollout (failed,
+// server_error; Ending.Err is a *PanicError with the stack, which the session logs).
+// Optional interfaces: RequestChecker validates create requests before a rollout starts
+// (the sim checks its "sim.*" metadata), Lister lists the model ids for GET /v1/models.
 //
 // # Usage
 //
-// Per step (§6): input_tokens = tokens of the context at the step; cached_tokens = tokens
-// already in the rollout's model state (0 for the first step of a new rollout, whose History is
-// the cold path; after a resume everything before the new input, the previous steps' outputs
-// included; after a warm-up the warm-up's context); output_tokens = tokens the model generated.
-// A rollout's usage is the sum over its steps. Suspension.Usage and Ending.Usage are
-// cumulative, StepUsage is the last step's.
+// Per step (§6): input_tokens, cached_tokens and output_tokens as the backend reported them
+// (StepResult); cached_tokens never exceeds input_tokens. A rollout's usage is the sum over
+// its steps. Suspension.Usage and Ending.Usage are cumulative, StepUsage is the last step's.
 //
 // # Caveats
 //
-//   - tool_choice "required" (or a named function) calls in every step, as the API does: an
-//     append-shape rollout then only ends by max_tool_calls, cancel or timeout.
 //   - max_tool_calls counts the rollout's calls, so a cold-path rebuild (a new rollout) starts
 //     counting again.
 //   - Sink.Event receives a reused Event: it and the Item/Part it points to are valid only
 //     during the call.
-//   - Output tokens are the model's count; the context grows by the render of the model items
-//     (with their markers), which is what the next step counts as cached.
 package sampler

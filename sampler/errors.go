@@ -18,10 +18,4 @@ var (
 
 	// ErrNoCall is returned by Output.Arguments when no function call is open.
 	ErrNoCall = errors.New("sampler: arguments without an open call")
-
-	// ErrUnknownSpeed is returned by ParseSpeed for a name that is not a preset.
-	ErrUnknownSpeed = errors.New("sampler: unknown speed preset")
-
-	// ErrInjectedFailure is the error of a sim step failed on purpose (metadata "sim.fail").
-	ErrInjectedFailure = errors.New("sampler: injected model failure")
 )

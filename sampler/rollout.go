@@ -31,14 +31,17 @@ type Rollout struct {
 	state atomic.Int32
 
 	// Owned by the loop
-	context   *Context
+	items     []protocol.Item     // the context: history, inputs and model items, append-only
+	callIDs   map[string]struct{} // call_ids of the function_call items in items (and the open step)
+	ms        ModelSession        // nil until opened
+	fed       int                 // len(items) the model session has been given
+	stepOut   int                 // items[fed:fed+stepOut] are the last step's model items
 	rng       *mrand.ChaCha8
 	ticket    Ticket // held or waited for; nil when none
 	holding   bool   // the ticket is held (between Wait and Release)
 	started   bool   // Sink.Started was called
 	step      int    // sampling steps begun
 	calls     int    // function calls made
-	prefilled int    // tokens of context in the model's state
 	output    []protocol.Item
 	suspendAt int // len(output) at the previous suspension
 	usage     protocol.Usage
@@ -65,9 +68,9 @@ type cancelCause struct{ reason string }
 func (c *cancelCause) Error() string { return "sampler: rollout cancelled (" + c.reason + ")" }
 func (c *cancelCause) Unwrap() error { return ErrCancelled }
 
-// Start starts a rollout's goroutine and returns at once. The goroutine renders
-// cfg.History and cfg.Input, waits for cfg.Ticket, and samples (or, with cfg.StartSuspended,
-// suspends at once). It ends, calling cfg.Sink.Ended, when the rollout ends: see Ending. When
+// Start starts a rollout's goroutine and returns at once. The goroutine waits for cfg.Ticket,
+// opens a session of cfg.Model and samples cfg.History and cfg.Input (or, with
+// cfg.StartSuspended, prefills them and suspends). It ends, calling cfg.Sink.Ended, when the rollout ends: see Ending. When
 // ctx ends (client disconnect) the goroutine stops at once and frees the rollout; Ended is
 // still called. cfg.Model, cfg.Sink are required; a nil Ticket means no queue.
 func Start(ctx context.Context, cfg Config) *Rollout {
@@ -144,10 +147,14 @@ func (r *Rollout) run() {
 	defer close(r.done)
 	defer r.cancel(nil)
 	e := r.loop()
+	if r.ms != nil {
+		if err := r.closeModel(); err != nil && e.Err == nil {
+			e.Err = err
+		}
+	}
 	e.Output = r.output[:len(r.output):len(r.output)]
 	e.Usage = r.usage
-	e.Tokens = r.context.Len()
-	e.Context = r.context.Items()
+	e.Context = r.context()
 	e.Sampling = r.holding
 	r.state.Store(stateEnded)
 	r.cfg.Sink.Ended(e)
@@ -158,9 +165,9 @@ func (r *Rollout) run() {
 
 // loop runs the rollout until it ends and returns how (Output, Usage, … are filled by run).
 func (r *Rollout) loop() Ending {
-	r.context = NewContext(&r.cfg.Settings)
-	r.context.Append(r.cfg.History...)
-	r.context.Append(r.cfg.Input...)
+	r.callIDs = make(map[string]struct{})
+	r.appendItems(r.cfg.History)
+	r.appendItems(r.cfg.Input)
 	r.ticket = r.cfg.Ticket
 	if r.cfg.StartSuspended {
 		// A warm-up prefills without sampling. It still waits for its ticket, so that its
@@ -171,7 +178,14 @@ func (r *Rollout) loop() Ending {
 			}
 			r.holding = true
 		}
-		r.prefilled = r.context.Len()
+		if err := r.prefill(); err != nil {
+			if r.ctx.Err() != nil {
+				return r.interrupted()
+			}
+			r.started = true
+			r.cfg.Sink.Started()
+			return failed(err, protocol.Usage{})
+		}
 		if e, ok := r.suspend(); !ok {
 			return e
 		}
@@ -210,18 +224,22 @@ func (r *Rollout) interrupted() Ending {
 // sample runs one sampling step. It reports end=true with the rollout's ending, or end=false
 // when the rollout must suspend (tool calls, or an answer with SuspendOnAnswer).
 func (r *Rollout) sample() (e Ending, end bool) {
-	req := Request{
-		Settings: &r.cfg.Settings,
-		Context:  r.context,
-		Cached:   r.prefilled,
-		Step:     r.step,
-		Calls:    r.calls,
-	}
-	inputTokens, cached := r.context.Len(), r.prefilled
-	r.step++
 	r.pending = r.pending[:0]
 	r.emit.reset()
-	res, err := r.cfg.Model.Sample(r.ctx, &req, &r.emit)
+	var res StepResult
+	err := r.open()
+	if err == nil {
+		step := Step{
+			Index:   r.step,
+			Calls:   r.calls,
+			Output:  r.items[r.fed : r.fed+r.stepOut : r.fed+r.stepOut],
+			Input:   r.items[r.fed+r.stepOut : len(r.items) : len(r.items)],
+			Context: r.context(),
+		}
+		r.fed, r.stepOut = len(r.items), 0
+		r.step++
+		res, err = r.sampleModel(&step)
+	}
 
 	interrupted := r.ctx.Err() != nil
 	status := protocol.StatusCompleted
@@ -233,11 +251,11 @@ func (r *Rollout) sample() (e Ending, end bool) {
 	r.emit.close(status, quiet)
 
 	newItems := r.output[r.emit.first:]
-	r.context.Append(newItems...)
-	r.prefilled = r.context.Len()
-	r.stepUsage = protocol.Usage{InputTokens: inputTokens, OutputTokens: res.OutputTokens}
-	r.stepUsage.InputTokensDetails.CachedTokens = cached
-	r.stepUsage.TotalTokens = inputTokens + res.OutputTokens
+	r.appendItems(newItems)
+	r.stepOut = len(newItems)
+	r.stepUsage = protocol.Usage{InputTokens: res.InputTokens, OutputTokens: res.OutputTokens}
+	r.stepUsage.InputTokensDetails.CachedTokens = min(res.CachedTokens, res.InputTokens)
+	r.stepUsage.TotalTokens = res.InputTokens + res.OutputTokens
 	r.usage = r.usage.Add(r.stepUsage)
 
 	switch {
@@ -246,8 +264,7 @@ func (r *Rollout) sample() (e Ending, end bool) {
 	case r.emit.err != nil:
 		return Ending{Status: protocol.ResponseIncomplete, Reason: protocol.ReasonCancelled, StepUsage: r.stepUsage, Err: r.emit.err}, true
 	case err != nil:
-		return Ending{Status: protocol.ResponseFailed, StepUsage: r.stepUsage, Err: err,
-			Error: &protocol.ResponseError{Code: protocol.CodeServerError, Message: "The model failed to generate a response: " + err.Error()}}, true
+		return failed(err, r.stepUsage), true
 	case res.Incomplete != "":
 		return Ending{Status: protocol.ResponseIncomplete, Reason: res.Incomplete, StepUsage: r.stepUsage}, true
 	}
@@ -277,8 +294,7 @@ func (r *Rollout) suspend() (Ending, bool) {
 		Output:         r.output[r.suspendAt:len(r.output):len(r.output)],
 		Usage:          r.usage,
 		StepUsage:      r.stepUsage,
-		Tokens:         r.context.Len(),
-		Context:        r.context.Items(),
+		Context:        r.context(),
 	}
 	r.suspendAt = len(r.output)
 	r.state.Store(stateSuspended)
@@ -299,12 +315,12 @@ func (r *Rollout) suspend() (Ending, bool) {
 	for {
 		select {
 		case req := <-r.inbox:
-			if perr := CheckOutputs(pending, r.context.HasCall, req.in.Input); perr != nil {
+			if perr := CheckOutputs(pending, r.hasCall, req.in.Input); perr != nil {
 				r.state.Store(stateSuspended)
 				req.reply <- perr
 				continue
 			}
-			r.context.Append(req.in.Input...)
+			r.appendItems(req.in.Input)
 			r.ticket = req.in.Ticket
 			r.state.Store(stateRunning)
 			req.reply <- nil
@@ -401,15 +417,19 @@ func (m *emitter) Text(delta string) error {
 }
 
 // Call implements Output.
-func (m *emitter) Call(name string) error {
+func (m *emitter) Call(name, callID string) error {
 	if err := m.check(); err != nil {
 		return err
 	}
 	if err := m.closeOpen(protocol.StatusCompleted, false); err != nil {
 		return err
 	}
+	if _, used := m.r.callIDs[callID]; used || callID == "" {
+		callID = m.newID("call_")
+	}
+	m.r.callIDs[callID] = struct{}{}
 	m.r.output = append(m.r.output, protocol.Item{Type: protocol.ItemFunctionCall, ID: m.newID("fc_"),
-		Status: protocol.StatusInProgress, CallID: m.newID("call_"), Name: name})
+		Status: protocol.StatusInProgress, CallID: callID, Name: name})
 	m.open = len(m.r.output) - 1
 	m.text.Reset()
 	m.item = m.r.output[m.open]

@@ -102,6 +102,9 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	if err := CheckCreate(p, AppendWebSocket); err != nil {
 		return err
 	}
+	if err := a.c.CheckModel(p); err != nil {
+		return err
+	}
 	var history []protocol.Item
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
 		var err *protocol.Error
@@ -137,8 +140,8 @@ const (
 
 // CheckCreate rejects what a create may not carry where it arrives (architecture §8, §9), all
 // unsupported_parameter (400) with the field as param: background:true and stream_id
-// everywhere; generate:false on an append connection; generate at all over HTTP. It also
-// validates the sim's "sim.*" metadata keys (invalid_value).
+// everywhere; generate:false on an append connection; generate at all over HTTP. The backend's own checks are
+// Conn.CheckModel.
 func CheckCreate(p *protocol.CreateParams, where Where) *protocol.Error {
 	switch {
 	case p.Background != nil && *p.Background:
@@ -154,7 +157,13 @@ func CheckCreate(p *protocol.CreateParams, where Where) *protocol.Error {
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "generate",
 			"generate is a WebSocket-only parameter.")
 	}
-	return sampler.CheckMetadata(p.Metadata)
+	return nil
+}
+
+// CheckModel runs the backend's validation of a create request (sampler.RequestChecker, e.g.
+// the sim's "sim.*" metadata keys): a 400 *protocol.Error, or nil.
+func (c *Conn) CheckModel(p *protocol.CreateParams) *protocol.Error {
+	return sampler.CheckRequest(c.opts.Model, p)
 }
 
 // CheckContinuation validates the input of a continuation of chain (by previous_response_id,

@@ -74,6 +74,9 @@ type Options struct {
 	// Metrics. Over either, a create is answered rollout_limit_reached (429). 0 means no limit.
 	MaxSuspended      int
 	MaxSuspendedTotal int64
+	// Admission, shared by a server's connections, bounds the sampling steps running at once
+	// across all of them (-max-sampling). Nil means no bound.
+	Admission *Admission
 	// MaxRolloutBytes bounds the memory of one rollout, accounted as the bytes of its items
 	// (history, inputs and outputs; its token buffer takes about as much again). A create or
 	// append that would exceed it is answered rollout_too_large (400) and changes nothing.
@@ -120,6 +123,7 @@ func (o *Options) withDefaults() Options {
 // call Conn, and turn sampler.Sink calls into wire events.
 type Conn struct {
 	// Immutable
+	id     string // "conn_…", the connection's id for backends (sampler.RolloutInfo.ConnID)
 	opts   Options
 	tr     Transport
 	log    *slog.Logger
@@ -148,12 +152,13 @@ func NewConn(tr Transport, opts Options) *Conn {
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
+		id:      NewID("conn"),
 		opts:    o,
 		tr:      tr,
 		log:     o.Logger,
 		ctx:     ctx,
 		cancel:  cancel,
-		gate:    newGate(o.QueueDepth),
+		gate:    newGate(o.QueueDepth, o.Admission),
 		closed:  make(chan struct{}),
 		reg:     make(map[string]*Rollout),
 		changed: make(chan struct{}, 1),

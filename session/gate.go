@@ -3,12 +3,14 @@ package session
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // gate is a connection's sampling slot (architecture §2): at most one rollout samples at a
 // time; the others wait in FIFO order, at most depth of them.
 type gate struct {
 	depth int
+	adm   *Admission // the server-wide bound a sampling ticket also waits for; nil: none
 
 	mu    sync.Mutex // guards busy and queue
 	busy  bool
@@ -17,9 +19,11 @@ type gate struct {
 
 // ticket is one place in the gate's queue. It implements sampler.Ticket.
 type ticket struct {
-	g     *gate
-	ready chan struct{} // closed when the ticket holds the slot
-	state int           // guarded by g.mu
+	g        *gate
+	ready    chan struct{} // closed when the ticket holds the slot
+	state    int           // guarded by g.mu
+	sampling bool          // a sampling turn: Wait also takes an admission (gate.adm)
+	admitted atomic.Bool   // holds an admission
 }
 
 const (
@@ -28,15 +32,22 @@ const (
 	ticketReleased
 )
 
-func newGate(depth int) *gate {
+func newGate(depth int, adm *Admission) *gate {
 	if depth <= 0 {
 		depth = DefaultQueueDepth
 	}
-	return &gate{depth: depth}
+	return &gate{depth: depth, adm: adm}
 }
 
-// enqueue takes a place in the queue, or reports false when depth tickets already wait.
-func (g *gate) enqueue() (*ticket, bool) { return g.enqueueBounded(true) }
+// enqueue takes a place in the queue for a sampling turn, or reports false when depth tickets
+// already wait. Its Wait also waits for the server-wide admission.
+func (g *gate) enqueue() (*ticket, bool) {
+	t, ok := g.enqueueBounded(true)
+	if ok {
+		t.sampling = true
+	}
+	return t, ok
+}
 
 // enqueueAlways takes a place in the queue even when it is full: a rollout that ends without
 // the slot waits for it to send its terminal event (the queue then holds at most one such
@@ -63,8 +74,24 @@ func (g *gate) enqueueBounded(bounded bool) (*ticket, bool) {
 	return t, true
 }
 
-// Wait blocks until the ticket holds the slot or ctx ends.
+// Wait blocks until the ticket holds the slot (and, for a sampling turn, an admission) or
+// ctx ends.
 func (t *ticket) Wait(ctx context.Context) error {
+	if err := t.waitSlot(ctx); err != nil {
+		return err
+	}
+	if !t.sampling || t.g.adm == nil || t.admitted.Load() {
+		return nil
+	}
+	if err := t.g.adm.acquire(ctx); err != nil {
+		t.Release()
+		return err
+	}
+	t.admitted.Store(true)
+	return nil
+}
+
+func (t *ticket) waitSlot(ctx context.Context) error {
 	select {
 	case <-t.ready:
 		return nil
@@ -82,6 +109,9 @@ func (t *ticket) Wait(ctx context.Context) error {
 // Release gives the slot to the next ticket, or leaves the queue if still waiting.
 func (t *ticket) Release() {
 	g := t.g
+	if t.admitted.CompareAndSwap(true, false) {
+		g.adm.release()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch t.state {

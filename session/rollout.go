@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -90,6 +91,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 	if cfg.Model == nil {
 		cfg.Model = c.opts.Model
 	}
+	cfg.ConnID = c.id
 	cfg.Sink = &coreSink{c: c, h: h, inner: cfg.Sink}
 	c.rollouts.Add(1)
 	h.r = sampler.Start(c.ctx, cfg)
@@ -370,7 +372,11 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 // of the sampling rollout (architecture §2). A client that is gone is not waited for.
 func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
-	c.log.Debug("rollout ended", "key", h.key, "status", e.Status, "reason", e.Reason, "tokens", e.Tokens)
+	c.log.Debug("rollout ended", "key", h.key, "status", e.Status, "reason", e.Reason, "input_tokens", e.Usage.InputTokens)
+	var pe *sampler.PanicError
+	if errors.As(e.Err, &pe) {
+		c.log.Error("model backend panicked: the rollout ended failed", "key", h.key, "panic", pe.Value, "stack", string(pe.Stack))
+	}
 	c.mu.Lock()
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -22,7 +22,7 @@ var shellTool = map[string]any{"type": "function", "name": "exec_command", "para
 func serve(t *testing.T, opts Options) (*pipe, *Conn, func()) {
 	t.Helper()
 	if opts.Model == nil {
-		opts.Model = sampler.NewSim(sampler.SimOptions{Speed: sampler.SpeedInstant})
+		opts.Model = sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant})
 	}
 	p := newPipe()
 	c := NewConn(p, opts)
@@ -84,7 +84,7 @@ func TestConnectionAgeLimit(t *testing.T) {
 
 func TestShutdownGraceCutsSamplingRollout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		slow := sampler.NewSim(sampler.SimOptions{Speed: sampler.Speed65, Realtime: true})
+		slow := sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true})
 		p, c, stop := serve(t, Options{Model: slow, ShutdownGrace: 100 * time.Millisecond})
 		defer stop()
 		p.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "a long story please",

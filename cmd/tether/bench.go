@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/internal/bench"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // benchCmd runs `tether bench`: the same agent workload through http, http-prev, ws and
@@ -65,8 +65,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !set["concurrent"] {
 			cfg.Concurrent = 0
 		}
-		sp, err := sampler.ParseSpeed(*realtimeSpeed)
-		if err != nil || sp == sampler.SpeedInstant {
+		sp, err := sim.ParseSpeed(*realtimeSpeed)
+		if err != nil || sp == sim.SpeedInstant {
 			return fmt.Errorf("-realtime-speed: want 65, 1000 or 4000, got %q", *realtimeSpeed)
 		}
 		cfg.RealtimeSpeed = sp

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/internal/server"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 type serveConfig struct {
@@ -36,6 +36,7 @@ type serveConfig struct {
 	maxSuspTotal   int64
 	maxRollout     byteSize
 	logLevel       string
+	maxSampling    int
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -60,6 +61,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
 	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.IntVar(&c.maxSampling, "max-sampling", 0, "sampling steps running at once across all connections (0 = no bound)")
 	return c
 }
 
@@ -75,7 +77,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	speed, err := sampler.ParseSpeed(cfg.speed)
+	speed, err := sim.ParseSpeed(cfg.speed)
 	if err != nil {
 		return fmt.Errorf("-model-speed: %w", err)
 	}
@@ -90,7 +92,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		grace = -1 // session: no grace
 	}
 	srv := server.New(server.Options{
-		Model:             sampler.NewSim(sampler.SimOptions{Speed: speed, Realtime: true}),
+		Model:             sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true}),
 		MaxFrame:          int64(cfg.maxFrame),
 		MaxConnectionAge:  cfg.maxAge,
 		SuspendTimeout:    cfg.suspendTimeout,
@@ -108,6 +110,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxSuspended:      cfg.maxSuspended,
 		MaxSuspendedTotal: cfg.maxSuspTotal,
 		MaxRolloutBytes:   int64(cfg.maxRollout),
+		MaxSampling:       cfg.maxSampling,
 		Logger:            log,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)

@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // Run runs the bench described by cfg against the server at cfg.URL and returns its report.
@@ -131,8 +131,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 type bencher struct {
 	cfg     Config
 	ep      endpoints
-	speed   sampler.Speed // the sim speed the rollouts request (instant unless realtime)
-	cpu     bool          // server CPU is read from /proc
+	speed   sim.Speed // the sim speed the rollouts request (instant unless realtime)
+	cpu     bool      // server CPU is read from /proc
 	floor   *echoClient
 	clients []*transportClient
 	prog    *progress
@@ -266,7 +266,7 @@ func (b *bencher) rollout(ctx context.Context, tc *transportClient, rollout, cal
 			return nil, fmt.Errorf("floor echo: %w", err)
 		}
 		t0 := time.Now()
-		toks := sampler.RenderItems(nil, in.items)
+		toks := sim.RenderItems(nil, in.items)
 		tokDur := time.Since(t0)
 		s.FloorEchoMS, s.FloorTokenizeMS = ms(echoDur), ms(tokDur)
 		s.FloorMS = s.FloorEchoMS + s.FloorTokenizeMS

@@ -22,7 +22,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // childEnv makes the test binary act as a `tether serve` child for TestSpawn.
@@ -378,8 +378,8 @@ func TestSpawnFailure(t *testing.T) {
 // TestRealtime runs the sim in real time at the 4000 preset: the end-to-end time is measured.
 func TestRealtime(t *testing.T) {
 	// tether serve's sim sleeps (Realtime); server.New's default sim does not.
-	cfg := tiny(inProcess(t, server.Options{Model: sampler.NewSim(sampler.SimOptions{Realtime: true})}))
-	cfg.Realtime, cfg.RealtimeSpeed = true, sampler.Speed4000
+	cfg := tiny(inProcess(t, server.Options{Model: sim.NewSim(sim.SimOptions{Realtime: true})}))
+	cfg.Realtime, cfg.RealtimeSpeed = true, sim.Speed4000
 	cfg.Calls, cfg.WarmupCalls, cfg.StreamTokens, cfg.Concurrent = 1, -1, -1, -1
 	cfg.Transports = []string{WS, Append}
 	rep, err := Run(context.Background(), cfg)
@@ -389,7 +389,7 @@ func TestRealtime(t *testing.T) {
 	if rep.Mode != "realtime" || rep.RealtimeSpeed != "4000" {
 		t.Errorf("mode %q %q", rep.Mode, rep.RealtimeSpeed)
 	}
-	ttft := sampler.Speed4000.Cost().TTFT
+	ttft := sim.Speed4000.Cost().TTFT
 	for _, tr := range rep.Transports {
 		e, ok := tr.E2E["4000"]
 		if !ok || !e.Measured || len(tr.E2E) != 1 {
@@ -486,7 +486,7 @@ func TestToolOutput(t *testing.T) {
 		t.Error("rollouts share tool outputs")
 	}
 	// About 4 bytes a token, so 2 KiB outputs reach ~100k tokens in 200 calls.
-	n := len(sampler.RenderItems(nil, outputsFor(0, new(int), []call{{id: "call_1"}}, 2048).items))
+	n := len(sim.RenderItems(nil, outputsFor(0, new(int), []call{{id: "call_1"}}, 2048).items))
 	if n < 350 || n > 700 {
 		t.Errorf("a 2 KiB tool output renders to %d tokens", n)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // Transport names, in the order the bench runs and reports them.
@@ -22,7 +22,7 @@ const (
 var Transports = []string{HTTP, HTTPPrev, WS, Append}
 
 // Presets are the sim speed presets the end-to-end times are derived for.
-var Presets = []sampler.Speed{sampler.Speed65, sampler.Speed1000, sampler.Speed4000}
+var Presets = []sim.Speed{sim.Speed65, sim.Speed1000, sim.Speed4000}
 
 // Config is one bench run. The zero value of a field means its default (see Defaults).
 type Config struct {
@@ -51,7 +51,7 @@ type Config struct {
 	// Realtime runs the sim at RealtimeSpeed in real time (metadata sim.speed) instead of
 	// instant: overheads then include model time, and end-to-end times are measured.
 	Realtime      bool
-	RealtimeSpeed sampler.Speed
+	RealtimeSpeed sim.Speed
 
 	// StreamTokens is the answer length (metadata sim.answer_tokens) of the single-rollout
 	// events/s measurement; negative skips it, and so does 0 with Realtime.
@@ -115,8 +115,8 @@ func (c *Config) defaults() error {
 	if c.WarmupCalls == 0 {
 		c.WarmupCalls = DefaultWarmupCalls
 	}
-	if c.Realtime && c.RealtimeSpeed == sampler.SpeedInstant {
-		c.RealtimeSpeed = sampler.Speed1000
+	if c.Realtime && c.RealtimeSpeed == sim.SpeedInstant {
+		c.RealtimeSpeed = sim.Speed1000
 	}
 	if c.StreamTokens == 0 {
 		c.StreamTokens = DefaultStreamTokens

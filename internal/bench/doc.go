@@ -43,7 +43,7 @@
 //
 // The floor of a turn, measured in the same run right after the turn: the time to write the
 // turn's exact frame (or POST body) on a raw loopback WebSocket to an in-process echo server and
-// read all of it back, plus one tokenization (sampler.RenderItems) of the turn's new input.
+// read all of it back, plus one tokenization (sim.RenderItems) of the turn's new input.
 // Both parts are reported. A server cannot do a turn for less: the bytes must cross the socket
 // and the new input must be tokenized.
 //

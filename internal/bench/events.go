@@ -10,7 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/internal/peer"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // events measures streaming throughput: n append-shape connections each run one rollout whose
@@ -36,7 +36,7 @@ func (b *bencher) events(ctx context.Context, n, tokens int) (*EventsResult, err
 		conns[i] = c
 	}
 	frame := []byte(`{"type":"response.create","model":"sim","input":"Stream a long answer, please.","metadata":{"` +
-		sampler.MetaAnswerTokens + `":"` + strconv.Itoa(tokens) + `","` + sampler.MetaSpeed + `":"` + b.speed.String() + `"}}`)
+		sim.MetaAnswerTokens + `":"` + strconv.Itoa(tokens) + `","` + sim.MetaSpeed + `":"` + b.speed.String() + `"}}`)
 
 	var c0 time.Duration
 	if b.cpu {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // The workload: every transport runs the same rollouts. A rollout is one user message, a shell
@@ -23,8 +23,8 @@ var shellTool = json.RawMessage(`{"type":"function","name":"exec_command","descr
 
 // metadata returns the request metadata of a rollout with calls tool calls, at speed (the sim
 // reads sim.speed, so a server started at another preset still runs at the bench's).
-func metadata(calls int, speed sampler.Speed) map[string]string {
-	return map[string]string{sampler.MetaCalls: strconv.Itoa(calls), sampler.MetaSpeed: speed.String()}
+func metadata(calls int, speed sim.Speed) map[string]string {
+	return map[string]string{sim.MetaCalls: strconv.Itoa(calls), sim.MetaSpeed: speed.String()}
 }
 
 var words = strings.Fields(`the of and to in is for on with that as by this from at be are was it not or

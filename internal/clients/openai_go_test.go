@@ -14,7 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/tetherd/tether/internal/server"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // goClient is openai-go pointed at the fixture, with no retries.
@@ -273,7 +273,7 @@ func TestGoHTTPStreaming(t *testing.T) {
 // is a hot-path continuation, which is every Codex step after the first.
 func TestGoShutdownLetsResumedResponseFinish(t *testing.T) {
 	f := newFixture(t, fixtureOptions{logLevel: slog.LevelWarn, server: server.Options{
-		Model:         sampler.NewSim(sampler.SimOptions{Speed: sampler.Speed65, Realtime: true}), // TTFT 500ms
+		Model:         sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true}), // TTFT 500ms
 		ShutdownGrace: 20 * time.Second,
 	}})
 	ctx := testContext(t)

@@ -9,11 +9,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // slowModel streams in real time at the 65 tokens/s preset, so a test can act mid-stream.
 func slowModel() sampler.Model {
-	return sampler.NewSim(sampler.SimOptions{Speed: sampler.Speed65, Realtime: true})
+	return sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true})
 }
 
 func (s *Server) connCount() int {

@@ -38,6 +38,12 @@ func (s *Server) metricsHandler() http.Handler {
 	counter("tether_ws_bytes_sent_total", "WebSocket payload bytes sent to clients.", nil, func() float64 { return float64(m.Bytes.Load()) })
 	counter("tether_evictions_total", "Ended rollouts evicted from connection registries.", nil, func() float64 { return float64(m.Evictions.Load()) })
 	counter("tether_peers_dropped_total", "Connections dropped for a missed pong or a write timeout.", nil, func() float64 { return float64(m.PeersDropped.Load()) })
+	if a := s.adm; a != nil {
+		gauge("tether_sampling_max", "Server-wide bound on concurrent sampling steps (-max-sampling).", nil, func() float64 { return float64(a.Max()) })
+		gauge("tether_sampling_admitted", "Rollouts sampling under the server-wide admission gate.", nil, func() float64 { return float64(a.Running.Load()) })
+		gauge("tether_sampling_waiting", "Rollouts holding their connection's slot and waiting for the server-wide admission gate.", nil, func() float64 { return float64(a.Waiting.Load()) })
+		counter("tether_sampling_wait_seconds_total", "Time rollouts spent waiting for the server-wide admission gate.", nil, func() float64 { return float64(a.WaitNanos.Load()) / 1e9 })
+	}
 	if ms, ok := s.opts.Store.(*compat.MemoryStore); ok {
 		gauge("tether_store_responses", "Responses in the in-memory store.", nil, func() float64 { return float64(ms.Len()) })
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tetherd/tether/compat"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
 )
 
@@ -59,6 +60,10 @@ type Options struct {
 	MaxSuspended      int
 	MaxSuspendedTotal int64
 	MaxRolloutBytes   int64
+	// MaxSampling bounds the sampling steps running at once across all connections (a
+	// server-wide admission gate composed with each connection's FIFO; waiting shows in
+	// /metrics as tether_sampling_waiting). 0 means no bound.
+	MaxSampling int
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -73,6 +78,7 @@ type Server struct {
 	http     *compat.HTTP
 	counters compat.Counters
 	metrics  session.Metrics
+	adm      *session.Admission
 
 	mu       sync.Mutex // guards conns, open and shutdown
 	conns    map[*session.Conn]struct{}
@@ -87,7 +93,7 @@ func New(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	if opts.Model == nil {
-		opts.Model = sampler.NewSim(sampler.SimOptions{Speed: sampler.SpeedInstant})
+		opts.Model = sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant})
 	}
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = session.DefaultMaxFrame
@@ -95,7 +101,7 @@ func New(opts Options) *Server {
 	if opts.Store == nil {
 		opts.Store = compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
 	}
-	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{})}
+	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling)}
 	httpSession := s.sessionOptions("")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
@@ -277,6 +283,7 @@ func (s *Server) sessionOptions(owner string) session.Options {
 	o := s.opts
 	return session.Options{
 		Metrics:           &s.metrics,
+		Admission:         s.adm,
 		PingInterval:      o.PingInterval,
 		WriteTimeout:      o.WriteTimeout,
 		MaxSuspended:      o.MaxSuspended,

@@ -1,4 +1,4 @@
-package sampler
+package sim
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
 )
 
 // Context is a rollout's context: the items the model sees, in order, and their rendering into
@@ -27,7 +28,7 @@ type Context struct {
 
 // NewContext returns a Context holding the render of settings.Instructions (a "system" item)
 // when they are not empty, and no items.
-func NewContext(settings *Settings) *Context {
+func NewContext(settings *sampler.Settings) *Context {
 	c := &Context{calls: make(map[string]struct{})}
 	if settings != nil && settings.Instructions != "" {
 		c.tokens = renderText(c.tokens, protocol.RoleSystem, settings.Instructions)
@@ -92,7 +93,7 @@ func (c *Context) Rendered() int { return c.rendered }
 // RenderItems returns the full render of a context: the instructions of settings (if any) as a
 // "system" item, then each item's render, concatenated (architecture §5). It is what a
 // Context's Tokens hold after Append(items...), and what the cold path pays for.
-func RenderItems(settings *Settings, items []protocol.Item) []uint32 {
+func RenderItems(settings *sampler.Settings, items []protocol.Item) []uint32 {
 	c := NewContext(settings)
 	c.Append(items...)
 	return c.tokens

@@ -1,4 +1,4 @@
-package sampler
+package sim
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
 )
 
 // Speed is a sim speed preset: its decode rate in tokens per second, 0 for instant
@@ -110,7 +111,11 @@ type Sim struct {
 // NewSim returns the sim backend.
 func NewSim(opts SimOptions) *Sim { return &Sim{opts: opts} }
 
-var _ Model = (*Sim)(nil)
+var (
+	_ sampler.Model          = (*Sim)(nil)
+	_ sampler.RequestChecker = (*Sim)(nil)
+	_ sampler.Lister         = (*Sim)(nil)
+)
 
 // simParams are the sim's knobs, from metadata "sim.*" (see CheckMetadata).
 type simParams struct {
@@ -188,8 +193,21 @@ func CheckMetadata(md map[string]string) *protocol.Error {
 	return err
 }
 
-// Sample implements Model.
-func (s *Sim) Sample(ctx context.Context, req *Request, out Output) (StepResult, error) {
+// CheckRequest implements sampler.RequestChecker: the sim validates its "sim.*" metadata
+// keys (CheckMetadata).
+func (s *Sim) CheckRequest(p *protocol.CreateParams) *protocol.Error {
+	return CheckMetadata(p.Metadata)
+}
+
+// ModelIDs are the model ids the sim lists in GET /v1/models. It serves any model name: the
+// name is echoed, never interpreted.
+var ModelIDs = []string{"sim"}
+
+// Models implements sampler.Lister.
+func (s *Sim) Models(context.Context) ([]string, error) { return ModelIDs, nil }
+
+// sample runs one sampling step of req.
+func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sampler.StepResult, error) {
 	p, perr := parseParams(req.Settings.Metadata, s.opts.Speed)
 	if perr != nil {
 		p = simParams{calls: 1, parallel: 1, failStep: -1, speed: s.opts.Speed}
@@ -207,8 +225,9 @@ func (s *Sim) Sample(ctx context.Context, req *Request, out Output) (StepResult,
 	}
 	st.start = time.Now()
 	st.due = st.cost.TTFT + st.cost.prefill(prefill)
-	result := func() StepResult {
-		return StepResult{OutputTokens: st.generated, Incomplete: st.incomplete, ModelTime: st.cost.Duration(prefill, st.generated)}
+	result := func() sampler.StepResult {
+		return sampler.StepResult{InputTokens: req.Context.Len(), CachedTokens: req.Cached, OutputTokens: st.generated,
+			Incomplete: st.incomplete, ModelTime: st.cost.Duration(prefill, st.generated)}
 	}
 	if err := st.wait(); err != nil {
 		return result(), err
@@ -220,7 +239,7 @@ func (s *Sim) Sample(ctx context.Context, req *Request, out Output) (StepResult,
 	for i, t := range calls {
 		marker := "tether-call-" + strconv.Itoa(req.Context.Calls()+i+1)
 		args := synthArguments(t, marker, keyword(req.Context.LastUserText()))
-		if err := out.Call(t.Name); err != nil {
+		if err := out.Call(t.Name, ""); err != nil {
 			return result(), err
 		}
 		if err := st.stream(t.Name, nil); err != nil || st.incomplete != "" {
@@ -238,7 +257,7 @@ func (s *Sim) Sample(ctx context.Context, req *Request, out Output) (StepResult,
 }
 
 // planCalls returns the tools to call in this step, in order; none means answer.
-func planCalls(req *Request, p *simParams) []*protocol.Tool {
+func planCalls(req *request, p *simParams) []*protocol.Tool {
 	set := req.Settings
 	var tools []*protocol.Tool
 	for i := range set.Tools {
@@ -402,7 +421,7 @@ func Fingerprint(tokens []uint32) string {
 // simStep streams one step's output on the cost model's clock.
 type simStep struct {
 	ctx        context.Context
-	out        Output
+	out        sampler.Output
 	cost       CostModel
 	realtime   bool
 	start      time.Time

@@ -1,4 +1,4 @@
-package sampler
+package sim
 
 import (
 	"slices"
@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tetherd/tether/protocol"
+	. "github.com/tetherd/tether/sampler"
 )
 
 func sampleItems() []protocol.Item {

@@ -1,4 +1,4 @@
-package sampler
+package sim
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/protocol"
+	. "github.com/tetherd/tether/sampler"
 )
 
 // sampleOnce runs the sim on a context and records what it streams.
@@ -17,7 +18,7 @@ type capture struct {
 }
 
 func (c *capture) Text(d string) error { c.text.WriteString(d); return nil }
-func (c *capture) Call(name string) error {
+func (c *capture) Call(name, _ string) error {
 	c.calls = append(c.calls, protocol.Item{Type: protocol.ItemFunctionCall, Name: name})
 	return nil
 }
@@ -31,10 +32,13 @@ func (c *capture) Arguments(d string) error {
 
 func sampleOnce(t *testing.T, set Settings, items ...protocol.Item) (*capture, StepResult) {
 	t.Helper()
-	c := NewContext(&set)
-	c.Append(items...)
+	ms, err := NewSim(SimOptions{}).Open(context.Background(), RolloutInfo{Settings: &set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
 	var out capture
-	res, err := NewSim(SimOptions{}).Sample(context.Background(), &Request{Settings: &set, Context: c}, &out)
+	res, err := ms.Sample(context.Background(), &Step{Input: items, Context: items}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +167,9 @@ func TestSimPadding(t *testing.T) {
 
 func TestSimFail(t *testing.T) {
 	set := Settings{Metadata: map[string]string{MetaFail: "step:0"}}
-	c := NewContext(&set)
-	_, err := NewSim(SimOptions{}).Sample(context.Background(), &Request{Settings: &set, Context: c}, &capture{})
+	ms, _ := NewSim(SimOptions{}).Open(context.Background(), RolloutInfo{Settings: &set})
+	defer ms.Close()
+	_, err := ms.Sample(context.Background(), &Step{}, &capture{})
 	if !errors.Is(err, ErrInjectedFailure) {
 		t.Fatalf("err %v", err)
 	}

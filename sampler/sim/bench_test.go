@@ -1,4 +1,4 @@
-package sampler
+package sim
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tetherd/tether/protocol"
+	. "github.com/tetherd/tether/sampler"
 )
 
 // discard is a Sink that drops events and reports suspensions on a channel.
@@ -56,7 +57,7 @@ func BenchmarkResume(b *testing.B) {
 			case e := <-sink.ended:
 				b.Fatalf("rollout ended: %s %s", e.Status, e.Reason)
 			}
-			tokens := s.Tokens
+			tokens := s.StepUsage.InputTokens
 			in := []protocol.Item{toolOutput("", "ok: 3 files changed")}
 			for b.Loop() {
 				in[0].CallID = s.PendingCallIDs[0]
@@ -93,21 +94,4 @@ func BenchmarkEventsPerSecond(b *testing.B) {
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")
-}
-
-// TestEmitterAllocs guards the hot path: streaming a delta into an open item reuses the
-// rollout's Event and allocates nothing beyond the text's amortised growth.
-func TestEmitterAllocs(t *testing.T) {
-	sink := &discard{}
-	r := &Rollout{cfg: Config{Sink: sink}, ctx: context.Background()}
-	r.emit.r = r
-	r.rng = newRNG()
-	r.emit.reset()
-	if err := r.emit.Text("start"); err != nil {
-		t.Fatal(err)
-	}
-	r.emit.text.Grow(1 << 20)
-	if n := testing.AllocsPerRun(1000, func() { _ = r.emit.Text(" word") }); n > 0 {
-		t.Fatalf("%v allocations per text delta", n)
-	}
 }

@@ -1,0 +1,95 @@
+// Package sim is Tether's default model backend: a deterministic simulation with no weights,
+// whose output is a pure function of the context's text and the settings (architecture §5).
+// It implements sampler.Model: each rollout gets a session that renders the rollout's items
+// into o200k_base tokens, appending only new items to a per-rollout token buffer, and reports
+// usage from that buffer: cached_tokens is what the session already held (the previous steps'
+// context and output, or a warm-up's prefill), so a hot continuation reports everything but
+// its new input as cached and a cold-path rebuild reports 0.
+//
+// Entry points: NewSim(SimOptions) is the backend; ParseSpeed, Speed.Cost and
+// CostModel.Duration give its timing; Fingerprint computes the context fingerprint its answers
+// end with; CheckMetadata validates its "sim.*" metadata (Sim.CheckRequest); NewContext /
+// Context.Append and RenderItems render items to tokens.
+//
+// # Rendering
+//
+// Each item is rendered on its own, so the render of a context is the concatenation of its
+// items' renders and a rollout's token buffer only ever appends:
+//
+//	[TokenStart, header tokens…, TokenSep, body tokens…, TokenEnd]
+//
+// The special tokens are inserted by this package, never encoded from text: TokenStart
+// (<|im_start|>) = 200264, TokenEnd (<|im_end|>) = 200265, TokenSep (<|im_sep|>) = 200266. The
+// header of a message is its role, of a function_call "assistant" (body: name, a space,
+// arguments), of a function_call_output "tool" (body: its output), of any other item its type
+// (body: the strings of its raw JSON under text-like keys). Non-empty instructions are rendered
+// first as a "system" item. Ids and call_ids are never rendered. Tool definitions are not
+// rendered.
+//
+// The tokenizer's split pattern is quadratic in the length of a whitespace run (128 KB of
+// " \n" took 6.6 s in one piece). Texts are therefore encoded in chunks: a chunk ends after
+// 64 bytes of a whitespace run, and at most 2048 bytes long (cut at the last word start, or at
+// a character boundary). The cut points depend on the text only, so rendering stays a pure
+// function of it; the 128 KB run now renders in tens of milliseconds
+// (BenchmarkRenderWhitespace, FuzzRender).
+//
+// # The sim model
+//
+// Sim is deterministic: its output is a pure function of the context's text and the settings
+// (never of ids). In each step it either calls tools or answers.
+//
+// Tool choice: only function tools are callable (never namespace, custom or hosted tools).
+// tool_choice "none" → never call; "required" or a named function → call in every step (a
+// named function that is not offered → answer); "auto" → call while the current user turn (the
+// items since the last user message) has had fewer than sim.calls tool-call steps. It calls
+// tool_choice's named function, else the function named by sim.tool, else the first shell-like
+// tool (named exec_command, shell, shell_command or local_shell, or with a required cmd or
+// command property), else the function tools in order, cycling for parallel calls. A step
+// makes sim.parallel calls (1 when parallel_tool_calls is false), and no more than
+// max_tool_calls allows: once the rollout has made max_tool_calls calls, it answers.
+//
+// Arguments fill the schema's required properties only, in the order of "required": a
+// shell-like tool's cmd/command gets "echo tether-call-N" (["echo","tether-call-N"] when
+// array-typed), N the call's number in the context (its function_call count + 1); otherwise
+// const or the first enum value, string → the last word of the last user text (or "tether"),
+// number/integer → 1, boolean → true, array → [], object → its required properties,
+// recursively; anyOf/oneOf take the first non-null option.
+//
+// The answer quotes every user text and tool output of the context, one line each (`user: "…"`,
+// `tool: "…"`, Go-quoted, cut to 64 characters plus "…"), then optional filler (sim.answer_tokens),
+// and ends with the context fingerprint, Fingerprint(Context.Tokens()):
+// "[ctx N tokens 0xHHHHHHHHHHHHHHHH]" (token count, FNV-64a of the token ids). It is streamed
+// in word-ish deltas (a delta ends before a token starting with a space or newline, or after 8
+// tokens). max_output_tokens is honoured per step: generation stops when the step has
+// generated that many tokens (StepResult.Incomplete = "max_output_tokens").
+//
+// Metadata keys (all optional; CheckMetadata rejects bad values with invalid_value, the sim
+// itself falls back to the defaults):
+//
+//	sim.calls          sequential tool-call steps per user turn (0…1048576, default 1)
+//	sim.parallel       calls per step (1…128, default 1; 1 when parallel_tool_calls is false)
+//	sim.tool           name of the function tool to call (ignored if not offered)
+//	sim.fail           "step:N" (or "N"): the rollout's sampling step N (from 0) fails → the
+//	                   rollout ends failed, error {code: server_error, message}
+//	sim.speed          speed preset for this request: instant, 65, 1000, 4000
+//	sim.answer_tokens  pad the answer with filler words to about this many tokens (0…1048576)
+//
+// Cost model (Speed.Cost): a step takes TTFT + (context tokens not cached) / prefill rate +
+// (generated tokens) / decode rate:
+//
+//	preset   TTFT    prefill tokens/s   decode tokens/s
+//	instant  0       free               free
+//	65       500ms   3,000              65
+//	1000     100ms   20,000             1,000
+//	4000     30ms    80,000             4,000
+//
+// With SimOptions.Realtime the sim sleeps on that clock (timers honouring ctx, so
+// testing/synctest drives it); otherwise it never sleeps and reports StepResult.ModelTime.
+//
+// # Caveats
+//
+//   - tool_choice "required" (or a named function) calls in every step, as the API does: an
+//     append-shape rollout then only ends by max_tool_calls, cancel or timeout.
+//   - Output tokens are the model's count; the context grows by the render of the model items
+//     (with their markers), which is what the next step counts as cached.
+package sim

@@ -9,9 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
 )
 
@@ -37,6 +40,10 @@ type serveConfig struct {
 	maxRollout     byteSize
 	logLevel       string
 	maxSampling    int
+	backend        string
+	upstream       string
+	upstreamKey    string
+	upstreamTO     time.Duration
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -62,6 +69,10 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.IntVar(&c.maxSampling, "max-sampling", 0, "sampling steps running at once across all connections (0 = no bound)")
+	fs.StringVar(&c.backend, "backend", "sim", "model backend: sim, chat (an OpenAI-compatible Chat Completions engine) or responses (an upstream Responses API over WebSocket)")
+	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
+	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
+	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
 	return c
 }
 
@@ -91,8 +102,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if grace <= 0 {
 		grace = -1 // session: no grace
 	}
+	model, err := newModel(cfg, speed, log)
+	if err != nil {
+		return err
+	}
 	srv := server.New(server.Options{
-		Model:             sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true}),
+		Model:             model,
 		MaxFrame:          int64(cfg.maxFrame),
 		MaxConnectionAge:  cfg.maxAge,
 		SuspendTimeout:    cfg.suspendTimeout,
@@ -141,4 +156,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newModel returns the backend that -backend names.
+func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Model, error) {
+	if cfg.backend != "sim" && cfg.upstream == "" {
+		return nil, fmt.Errorf("-backend %s needs -upstream URL", cfg.backend)
+	}
+	switch cfg.backend {
+	case "sim":
+		return sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true}), nil
+	}
+	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
+}
+
+// upstreamKey reads the upstream API key file of -upstream-api-key-file ("" when unset).
+func upstreamKey(cfg *serveConfig) (string, error) {
+	if cfg.upstreamKey == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(cfg.upstreamKey)
+	if err != nil {
+		return "", fmt.Errorf("-upstream-api-key-file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }

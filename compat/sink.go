@@ -105,6 +105,22 @@ func (s *rolloutSink) begin() {
 	}
 }
 
+// KeepAlive implements sampler.KeepAliver. A hot-path segment that has sent nothing yet (its
+// lifecycle events wait for its first output event) begins now: response.created and
+// response.in_progress; otherwise a repeated response.in_progress of the segment being
+// sampled, with its next sequence_number. A warm-up sends nothing; a JSON POST's emitter
+// keeps only the terminal Response.
+func (s *rolloutSink) KeepAlive() bool {
+	if !s.take() || s.cur.warmup {
+		return false
+	}
+	if !s.begun {
+		s.begin()
+		return true
+	}
+	return s.send(&protocol.Event{Type: protocol.EventInProgress, Response: &s.cur.resp}) == nil
+}
+
 func (s *rolloutSink) Started() {
 	if s.take() {
 		s.begin()

@@ -261,6 +261,12 @@ func (s *appendSink) Started() {
 
 func (s *appendSink) Event(ev *protocol.Event) error { return s.emit(ev) }
 
+// KeepAlive implements sampler.KeepAliver: a repeated response.in_progress with the next
+// sequence_number (docs/append-protocol.md, keepalive).
+func (s *appendSink) KeepAlive() bool {
+	return s.started && s.emit(&protocol.Event{Type: protocol.EventInProgress, Response: &s.resp}) == nil
+}
+
 func (s *appendSink) Suspended(sp sampler.Suspension) {
 	usage := sp.Usage
 	output := sp.Output

@@ -23,6 +23,7 @@ const (
 	DefaultCacheBytes     = 64 << 20
 	DefaultShutdownGrace  = 30 * time.Second
 	DefaultWriteTimeout   = 30 * time.Second
+	DefaultKeepAlive      = 5 * time.Second
 )
 
 // Options configures a connection. The zero value works: each field's default is given.
@@ -74,6 +75,12 @@ type Options struct {
 	// Metrics. Over either, a create is answered rollout_limit_reached (429). 0 means no limit.
 	MaxSuspended      int
 	MaxSuspendedTotal int64
+	// KeepAlive is the longest silence a client sees while a response samples: after it, the
+	// sampling response gets an application-level keepalive frame (a repeated
+	// response.in_progress, see docs/append-protocol.md §keepalive), because real clients
+	// (the Codex CLI's stream_idle_timeout) and proxies count only messages, not protocol
+	// pings. 0 means DefaultKeepAlive (5 seconds); negative means none.
+	KeepAlive time.Duration
 	// Admission, shared by a server's connections, bounds the sampling steps running at once
 	// across all of them (-max-sampling). Nil means no bound.
 	Admission *Admission
@@ -112,6 +119,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.WriteTimeout == 0 {
 		r.WriteTimeout = DefaultWriteTimeout
+	}
+	if r.KeepAlive == 0 {
+		r.KeepAlive = DefaultKeepAlive
 	}
 	return r
 }
@@ -170,6 +180,10 @@ func NewConn(tr Transport, opts Options) *Conn {
 	if o.WriteTimeout > 0 {
 		c.rollouts.Add(1)
 		go c.writeWatchdog(o.WriteTimeout)
+	}
+	if o.KeepAlive > 0 {
+		c.rollouts.Add(1)
+		go c.keepAlive(o.KeepAlive)
 	}
 	if p, ok := tr.(Pinger); ok && o.PingInterval > 0 {
 		c.rollouts.Add(1)

@@ -347,6 +347,12 @@ type coreSink struct {
 	inner sampler.Sink
 }
 
+// KeepAlive implements sampler.KeepAliver by asking the shape's sink.
+func (s *coreSink) KeepAlive() bool {
+	k, ok := s.inner.(sampler.KeepAliver)
+	return ok && k.KeepAlive()
+}
+
 func (s *coreSink) Started() {
 	s.c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSampling)

@@ -40,6 +40,7 @@ type serveConfig struct {
 	maxRollout     byteSize
 	logLevel       string
 	maxSampling    int
+	keepAlive      time.Duration
 	backend        string
 	upstream       string
 	upstreamKey    string
@@ -69,6 +70,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.IntVar(&c.maxSampling, "max-sampling", 0, "sampling steps running at once across all connections (0 = no bound)")
+	fs.DurationVar(&c.keepAlive, "keepalive", 5*time.Second, "longest silence while a response samples before a keepalive response.in_progress is sent (negative = none)")
 	fs.StringVar(&c.backend, "backend", "sim", "model backend: sim, chat (an OpenAI-compatible Chat Completions engine) or responses (an upstream Responses API over WebSocket)")
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
@@ -126,6 +128,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxSuspendedTotal: cfg.maxSuspTotal,
 		MaxRolloutBytes:   int64(cfg.maxRollout),
 		MaxSampling:       cfg.maxSampling,
+		KeepAlive:         cfg.keepAlive,
 		Logger:            log,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)

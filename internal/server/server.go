@@ -60,6 +60,10 @@ type Options struct {
 	MaxSuspended      int
 	MaxSuspendedTotal int64
 	MaxRolloutBytes   int64
+	// KeepAlive is the longest silence a client sees while its response samples before a
+	// keepalive frame (a repeated response.in_progress) is sent, on WebSocket and SSE; see
+	// session.Options.KeepAlive. 0 means 5 seconds; negative means none.
+	KeepAlive time.Duration
 	// MaxSampling bounds the sampling steps running at once across all connections (a
 	// server-wide admission gate composed with each connection's FIFO; waiting shows in
 	// /metrics as tether_sampling_waiting). 0 means no bound.
@@ -284,6 +288,7 @@ func (s *Server) sessionOptions(owner string) session.Options {
 	return session.Options{
 		Metrics:           &s.metrics,
 		Admission:         s.adm,
+		KeepAlive:         o.KeepAlive,
 		PingInterval:      o.PingInterval,
 		WriteTimeout:      o.WriteTimeout,
 		MaxSuspended:      o.MaxSuspended,

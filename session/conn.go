@@ -154,6 +154,8 @@ type Conn struct {
 
 	wmu        sync.Mutex   // serialises Write, so that writeStart times the one write in progress
 	writeStart atomic.Int64 // unix nanoseconds when the write in progress began; 0 when none
+
+	framesSent, bytesSent atomic.Int64 // not yet added to Options.Metrics (flushCounts)
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
@@ -177,13 +179,9 @@ func NewConn(tr Transport, opts Options) *Conn {
 		c.rollouts.Add(1)
 		go c.ageLimit(o.MaxAge)
 	}
-	if o.WriteTimeout > 0 {
+	if o.WriteTimeout > 0 || o.KeepAlive > 0 {
 		c.rollouts.Add(1)
-		go c.writeWatchdog(o.WriteTimeout)
-	}
-	if o.KeepAlive > 0 {
-		c.rollouts.Add(1)
-		go c.keepAlive(o.KeepAlive)
+		go c.watchdog(o.WriteTimeout, o.KeepAlive)
 	}
 	if p, ok := tr.(Pinger); ok && o.PingInterval > 0 {
 		c.rollouts.Add(1)
@@ -218,21 +216,32 @@ func (c *Conn) pinger(p Pinger, interval time.Duration) {
 	}
 }
 
-// writeWatchdog drops the peer when one write has been in progress longer than timeout: a
-// client that stops reading fills the socket buffers and would otherwise pin the writing
-// rollout, and the memory it holds, for ever. It checks every timeout/4.
-func (c *Conn) writeWatchdog(timeout time.Duration) {
+// watchdog is the connection's one timer goroutine. It drops the peer when one write has been
+// in progress longer than writeTimeout (a client that stops reading fills the socket buffers
+// and would otherwise pin the writing rollout, and the memory it holds, for ever), and sends
+// keepalives (keepAlive). It checks every quarter of the shorter of the two.
+func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 	defer c.rollouts.Done()
-	t := time.NewTicker(max(timeout/4, time.Millisecond))
+	tick := time.Duration(1<<63 - 1)
+	for _, d := range []time.Duration{writeTimeout, keepAlive} {
+		if d > 0 {
+			tick = min(tick, max(d/4, time.Millisecond))
+		}
+	}
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case now := <-t.C:
-			if start := c.writeStart.Load(); start != 0 && now.Sub(time.Unix(0, start)) > timeout {
+			c.flushCounts()
+			if start := c.writeStart.Load(); writeTimeout > 0 && start != 0 && now.Sub(time.Unix(0, start)) > writeTimeout {
 				c.dropPeer("write timeout: the client is not reading")
 				return
+			}
+			if keepAlive > 0 {
+				c.keepAlive(now, keepAlive)
 			}
 		}
 	}
@@ -281,11 +290,26 @@ func (c *Conn) Write(frame []byte) error {
 	if err != nil {
 		return err
 	}
-	if m := c.opts.Metrics; m != nil {
-		m.Frames.Add(1)
-		m.Bytes.Add(int64(len(frame)))
+	c.bytesSent.Add(int64(len(frame)))
+	if c.framesSent.Add(1) >= flushFrames {
+		c.flushCounts()
 	}
 	return nil
+}
+
+// flushFrames is how many frames a connection counts on its own before adding them to the
+// server's Metrics: a counter shared by every connection, written on every frame, would make
+// the cores contend for its cache line.
+const flushFrames = 64
+
+// flushCounts adds the frames and bytes counted since the last flush to Options.Metrics (on
+// every flushFrames-th frame, at every watchdog tick and at Close).
+func (c *Conn) flushCounts() {
+	f, b := c.framesSent.Swap(0), c.bytesSent.Swap(0)
+	if m := c.opts.Metrics; m != nil && f|b != 0 {
+		m.Frames.Add(f)
+		m.Bytes.Add(b)
+	}
 }
 
 // WriteError sends the error envelope of architecture §8.
@@ -307,6 +331,7 @@ func (c *Conn) Close() {
 	}
 	c.cancel()
 	c.rollouts.Wait()
+	c.flushCounts()
 	c.mu.Lock()
 	c.reg = nil
 	c.mu.Unlock()

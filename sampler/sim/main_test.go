@@ -15,6 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	countEncodes = true
 	codec() // load the vocabulary outside any synctest bubble
 	appendEncoded(nil, "warm up")
 	goleak.VerifyTestMain(m)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,6 +56,3 @@ func stripProxy(t *testing.T, base string) (string, *atomic.Int64) {
 	t.Cleanup(hs.Close)
 	return hs.URL, &n
 }
-
-var _ = os.Getenv
-var _ http.Handler

@@ -46,6 +46,7 @@ type Rollout struct {
 	susp       *Suspension
 	history    []json.RawMessage // the rollout's context, for a replay
 	cur        []Item            // append shape: the current Response's output up to its last suspension
+	cancelling bool              // a response.cancel was sent; the terminal event is due
 	ended      bool              // r.id names a Response that has ended on the server (stored if store)
 	prior      []Item            // the output of the rollout's ended Responses (segments)
 	priorUsage Usage             // their usage
@@ -115,7 +116,7 @@ func (r *Rollout) ID() string {
 func (r *Rollout) Suspension() *Suspension {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state != stSuspended && r.state != stDetached {
+	if (r.state != stSuspended && r.state != stDetached) || r.cancelling {
 		return nil
 	}
 	return r.susp
@@ -167,7 +168,7 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 			r.mu.Unlock()
 			return res, true
 		}
-		idle := r.state == stSuspended || r.state == stDetached || r.state == stEnded
+		idle := (r.state == stSuspended && !r.cancelling) || r.state == stDetached || r.state == stEnded
 		r.mu.Unlock()
 		if idle {
 			return result{}, false
@@ -204,7 +205,7 @@ func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.Ra
 	switch {
 	case r.state == stEnded:
 		return nil, ErrEnded
-	case r.state != stSuspended && r.state != stDetached:
+	case (r.state != stSuspended && r.state != stDetached) || r.cancelling:
 		return nil, ErrNotSuspended
 	}
 	prevState, prevLink, n := r.state, r.link, len(r.history)
@@ -244,7 +245,7 @@ func (r *Rollout) Cancel(ctx context.Context) error {
 		return nil
 	}
 	r.mu.Unlock()
-	q := &request{kind: reqCancel, r: r, undo: func() {}}
+	q := &request{kind: reqCancel, r: r, undo: func() { r.cancelling = false }}
 	q.apply = func(l *link) ([]byte, error) {
 		switch {
 		case r.state == stEnded:
@@ -256,6 +257,7 @@ func (r *Rollout) Cancel(ctx context.Context) error {
 		case l.shape == ShapePublic:
 			return nil, ErrCancelUnsupported
 		}
+		r.cancelling = true
 		id, _ := json.Marshal(r.id)
 		return frame("response.cancel", map[string]json.RawMessage{"response_id": id})
 	}

@@ -108,7 +108,7 @@ func (r *Rollout) absorb(output []Item, u Usage) {
 
 // end queues ev as the rollout's last event, with the final Response.
 func (r *Rollout) end(ev Event, final *Response) {
-	r.state, r.final, r.susp = stEnded, final, nil
+	r.state, r.final, r.susp, r.cancelling = stEnded, final, nil, false
 	ev.Final = final
 	r.push(ev, nil)
 }
@@ -125,6 +125,8 @@ func (r *Rollout) endLocally(reason string) {
 func (r *Rollout) linkEnded(reconnect bool, cause error) {
 	switch {
 	case r.state == stEnded || r.state == stDetached:
+	case r.state == stSuspended && r.cancelling:
+		r.endLocally("cancelled")
 	case r.state == stSuspended && reconnect:
 		// No terminal event: the Response was not stored, so a continuation replays.
 		r.prior, r.priorUsage = append(r.prior, r.cur...), r.priorUsage.add(r.usage)

@@ -48,6 +48,9 @@ type Options struct {
 	NoReconnect bool
 	// ReadLimit is the largest server frame in bytes; 0 means no limit.
 	ReadLimit int64
+	// Trace, if set, sees every frame: sent (true) on the sending goroutine before the write,
+	// received (false) on the connection's reader goroutine. It must not block, nor keep frame.
+	Trace func(sent bool, frame []byte)
 }
 
 // Conn is a client connection to one server URL. It holds one WebSocket at a time and dials a
@@ -203,7 +206,7 @@ func (c *Conn) dial(ctx context.Context) (*link, error) {
 	if !c.opts.PublicShape && hasToken(resp.Header.Values("OpenAI-Beta"), AppendBeta) {
 		shape = ShapeAppend
 	}
-	l := newLink(ws, shape, !c.opts.NoReconnect)
+	l := newLink(ws, shape, !c.opts.NoReconnect, c.opts.Trace)
 	go l.read()
 	return l, nil
 }

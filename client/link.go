@@ -41,7 +41,8 @@ type link struct {
 	ws        *websocket.Conn
 	shape     Shape
 	reconnect bool
-	done      chan struct{} // closed when the reader has exited
+	trace     func(sent bool, frame []byte) // Options.Trace, or nil
+	done      chan struct{}                 // closed when the reader has exited
 
 	wmu sync.Mutex // serializes register-and-write, so that pending is in wire order
 
@@ -55,8 +56,8 @@ type link struct {
 	closing bool                  // Conn.Close closes this link
 }
 
-func newLink(ws *websocket.Conn, shape Shape, reconnect bool) *link {
-	return &link{ws: ws, shape: shape, reconnect: reconnect, done: make(chan struct{}),
+func newLink(ws *websocket.Conn, shape Shape, reconnect bool, trace func(bool, []byte)) *link {
+	return &link{ws: ws, shape: shape, reconnect: reconnect, trace: trace, done: make(chan struct{}),
 		byID: map[string]*Rollout{}, all: map[*Rollout]struct{}{}}
 }
 
@@ -94,6 +95,9 @@ func (l *link) send(ctx context.Context, q *request) error {
 	l.pending = append(l.pending, q)
 	l.all[q.r] = struct{}{}
 	l.mu.Unlock()
+	if l.trace != nil {
+		l.trace(true, frame)
+	}
 	if err := l.ws.Write(ctx, websocket.MessageText, frame); err != nil {
 		return fmt.Errorf("client: write: %w", err)
 	}
@@ -111,6 +115,9 @@ func (l *link) read() {
 		}
 		if typ != websocket.MessageText {
 			continue
+		}
+		if l.trace != nil {
+			l.trace(false, data)
 		}
 		l.mu.Lock()
 		l.handle(data)

@@ -147,7 +147,8 @@ type Usage struct {
 
 // InputTokensDetails splits Usage.InputTokens.
 type InputTokensDetails struct {
-	CachedTokens int `json:"cached_tokens"` // context tokens the server did not render or prefill again
+	CachedTokens     int `json:"cached_tokens"`      // context tokens the server did not render or prefill again
+	CacheWriteTokens int `json:"cache_write_tokens"` // Tether reports 0
 }
 
 // OutputTokensDetails splits Usage.OutputTokens.
@@ -158,6 +159,7 @@ type OutputTokensDetails struct {
 func (u Usage) add(v Usage) Usage {
 	u.InputTokens += v.InputTokens
 	u.InputTokensDetails.CachedTokens += v.InputTokensDetails.CachedTokens
+	u.InputTokensDetails.CacheWriteTokens += v.InputTokensDetails.CacheWriteTokens
 	u.OutputTokens += v.OutputTokens
 	u.OutputTokensDetails.ReasoningTokens += v.OutputTokensDetails.ReasoningTokens
 	u.TotalTokens += v.TotalTokens

@@ -66,7 +66,7 @@ func (r *Rollout) suspend(ev Event, pending []string, output []Item) {
 	r.push(ev, nil)
 }
 
-// terminal handles a terminal event; it reports whether the rollout ended (rather than
+// terminal handles a terminal event (l.mu is held too); it reports whether the rollout ended (rather than
 // suspending at a public-shape segment's end, or detaching for a reconnect).
 func (r *Rollout) terminal(l *link, ev Event) bool {
 	resp := ev.Response
@@ -83,6 +83,7 @@ func (r *Rollout) terminal(l *link, ev Event) bool {
 		(reason == "connection_limit" || reason == "server_shutdown"):
 		r.absorb(resp.Output, u)
 		r.state = stDetached
+		l.away = true // the server drains this WebSocket: the next request goes to a new one
 		return false
 	case l.shape == ShapePublic && resp.Status == "completed":
 		if calls := functionCalls(resp.Output); len(calls) > 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -170,7 +171,7 @@ func (c *Conn) current(ctx context.Context) (*link, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.old = append(c.old, c.link)
+	c.old = append(slices.DeleteFunc(c.old, (*link).exited), c.link)
 	c.link = l
 	return l, nil
 }

@@ -68,6 +68,16 @@ func (l *link) status() (gone bool, err error) {
 	return l.err != nil || l.away, l.err
 }
 
+// exited reports whether the link's reader has exited.
+func (l *link) exited() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // goingAway reports whether the server ended the link in a way that allows a reconnect.
 func (l *link) goingAway() bool {
 	l.mu.Lock()

@@ -2,12 +2,14 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tetherd/tether/client"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
 )
 
 // TestReconnectAtAgeLimit: the server's connection-age limit ends the WebSocket while the
@@ -54,5 +56,71 @@ func TestReconnectAtAgeLimit(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestShutdownWhileSuspended: at server shutdown a suspended rollout stays suspended on the
+// client; the Append that would continue it on a new connection gets the server's refusal as a
+// *client.Error, and the rollout is still suspended.
+func TestShutdownWhileSuspended(t *testing.T) {
+	srv, base := servertest.Start(t, server.Options{})
+	c := dial(t, base+"/v1", nil)
+	ctx := ctxT(t)
+	r, err := c.Start(ctx, twoCalls("shut down"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range r.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := r.Suspension()
+	if s == nil {
+		t.Fatal("not suspended")
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-c.LinkDone()
+	err = r.Append(ctx, s.Calls[0].Output("too late"))
+	if e, ok := client.AsError(err); !ok || e.Status != 503 || e.Code != "server_shutting_down" {
+		t.Fatalf("append after shutdown: %v, want the 503 server_shutting_down refusal", err)
+	}
+	if r.Suspension() == nil {
+		t.Error("the rollout is no longer suspended")
+	}
+}
+
+// TestClose: after Close, Start fails with ErrClosed, and a suspended rollout's Append too.
+func TestClose(t *testing.T) {
+	_, base := servertest.Start(t, server.Options{})
+	c := dial(t, base+"/v1", nil)
+	ctx := ctxT(t)
+	r, err := c.Start(ctx, twoCalls("close"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range r.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := r.Suspension()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, twoCalls("again")); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Start after Close: %v, want ErrClosed", err)
+	}
+	var got error
+	for _, err := range r.Events(ctx) {
+		got = err
+	}
+	if !errors.Is(got, client.ErrClosed) {
+		t.Errorf("Events of a suspended rollout after Close: %v, want ErrClosed", got)
+	}
+	if err := r.Append(ctx, s.Calls[0].Output("x")); !errors.Is(err, client.ErrClosed) && !errors.Is(err, client.ErrEnded) {
+		t.Errorf("Append after Close: %v", err)
 	}
 }

@@ -157,13 +157,13 @@ func (l *link) exit(err error) {
 	l.all, l.pending, l.holder = nil, nil, nil
 }
 
-// handle routes one server event. l.mu is held.
+// handle routes one server event; raw is not reused by the reader (ws.Read returns a new
+// slice), so events keep it. l.mu is held.
 func (l *link) handle(raw []byte) {
 	var w wireEvent
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return // not an event of this protocol; nothing to route it to
 	}
-	raw = append([]byte(nil), raw...)
 	switch {
 	case w.Type == "error":
 		l.onError(w.apiError())

@@ -34,7 +34,8 @@
 //
 // The package has its own small wire types ([Item], [Response], [Usage], [Event]) and imports
 // nothing of the server: it is a standalone client that can be copied into other modules.
-// Every type keeps the JSON it was decoded from in Raw, for members the types do not name.
+// [Item], [Response] and [Event] keep the JSON they were decoded from in Raw, for members the
+// types do not name.
 //
 // # Routing
 //

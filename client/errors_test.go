@@ -137,3 +137,51 @@ func TestDialErrors(t *testing.T) {
 		t.Error("dial ftp://: no error")
 	}
 }
+
+// TestErrorWhileAnotherSamples: rollout A's bad append is rejected while rollout B samples on
+// the same connection; the error reaches A only, and both then complete.
+func TestErrorWhileAnotherSamples(t *testing.T) {
+	shapes(t, server.Options{}, func(t *testing.T, c *client.Conn) {
+		ctx := ctxT(t)
+		a, err := c.Start(ctx, parallelCalls("rollout a", "1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range a.Events(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		slow := client.CreateRequest{Model: "sim", Input: []client.Item{client.UserMessage("rollout b")},
+			Metadata: map[string]string{"sim.speed": "4000", "sim.answer_tokens": "400"}}
+		b, err := c.Start(ctx, slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bEvents := 0
+		for ev, err := range b.Events(ctx) {
+			if err != nil {
+				t.Fatalf("b: %v", err)
+			}
+			if bEvents++; ev.Type == "response.output_text.delta" && bEvents == 5 {
+				// b samples now: a's bad append is answered between b's events.
+				if err := a.Append(ctx, client.Call{CallID: "call_nope"}.Output("x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if resp := b.Response(); resp == nil || resp.Status != "completed" {
+			t.Fatalf("b: final %+v", resp)
+		}
+		var aErr error
+		for _, err := range a.Events(ctx) {
+			aErr = err
+		}
+		if _, ok := client.AsError(aErr); !ok || a.Suspension() == nil {
+			t.Fatalf("a: Events error %v, suspension %v; want a *client.Error and still suspended", aErr, a.Suspension())
+		}
+		if _, err := a.Run(ctx, client.RunOptions{}); err != nil {
+			t.Fatalf("a: Append after the rejection: %v", err)
+		}
+	})
+}

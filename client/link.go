@@ -44,7 +44,8 @@ type link struct {
 	trace     func(sent bool, frame []byte) // Options.Trace, or nil
 	done      chan struct{}                 // closed when the reader has exited
 
-	wmu sync.Mutex // serializes register-and-write, so that pending is in wire order
+	wsem chan struct{} // a one-slot semaphore held while registering and writing a request, so
+	// that pending is in wire order; a channel, so that a waiting sender honours its ctx
 
 	mu      sync.Mutex // guards the fields below
 	byID    map[string]*Rollout
@@ -58,6 +59,7 @@ type link struct {
 
 func newLink(ws *websocket.Conn, shape Shape, reconnect bool, trace func(bool, []byte)) *link {
 	return &link{ws: ws, shape: shape, reconnect: reconnect, trace: trace, done: make(chan struct{}),
+		wsem: make(chan struct{}, 1),
 		byID: map[string]*Rollout{}, all: map[*Rollout]struct{}{}}
 }
 
@@ -88,8 +90,12 @@ func (l *link) goingAway() bool {
 // send applies q and writes its frame. It returns errLinkGone, with nothing changed, when the
 // link has ended; a write error ends the link, and the reader's exit ends the rollout.
 func (l *link) send(ctx context.Context, q *request) error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	select {
+	case l.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-l.wsem }()
 	l.mu.Lock()
 	if l.err != nil || l.away {
 		l.mu.Unlock()

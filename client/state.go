@@ -66,8 +66,8 @@ func (r *Rollout) suspend(ev Event, pending []string, output []Item) {
 	r.push(ev, nil)
 }
 
-// terminal handles a terminal event (l.mu is held too); it reports whether the rollout ended (rather than
-// suspending at a public-shape segment's end, or detaching for a reconnect).
+// terminal handles a terminal event (l.mu is held too). It reports whether the rollout ended,
+// rather than suspending at a public-shape segment's end or detaching for a reconnect.
 func (r *Rollout) terminal(l *link, ev Event) bool {
 	resp := ev.Response
 	var u Usage
@@ -79,7 +79,7 @@ func (r *Rollout) terminal(l *link, ev Event) bool {
 		reason = resp.IncompleteDetails.Reason
 	}
 	switch {
-	case l.shape == ShapeAppend && r.state == stSuspended && l.reconnect &&
+	case l.shape == ShapeAppend && r.state == stSuspended && !r.cancelling && l.reconnect &&
 		(reason == "connection_limit" || reason == "server_shutdown"):
 		r.absorb(resp.Output, u)
 		r.state = stDetached

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -125,3 +126,24 @@ func TestPublicFallback(t *testing.T) {
 }
 
 var errBoom = errors.New("boom")
+
+// TestDialOptions: PublicShape skips the opt-in; extra OpenAI-Beta tokens keep it; the server
+// sees the headers.
+func TestDialOptions(t *testing.T) {
+	srv, base := servertest.Start(t, server.Options{})
+	pub := dial(t, base+"/v1", &client.Options{PublicShape: true})
+	if pub.Shape() != client.ShapePublic {
+		t.Fatalf("PublicShape: shape %s", pub.Shape())
+	}
+	if _, err := pub.Run(ctxT(t), twoCalls("public"), client.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if hot := srv.Counters().Hot.Load(); hot != 2 {
+		t.Errorf("hot-path continuations %d, want 2", hot)
+	}
+	h := http.Header{"Openai-Beta": {"responses_websockets=2026-02-06"}}
+	app := dial(t, strings.Replace(base, "http://", "ws://", 1)+"/v1/responses", &client.Options{Header: h, DialTimeout: 5 * time.Second})
+	if app.Shape() != client.ShapeAppend {
+		t.Fatalf("with another OpenAI-Beta token: shape %s, want append", app.Shape())
+	}
+}

@@ -124,3 +124,38 @@ func TestClose(t *testing.T) {
 		t.Errorf("Append after Close: %v", err)
 	}
 }
+
+// TestNoReconnect: with NoReconnect, a rollout suspended at the age limit ends with the
+// server's response.incomplete (reason connection_limit), and Append reports ErrEnded.
+func TestNoReconnect(t *testing.T) {
+	_, base := servertest.Start(t, server.Options{MaxConnectionAge: 500 * time.Millisecond})
+	c := dial(t, base+"/v1", &client.Options{NoReconnect: true})
+	ctx := ctxT(t)
+	r, err := c.Start(ctx, twoCalls("no reconnect"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range r.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := r.Suspension()
+	<-c.LinkDone()
+	var last client.Event
+	for ev, err := range r.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	if last.Final == nil || last.Final.Status != "incomplete" || last.Final.IncompleteDetails.Reason != "connection_limit" {
+		t.Fatalf("last event %+v, want the final incomplete with reason connection_limit", last)
+	}
+	if err := r.Append(ctx, s.Calls[0].Output("x")); !errors.Is(err, client.ErrEnded) {
+		t.Errorf("Append: %v, want ErrEnded", err)
+	}
+	if _, err := c.Start(ctx, twoCalls("again")); !errors.Is(err, client.ErrConnectionLost) {
+		t.Errorf("Start on the ended connection: %v, want ErrConnectionLost", err)
+	}
+}

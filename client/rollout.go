@@ -195,18 +195,32 @@ func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 	for i, it := range items {
 		raws[i], _ = json.Marshal(it)
 	}
+	r.mu.Lock()
+	err = r.appendable()
+	r.mu.Unlock()
+	if err != nil {
+		return err // before any dial
+	}
 	q := &request{r: r}
 	q.apply = func(l *link) ([]byte, error) { return r.applyAppend(l, q, input, raws) }
 	return r.c.sendRetry(ctx, q)
 }
 
-// applyAppend builds the frame that continues the rollout on l and moves it to the queue.
-func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.RawMessage) ([]byte, error) {
+// appendable reports why the rollout cannot take an append now, or nil. r.mu is held.
+func (r *Rollout) appendable() error {
 	switch {
 	case r.state == stEnded:
-		return nil, ErrEnded
+		return ErrEnded
 	case (r.state != stSuspended && r.state != stDetached) || r.cancelling:
-		return nil, ErrNotSuspended
+		return ErrNotSuspended
+	}
+	return nil
+}
+
+// applyAppend builds the frame that continues the rollout on l and moves it to the queue.
+func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.RawMessage) ([]byte, error) {
+	if err := r.appendable(); err != nil {
+		return nil, err
 	}
 	prevState, prevLink, n := r.state, r.link, len(r.history)
 	q.undo = func() { r.state, r.link, r.history = prevState, prevLink, r.history[:n] }
@@ -239,6 +253,10 @@ func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.Ra
 // ErrCancelUnsupported for a sampling public-shape rollout.
 func (r *Rollout) Cancel(ctx context.Context) error {
 	r.mu.Lock()
+	if r.state == stEnded {
+		r.mu.Unlock()
+		return ErrEnded
+	}
 	if r.state == stDetached || (r.state == stSuspended && r.link.shape == ShapePublic) {
 		r.endLocally("cancelled")
 		r.mu.Unlock()

@@ -28,6 +28,7 @@ const (
 type request struct {
 	kind reqKind
 	r    *Rollout
+	ids  []string // the call_ids of its input: an error message naming one answers this request
 	// apply checks the rollout's state, changes it as if the server accepted the frame, and
 	// returns the frame. It runs with link.mu and r.mu held.
 	apply func(l *link) ([]byte, error)
@@ -200,13 +201,17 @@ func (l *link) onError(e *Error) {
 	q.r.mu.Unlock()
 }
 
-// match returns the pending request an error answers: the one whose response id or pending
-// call_id the message names, else the oldest (append-protocol §14); -1 if none is pending.
+// match returns the pending request an error answers: the one whose response id, pending
+// call_id or input call_id the message names, else the oldest (append-protocol §14); -1 if
+// none is pending.
 func (l *link) match(e *Error) int {
 	for i, q := range l.pending {
 		q.r.mu.Lock()
 		named := q.r.named(e.Message)
 		q.r.mu.Unlock()
+		for _, id := range q.ids {
+			named = named || mentions(e.Message, id)
+		}
 		if named {
 			return i
 		}

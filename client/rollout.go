@@ -202,6 +202,11 @@ func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 		return err // before any dial
 	}
 	q := &request{r: r}
+	for _, it := range items {
+		if it.CallID != "" {
+			q.ids = append(q.ids, it.CallID)
+		}
+	}
 	q.apply = func(l *link) ([]byte, error) { return r.applyAppend(l, q, input, raws) }
 	return r.c.sendRetry(ctx, q)
 }

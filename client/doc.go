@@ -55,8 +55,10 @@
 // default) or replays the rollout's whole context (store:false). The server ends those rollouts
 // with response.incomplete (reason connection_limit or server_shutdown); the client does not
 // pass that event on. Rollouts that were sampling or queued when the connection ended end as the
-// server ended them (the incomplete event), or with [ErrConnectionLost]. Options.NoReconnect
-// turns reconnects off. Replaying is not possible for a rollout whose create named a
+// server ended them (the incomplete event), or with [ErrConnectionLost]. A create sent while the
+// server drains is refused with websocket_connection_limit_reached (a *Error from Events);
+// the next Start uses a new connection. Options.NoReconnect turns reconnects off: a suspended
+// rollout then ends with the server's response.incomplete, and the Conn with the WebSocket. Replaying is not possible for a rollout whose create named a
 // previous_response_id with store:false: its Append returns [ErrCannotContinue].
 //
 // # Errors

@@ -30,6 +30,20 @@ func TestAgentsWebSocket(t *testing.T) {
 	}
 }
 
+// TestAgentsWebSocketNodeFlag: the same over WebSocket with Node's own WebSocket global
+// (node --experimental-websocket, given through NODE_OPTIONS) instead of the ws package.
+func TestAgentsWebSocketNodeFlag(t *testing.T) {
+	f := newFixture(t, fixtureOptions{logLevel: slog.LevelWarn})
+	out := runNodeWith(t, f, "agents.mjs", []string{"TETHER_AGENTS_TRANSPORT=ws-native", "NODE_OPTIONS=--experimental-websocket"},
+		"@openai/agents/package.json", "zod/package.json", "openai/package.json")
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("script did not report ok: %s", out)
+	}
+	if hot, _, _ := continuations(f); f.upgrades.Load() != 1 || f.posts.Load() != 0 || hot != 2 {
+		t.Errorf("server saw %d upgrades, %d POSTs, %d hot continuations; want 1, 0, 2", f.upgrades.Load(), f.posts.Load(), hot)
+	}
+}
+
 // TestAgentsHTTP: the same runs over HTTP POST; previousResponseId continues from the store
 // (the cold path).
 func TestAgentsHTTP(t *testing.T) {

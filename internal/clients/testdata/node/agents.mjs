@@ -1,10 +1,12 @@
 // @openai/agents: two runs of an agent with a function tool. The second run continues the
-// first with previousResponseId. TETHER_AGENTS_TRANSPORT=ws uses useResponsesWebSocket (Node 20
-// has no global WebSocket, so the script installs ws as one); otherwise HTTP.
+// first with previousResponseId. TETHER_AGENTS_TRANSPORT=ws uses useResponsesWebSocket and
+// installs the ws package as the global WebSocket (Node 20 has none); ws-native expects the
+// global from node --experimental-websocket; anything else uses HTTP.
 import { load, baseURL, check } from './clients.mjs';
 
-const ws = process.env.TETHER_AGENTS_TRANSPORT === 'ws';
-if (ws) {
+const transport = process.env.TETHER_AGENTS_TRANSPORT ?? 'http';
+const ws = transport.startsWith('ws');
+if (transport === 'ws') {
   globalThis.WebSocket ??= (await load('ws')).default;
 }
 const { Agent, Runner, tool, setTracingDisabled, OpenAIProvider } = await load('@openai/agents');
@@ -27,4 +29,4 @@ const text = String(r2.finalOutput);
 check(text.includes('Sunny in Lisbon, 24C') && text.includes('Sunny in Porto, 24C'), `second answer lost the history: ${text}`);
 check(calls.join() === 'Lisbon,Porto', `tool calls ${calls}`);
 await provider.close?.();
-console.log(JSON.stringify({ ok: true, transport: ws ? 'ws' : 'http', calls, answer: text }));
+console.log(JSON.stringify({ ok: true, transport, calls, answer: text }));

@@ -248,7 +248,9 @@ func (l *link) onSuspended(w *wireEvent, raw []byte) {
 		l.holder = nil
 	}
 	r.mu.Lock()
-	r.suspended(w.event(raw), w.PendingCallIDs, w.Output, w.Usage)
+	if r.link == l {
+		r.suspended(w.event(raw), w.PendingCallIDs, w.Output, w.Usage)
+	}
 	r.mu.Unlock()
 }
 
@@ -259,7 +261,9 @@ func (l *link) onLifecycle(w *wireEvent, raw []byte) {
 	}
 	if !isTerminal(w.Type) {
 		r.mu.Lock()
-		r.push(w.event(raw), nil)
+		if r.link == l {
+			r.push(w.event(raw), nil)
+		}
 		r.mu.Unlock()
 		return
 	}
@@ -270,7 +274,10 @@ func (l *link) onLifecycle(w *wireEvent, raw []byte) {
 		l.pending = append(l.pending[:i], l.pending[i+1:]...)
 	}
 	r.mu.Lock()
-	ended := r.terminal(l, w.event(raw))
+	ended := true // a rollout that moved to another WebSocket is done with this one
+	if r.link == l {
+		ended = r.terminal(l, w.event(raw))
+	}
 	r.mu.Unlock()
 	if ended {
 		delete(l.byID, w.Response.ID)

@@ -85,6 +85,9 @@ func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
 		apply: func(l *link) ([]byte, error) { r.link, r.state = l, stQueued; return f, nil },
 		undo:  func() { r.state = stEnded }}
 	if err := c.sendRetry(ctx, q); err != nil {
+		if errors.Is(err, errLinkGone) {
+			err = ErrConnectionLost
+		}
 		return nil, err
 	}
 	return r, nil
@@ -208,7 +211,28 @@ func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 		}
 	}
 	q.apply = func(l *link) ([]byte, error) { return r.applyAppend(l, q, input, raws) }
-	return r.c.sendRetry(ctx, q)
+	return r.send(ctx, q)
+}
+
+// send sends q for the rollout. When the rollout's WebSocket is going away but its reader has
+// not yet detached the rollout, send waits for that, and tries once more.
+func (r *Rollout) send(ctx context.Context, q *request) error {
+	err := r.c.sendRetry(ctx, q)
+	if !errors.Is(err, errLinkGone) {
+		return err
+	}
+	r.mu.Lock()
+	old := r.link
+	r.mu.Unlock()
+	select {
+	case <-old.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := r.c.sendRetry(ctx, q); !errors.Is(err, errLinkGone) {
+		return err
+	}
+	return ErrConnectionLost
 }
 
 // appendable reports why the rollout cannot take an append now, or nil. r.mu is held.
@@ -226,6 +250,9 @@ func (r *Rollout) appendable() error {
 func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.RawMessage) ([]byte, error) {
 	if err := r.appendable(); err != nil {
 		return nil, err
+	}
+	if r.state == stSuspended && r.link != l {
+		return nil, errLinkGone // its WebSocket is going away: wait until the reader detached it
 	}
 	prevState, prevLink, n := r.state, r.link, len(r.history)
 	q.undo = func() { r.state, r.link, r.history = prevState, prevLink, r.history[:n] }
@@ -284,9 +311,14 @@ func (r *Rollout) Cancel(ctx context.Context) error {
 		id, _ := json.Marshal(r.id)
 		return frame("response.cancel", map[string]json.RawMessage{"response_id": id})
 	}
-	err := r.c.sendRetry(ctx, q)
-	if errors.Is(err, errLinkGone) {
-		return r.Cancel(ctx) // the WebSocket went away meanwhile: the rollout is detached now
+	err := r.send(ctx, q)
+	if errors.Is(err, ErrConnectionLost) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.state == stDetached { // the WebSocket went away meanwhile
+			r.endLocally("cancelled")
+			return nil
+		}
 	}
 	return err
 }

@@ -135,3 +135,42 @@ func firstLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
+
+// The same loop over the public shape, as against a server that does not confirm the append
+// opt-in (here forced with PublicShape): each stop at tool calls is a Response of its own, and
+// the client continues with previous_response_id. The final Response is merged over them.
+func Example_publicShape() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, exampleURL, &client.Options{PublicShape: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	responses := 0
+	resp, err := c.Run(ctx, client.CreateRequest{
+		Model:    "sim",
+		Input:    []client.Item{client.UserMessage("Run two commands.")},
+		Tools:    []client.Tool{client.FunctionTool("exec_command", "Run a shell command.", map[string]any{"type": "object"})},
+		Metadata: map[string]string{"sim.calls": "2"},
+	}, client.RunOptions{
+		Tools: map[string]client.ToolFunc{"exec_command": func(ctx context.Context, call client.Call) (string, error) {
+			return "ok", nil
+		}},
+		OnEvent: func(ev client.Event) {
+			if ev.Type == "response.created" {
+				responses++
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("shape:", c.Shape())
+	fmt.Println("responses:", responses, "final output items:", len(resp.Output), "status:", resp.Status)
+	fmt.Println("continued from the previous segment:", resp.PreviousResponseID != "")
+	// Output:
+	// shape: public
+	// responses: 3 final output items: 3 status: completed
+	// continued from the previous segment: true
+}

@@ -147,3 +147,18 @@ func TestDialOptions(t *testing.T) {
 		t.Fatalf("with another OpenAI-Beta token: shape %s, want append", app.Shape())
 	}
 }
+
+// TestQueryOptIn: through the proxy that drops OpenAI-Beta, QueryOptIn still gets the append
+// shape.
+func TestQueryOptIn(t *testing.T) {
+	_, base := servertest.Start(t, server.Options{})
+	proxy, _ := stripProxy(t, base)
+	c := dial(t, proxy+"/v1", &client.Options{QueryOptIn: true})
+	if c.Shape() != client.ShapeAppend {
+		t.Fatalf("shape %s, want append", c.Shape())
+	}
+	resp, err := c.Run(ctxT(t), twoCalls("query"), client.RunOptions{})
+	if err != nil || resp.Status != "completed" || len(resp.Output) != 3 {
+		t.Fatalf("Run: %v, %+v", err, resp)
+	}
+}

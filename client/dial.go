@@ -44,6 +44,9 @@ type Options struct {
 	HTTPClient *http.Client
 	// PublicShape does not opt in: the connection speaks the public shape.
 	PublicShape bool
+	// QueryOptIn also opts in with the query parameter protocol=append.v1, which passes proxies
+	// that drop the OpenAI-Beta header (append-protocol §1).
+	QueryOptIn bool
 	// NoReconnect keeps the client from dialing again after the server ended the connection for
 	// its age limit or with close 1001; suspended rollouts then end with ErrConnectionLost.
 	NoReconnect bool
@@ -194,9 +197,13 @@ func (c *Conn) dial(ctx context.Context) (*link, error) {
 	if !c.opts.PublicShape {
 		h.Add("OpenAI-Beta", AppendBeta)
 	}
-	ws, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: c.opts.HTTPClient})
+	u := c.url
+	if c.opts.QueryOptIn && !c.opts.PublicShape {
+		u = withQuery(u, "protocol", "append.v1")
+	}
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: c.opts.HTTPClient})
 	if err != nil {
-		return nil, dialError(c.url, resp, err)
+		return nil, dialError(u, resp, err)
 	}
 	limit := c.opts.ReadLimit
 	if limit <= 0 {
@@ -210,6 +217,15 @@ func (c *Conn) dial(ctx context.Context) (*link, error) {
 	l := newLink(ws, shape, !c.opts.NoReconnect, c.opts.Trace)
 	go l.read()
 	return l, nil
+}
+
+// withQuery adds key=value to the query of a URL that wsURL accepted.
+func withQuery(s, key, value string) string {
+	u, _ := url.Parse(s)
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // dialError turns a refused upgrade into a *Error when the server sent an error body.

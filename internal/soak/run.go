@@ -320,7 +320,7 @@ func measureSuspended(ctx context.Context, run *runner, k int) *SuspendedReport 
 		rep.Error = err.Error()
 		return rep
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(k)*2*time.Millisecond) // 100k: under 6 min
 	defer cancel()
 	ws := make([]*worker, n)
 	defer func() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -19,8 +18,7 @@ var errConformance = errors.New("conformance failures")
 // conform runs the conformance suite against a server (package conformance). The scenario lines
 // go to stdout, or to stderr with -json, which writes the report to stdout.
 func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("conform", "Run the conformance suite against a server (public and append shape).", stderr)
 	var (
 		cfg      conformance.Config
 		run      string
@@ -40,9 +38,6 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Timeout, "timeout", conformance.DefaultTimeout, "how long to wait for each answer of the server")
 	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: conform takes no arguments, got %q", errUsage, fs.Args())
 	}
 	if run != "" {
 		re, err := regexp.Compile(run)

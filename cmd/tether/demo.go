@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,8 +16,7 @@ import (
 
 // demo runs a 2-tool-call append-shape rollout against a server and prints its frames.
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", "Run a 2-tool-call append-shape rollout against a server and print its frames.", stderr)
 	url := fs.String("url", "ws://127.0.0.1:8787/v1/responses", "WebSocket URL of a Tether server")
 	calls := fs.Int("calls", 2, "sequential tool calls the sim model makes (metadata sim.calls)")
 	verbose := fs.Bool("v", false, "print every frame in full")

@@ -18,6 +18,9 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
+		if errors.Is(err, errNoCommand) {
+			os.Exit(2) // the usage says it all
+		}
 		fmt.Fprintln(os.Stderr, "tether:", err)
 		os.Exit(exitCode(err))
 	}
@@ -27,9 +30,11 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		usage(stderr)
-		return errUsage
+		return errNoCommand
 	}
 	switch args[0] {
+	case "version", "-version", "--version":
+		return version(args[1:], stdout)
 	case "serve":
 		return serve(ctx, args[1:], stderr)
 	case "demo":
@@ -57,8 +62,11 @@ Commands:
   conform run the conformance suite against a server (public and append shape)
   bench   run one agent workload over http, http-prev, ws and append and compare their overhead
   soak    hold N connections of M-turn rollouts in both shapes with chaos; verify items and resources
+  version print the module version, VCS revision and Go version (also: tether -version)
 
 Run 'tether <command> -h' for the flags of a command. Every flag can also be set with an
-environment variable TETHER_<FLAG> (e.g. TETHER_ADDR, TETHER_MODEL_SPEED).
+environment variable TETHER_<COMMAND>_<FLAG> (e.g. TETHER_SERVE_ADDR, TETHER_BENCH_CALLS) or
+in a file named by -config; a flag on the command line wins over the environment, which wins
+over the file.
 `)
 }

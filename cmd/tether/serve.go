@@ -64,8 +64,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", "Run the server (the sim model).", stderr)
 	cfg := serveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

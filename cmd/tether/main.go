@@ -12,8 +12,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := notifySignals()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -24,6 +23,37 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tether:", err)
 		os.Exit(exitCode(err))
 	}
+}
+
+// notifySignals returns a context cancelled by the first SIGINT/SIGTERM; the second cancels
+// its force context (see withForce); a third one kills the process as usual.
+func notifySignals() context.Context {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
+	force, forceStop := context.WithCancel(context.Background())
+	go func() {
+		<-sigs
+		stop()
+		<-sigs
+		signal.Stop(sigs)
+		forceStop()
+	}()
+	return withForce(ctx, force.Done())
+}
+
+type forceKey struct{}
+
+// withForce attaches force to ctx: closed when the command should stop at once (for serve: end
+// the shutdown grace), after ctx was cancelled.
+func withForce(ctx context.Context, force <-chan struct{}) context.Context {
+	return context.WithValue(ctx, forceKey{}, force)
+}
+
+// forced returns ctx's force channel (nil, never closed, if it has none).
+func forced(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(forceKey{}).(<-chan struct{})
+	return ch
 }
 
 // run dispatches a subcommand. ctx is cancelled by SIGINT/SIGTERM.

@@ -212,3 +212,25 @@ func TestShutdownRefusesNewWorkAndEndGrace(t *testing.T) {
 		t.Fatalf("Shutdown after EndGrace: %v", err)
 	}
 }
+
+// TestPublicRolloutEndLogged: a public-shape POST whose Response completed is logged as released
+// when its request ends, not as a cancelled rollout.
+func TestPublicRolloutEndLogged(t *testing.T) {
+	logs := &logBuffer{}
+	s, url := testServer(t, Options{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if code, body := do(t, "POST", httpURL(url, "/v1/responses"), "", `{"model":"sim","input":"hi"}`); code != 200 || body["status"] != "completed" {
+		t.Fatalf("POST: %d %v", code, body)
+	}
+	waitNoConns(t, s)
+	var ended []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		_ = json.Unmarshal([]byte(line), &rec)
+		if m, _ := rec["msg"].(string); strings.HasPrefix(m, "rollout ended") || strings.HasPrefix(m, "rollout released") {
+			ended = append(ended, rec)
+		}
+	}
+	if len(ended) != 1 || ended[0]["msg"] != "rollout released" || ended[0]["state"] != "suspended" || ended[0]["reason"] != nil {
+		t.Fatalf("rollout end lines: %v\n%s", ended, logs)
+	}
+}

@@ -25,7 +25,7 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		asJSON   bool
 		maxFrame byteSize
 	)
-	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8787/v1", "the server's API base URL")
+	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8787/v1", urlForms)
 	fs.StringVar(&cfg.Shape, "shape", conformance.ShapeBoth, "protocol shapes to test: public, append or both")
 	fs.StringVar(&cfg.Contract, "model-contract", conformance.ContractSim,
 		"sim: the server is Tether with its sim model (exact counts, quotes, fingerprints); any: only what every server must do")
@@ -39,6 +39,11 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	su, err := parseServerURL("-url", cfg.URL)
+	if err != nil {
+		return err
+	}
+	cfg.URL = su.API()
 	if run != "" {
 		re, err := regexp.Compile(run)
 		if err != nil {

@@ -17,24 +17,29 @@ import (
 // demo runs a 2-tool-call append-shape rollout against a server and prints its frames.
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", "Run a 2-tool-call append-shape rollout against a server and print its frames.", stderr)
-	url := fs.String("url", "ws://127.0.0.1:8787/v1/responses", "WebSocket URL of a Tether server")
+	rawURL := fs.String("url", "http://127.0.0.1:8787/v1", urlForms)
 	calls := fs.Int("calls", 2, "sequential tool calls the sim model makes (metadata sim.calls)")
 	verbose := fs.Bool("v", false, "print every frame in full")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	su, err := parseServerURL("-url", *rawURL)
+	if err != nil {
+		return err
+	}
+	url := su.WebSocket()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	h := http.Header{}
 	h.Set("OpenAI-Beta", server.AppendBeta)
-	c, resp, err := websocket.Dial(ctx, *url, &websocket.DialOptions{HTTPHeader: h})
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {
-		return fmt.Errorf("connect %s: %w (is 'go run ./cmd/tether serve' running?)", *url, err)
+		return fmt.Errorf("connect %s: %w (is 'tether serve' running?)", url, err)
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(-1)
-	fmt.Fprintf(stdout, "connected to %s (OpenAI-Beta: %s)\n", *url, resp.Header.Get("OpenAI-Beta"))
+	fmt.Fprintf(stdout, "connected to %s (OpenAI-Beta: %s)\n", url, resp.Header.Get("OpenAI-Beta"))
 	create := map[string]any{
 		"type":     "response.create",
 		"model":    "sim",

@@ -148,6 +148,15 @@ func TestServeSignals(t *testing.T) {
 	if code, body := get(); code != 503 || !strings.Contains(body, "shutting_down") {
 		t.Fatalf("/healthz during the drain: %d %s", code, body)
 	}
+	resp, err := client.Post(base+"/v1/responses", "application/json", strings.NewReader(`{"model":"sim","input":"new"}`))
+	if err != nil {
+		t.Fatalf("POST during the drain: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(b), "server_shutting_down") {
+		t.Fatalf("POST during the drain: %d %s", resp.StatusCode, b)
+	}
 	c.Until("response.output_text.delta") // the in-flight rollout still streams
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -45,7 +45,6 @@ func (s *Server) graceOver(c *session.Conn) {
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if s.ShuttingDown() {
-		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"status":"shutting_down"}` + "\n"))
 		return

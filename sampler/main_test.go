@@ -3,7 +3,6 @@ package sampler
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,5 +219,3 @@ func start(t *testing.T, cfg Config) (*Rollout, *recorder) {
 	})
 	return r, rec
 }
-
-func lines(s string) []string { return strings.Split(s, "\n") }

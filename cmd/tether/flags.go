@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,11 +72,23 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	case errors.Is(err, flag.ErrHelp):
 		return flag.ErrHelp
 	case err != nil:
-		return fmt.Errorf("%w: %s: %v", errUsage, fs.Name(), err)
+		return fmt.Errorf("%w: %s: %s", errUsage, fs.Name(), flagError(err))
 	case fs.NArg() > 0:
 		return fmt.Errorf("%w: %s takes no arguments, got %q (flags go before them; see 'tether %s -h')", errUsage, fs.Name(), fs.Args(), fs.Name())
 	}
 	return nil
+}
+
+// ffEnvError matches ff.Parse's error for a bad environment value.
+var ffEnvError = regexp.MustCompile(`error setting flag "([^"]+)" from environment variable "([^"]+)": (.*)$`)
+
+// flagError rewords an ff.Parse error so that it names the variable, its value and the flag:
+// TETHER_BENCH_CALLS="abc": invalid value for -calls: parse error.
+func flagError(err error) string {
+	if m := ffEnvError.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Sprintf("%s=%q: invalid value for -%s: %s", m[2], os.Getenv(m[2]), m[1], m[3])
+	}
+	return strings.TrimPrefix(err.Error(), "error parsing commandline arguments: ")
 }
 
 // checkEnv rejects environment variables with the subcommand's prefix that name no flag

@@ -61,7 +61,7 @@ func TestFlagErrors(t *testing.T) {
 	t.Run("bad env names its variable", func(t *testing.T) {
 		t.Setenv("TETHER_SERVE_QUEUE_DEPTH", "abc")
 		_, _, err := parseServe(t)
-		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "TETHER_SERVE_QUEUE_DEPTH") || !strings.Contains(err.Error(), "queue-depth") {
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `TETHER_SERVE_QUEUE_DEPTH="abc": invalid value for -queue-depth`) {
 			t.Fatalf("got %v", err)
 		}
 		// A flag that overrides it makes the bad value harmless.

@@ -119,6 +119,7 @@ func TestServeSignals(t *testing.T) {
 	p := startServe(t, buildTether(t), "-model-speed", "65", "-shutdown-grace", "10m")
 	base := "http://" + p.addr
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
 	get := func() (int, string) {
 		resp, err := client.Get(base + "/healthz")
 		if err != nil {

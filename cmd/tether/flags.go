@@ -91,14 +91,22 @@ func flagError(err error) string {
 	return strings.TrimPrefix(err.Error(), "error parsing commandline arguments: ")
 }
 
-// checkEnv rejects environment variables with the subcommand's prefix that name no flag
-// (a typo would otherwise be silently ignored).
+// checkEnv rejects environment variables with the subcommand's prefix that name no flag (a
+// typo would otherwise be silently ignored), and the old global names TETHER_<FLAG> of the
+// subcommand's flags (an operator's TETHER_ADDR would otherwise be silently ignored).
 func checkEnv(fs *flag.FlagSet) error {
 	known := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { known[envName(fs.Name(), f.Name)] = true })
+	legacy := map[string]string{} // TETHER_<FLAG>, read before the names were per command
+	fs.VisitAll(func(f *flag.Flag) {
+		known[envName(fs.Name(), f.Name)] = true
+		legacy["TETHER_"+strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))] = envName(fs.Name(), f.Name)
+	})
 	var unknown []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
+		if now, ok := legacy[name]; ok && !known[name] {
+			return fmt.Errorf("%w: %s is no longer read: each command has its own variables, use %s", errUsage, name, now)
+		}
 		if strings.HasPrefix(name, envPrefix(fs.Name())+"_") && !known[name] {
 			unknown = append(unknown, name)
 		}

@@ -82,6 +82,13 @@ func TestFlagErrors(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+	t.Run("old global name", func(t *testing.T) {
+		t.Setenv("TETHER_ADDR", "127.0.0.1:1")
+		_, _, err := parseServe(t)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "use TETHER_SERVE_ADDR") {
+			t.Fatalf("got %v", err)
+		}
+	})
 	t.Run("positional argument", func(t *testing.T) {
 		if _, _, err := parseServe(t, "-addr", "127.0.0.1:1", "extra"); !errors.Is(err, errUsage) {
 			t.Fatalf("got %v", err)

@@ -51,7 +51,7 @@ func printUsage(fs *flag.FlagSet, summary string) {
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, usage := flag.UnquoteUsage(f)
 		fmt.Fprintf(w, "  -%s %s  $%s\n    \t%s", f.Name, typ, envName(fs.Name(), f.Name), usage)
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
 		fmt.Fprintln(w)

@@ -142,13 +142,14 @@ type Conn struct {
 	gate   *gate
 	closed chan struct{} // closed by Close
 
-	mu       sync.Mutex // guards reg, stamp, draining, drainWhy, closing
-	reg      map[string]*Rollout
-	stamp    uint64
-	draining bool
-	drainWhy string
-	closing  bool
-	changed  chan struct{} // signalled (non-blocking) when a rollout suspends or ends
+	mu         sync.Mutex // guards reg, stamp, draining, drainWhy, closing, graceEnded
+	reg        map[string]*Rollout
+	stamp      uint64
+	draining   bool
+	drainWhy   string
+	closing    bool
+	graceEnded bool          // EndGrace was called
+	changed    chan struct{} // signalled (non-blocking) when a rollout suspends or ends
 
 	rollouts sync.WaitGroup // one per started rollout goroutine, the age limit, the pinger, the watchdog
 
@@ -371,6 +372,9 @@ func (c *Conn) Drain(reason string) {
 	defer grace.Stop()
 	graceOver := false
 	for {
+		c.mu.Lock()
+		graceOver = graceOver || c.graceEnded
+		c.mu.Unlock()
 		live := c.cancelIdle(reason, graceOver)
 		if live == 0 {
 			break
@@ -450,6 +454,16 @@ func (c *Conn) waitRollouts() {
 	for _, r := range rs {
 		r.Wait()
 	}
+}
+
+// EndGrace ends the shutdown grace at once: a draining connection ends its sampling rollouts
+// like at the end of Options.ShutdownGrace (each still gets its terminal event), and a later
+// Drain does not wait. For a second shutdown signal. Safe to call more than once.
+func (c *Conn) EndGrace() {
+	c.mu.Lock()
+	c.graceEnded = true
+	c.mu.Unlock()
+	c.signal()
 }
 
 // Draining reports whether the connection is draining, and why.

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -378,16 +379,13 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 // of the sampling rollout (architecture §2). A client that is gone is not waited for.
 func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
-	c.log.Debug("rollout ended", "key", h.key, "status", e.Status, "reason", e.Reason, "input_tokens", e.Usage.InputTokens)
-	var pe *sampler.PanicError
-	if errors.As(e.Err, &pe) {
-		c.log.Error("model backend panicked: the rollout ended failed", "key", h.key, "panic", pe.Value, "stack", string(pe.Stack))
-	}
 	c.mu.Lock()
+	was := h.state
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
 	h.bytes = ItemsBytes(e.Context)
 	c.mu.Unlock()
+	logEnded(c.log, h.key, was, e)
 	if !e.Sampling && e.Err == nil {
 		t := c.gate.enqueueAlways()
 		if t.Wait(c.ctx) == nil {
@@ -403,4 +401,29 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	}
 	c.mu.Unlock()
 	c.signal()
+}
+
+// logEnded logs a rollout's end. A rollout stopped because its client left or its connection
+// closed (Ending.Err with status incomplete) is logged as "rollout released" with the state it
+// was in: no terminal event was sent and nobody cancelled it. That is how every public-shape
+// chain ends: its Responses completed, and its rollout waited suspended for a continuation
+// until the request or connection ended.
+func logEnded(log *slog.Logger, key string, was rolloutState, e sampler.Ending) {
+	var pe *sampler.PanicError
+	if errors.As(e.Err, &pe) {
+		log.Error("model backend panicked: the rollout ended failed", "key", key, "panic", pe.Value, "stack", string(pe.Stack))
+		return
+	}
+	if e.Err != nil && e.Status == protocol.ResponseIncomplete {
+		log.Debug("rollout released", "key", key, "state", was.String(), "cause", e.Err.Error(), "input_tokens", e.Usage.InputTokens)
+		return
+	}
+	attrs := []any{"key", key, "status", e.Status, "input_tokens", e.Usage.InputTokens}
+	if e.Reason != "" {
+		attrs = append(attrs, "reason", e.Reason)
+	}
+	if e.Err != nil {
+		attrs = append(attrs, "err", e.Err.Error())
+	}
+	log.Debug("rollout ended", attrs...)
 }

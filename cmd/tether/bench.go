@@ -17,9 +17,8 @@ import (
 // benchCmd runs `tether bench`: the same agent workload through http, http-prev, ws and
 // append, against a `tether serve` child process (default) or -url.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("url", "", "base URL of a running server (http://host:port); empty spawns 'tether serve' on a free loopback port (needed for server CPU numbers)")
+	fs := newFlagSet("bench", "Run one agent workload over http, http-prev, ws and append and compare their overhead.", stderr)
+	url := fs.String("url", "", "a running server; empty spawns 'tether serve' on a free loopback port (needed for server CPU numbers). Forms: "+urlForms)
 	apiKey := fs.String("api-key", "", "API key sent as 'Authorization: Bearer …' (for -url)")
 	transports := fs.String("transports", "all", "comma-separated transports: http, http-prev, ws, append")
 	rollouts := fs.Int("rollouts", bench.DefaultRollouts, "rollouts per transport (R)")
@@ -42,8 +41,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: bench takes no arguments, got %q", errUsage, fs.Args())
+	if *url != "" {
+		su, err := parseServerURL("-url", *url)
+		if err != nil {
+			return err
+		}
+		*url = su.Base()
 	}
 	trs, err := bench.ParseTransports(*transports)
 	if err != nil {

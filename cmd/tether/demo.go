@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -15,9 +14,8 @@ import (
 // demo runs a 2-tool-call append-shape rollout against a server with package client and
 // prints its frames.
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("url", "ws://127.0.0.1:8787/v1/responses", "WebSocket URL (or http://host:port/v1 base URL) of a Tether server")
+	fs := newFlagSet("demo", "Run a 2-tool-call append-shape rollout against a server with package client and print its frames.", stderr)
+	rawURL := fs.String("url", "http://127.0.0.1:8787/v1", urlForms)
 	calls := fs.Int("calls", 2, "sequential tool calls the sim model makes (metadata sim.calls)")
 	verbose := fs.Bool("v", false, "print every frame in full")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
@@ -25,15 +23,20 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	su, err := parseServerURL("-url", *rawURL)
+	if err != nil {
+		return err
+	}
+	url := su.WebSocket()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, *url, &client.Options{APIKey: *apiKey, Trace: func(sent bool, frame []byte) {
+	c, err := client.Dial(ctx, url, &client.Options{APIKey: *apiKey, Trace: func(sent bool, frame []byte) {
 		if sent {
 			fmt.Fprintf(stdout, "→ %s\n", clip(string(frame), *verbose))
 		}
 	}})
 	if err != nil {
-		return fmt.Errorf("connect %s: %w (is 'go run ./cmd/tether serve' running?)", *url, err)
+		return fmt.Errorf("connect %s: %w (is 'tether serve' running?)", url, err)
 	}
 	defer c.Close()
 	if c.Shape() == client.ShapeAppend {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -26,5 +28,24 @@ func TestDemoCommand(t *testing.T) {
 	}
 	if n := strings.Count(out, "... suspended;"); n != 2 {
 		t.Errorf("%d suspensions, want 2:\n%s", n, out)
+	}
+}
+
+// TestDemoURLForms runs 'tether demo' with each -url form against an in-process server.
+func TestDemoURLForms(t *testing.T) {
+	_, base := servertest.Start(t, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	host := strings.TrimPrefix(base, "http://")
+	for _, u := range []string{base + "/v1", base, host, "ws://" + host + "/v1/responses"} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), []string{"demo", "-url", u, "-calls", "1"}, &stdout, &stderr); err != nil {
+			t.Fatalf("demo -url %s: %v\n%s", u, err, stderr.String())
+		}
+		if out := stdout.String(); !strings.Contains(out, "appends the output") || !strings.Contains(out, " completed, usage ") {
+			t.Errorf("demo -url %s:\n%s", u, out)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"demo", "-url", base + "/api"}, &stdout, &stderr); err == nil || exitCode(err) != 2 {
+		t.Errorf("demo -url %s/api: %v, want a usage error", base, err)
 	}
 }

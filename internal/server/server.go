@@ -68,7 +68,13 @@ type Options struct {
 	// server-wide admission gate composed with each connection's FIFO; waiting shows in
 	// /metrics as tether_sampling_waiting). 0 means no bound.
 	MaxSampling int
-	// Logger receives the server's logs. Nil means slog.Default().
+	// Models is the list of GET /v1/models (OpenAI's list shape). Nil means the backend's
+	// own list (sampler.Lister), else SimModels.
+	Models []ModelInfo
+	// Pprof serves net/http/pprof under /debug/pprof/ (behind Keys when set). Off by default.
+	Pprof bool
+	// Logger receives the server's logs, including one access line per HTTP request and per
+	// WebSocket connection. Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -83,12 +89,15 @@ type Server struct {
 	counters compat.Counters
 	metrics  session.Metrics
 	adm      *session.Admission
+	// httpErrors counts HTTP error answers by code (tether_errors_total with the error frames)
+	httpErrors codeCounts
 
-	mu       sync.Mutex // guards conns, open and shutdown
-	conns    map[*session.Conn]struct{}
-	open     int // WebSocket connections being served (accepted or not yet)
-	shutdown bool
-	wg       sync.WaitGroup // one per WebSocket connection being served, and per drain
+	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
+	conns      map[*session.Conn]struct{}
+	open       int // WebSocket connections being served (accepted or not yet)
+	shutdown   bool
+	graceEnded bool           // EndGrace was called
+	wg         sync.WaitGroup // one per WebSocket connection being served, and per drain
 }
 
 // New returns a Server with opts.
@@ -130,6 +139,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.Delete(w, r.PathValue("id"), owner)
 	}))
+	s.routeOps()
 	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.InputItems(w, r, r.PathValue("id"), owner)
 	}))
@@ -168,18 +178,16 @@ func (s *Server) publicOptions(owner string) compat.Options {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
-
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-}
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serveLogged(w, r) }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string) {
 	switch {
 	case r.Method == http.MethodGet && isUpgrade(r):
 		s.websocket(w, r, owner)
 	case r.Method == http.MethodPost:
+		if s.refuseDuringShutdown(w) {
+			return
+		}
 		s.http.Create(w, r, owner)
 	default:
 		w.Header().Set("Allow", "GET, POST")
@@ -223,8 +231,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
-		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
-			Code: protocol.CodeShuttingDown, Message: "The server is shutting down."})
+		writeHTTPError(w, shuttingDownError())
 		return
 	}
 	if max := s.opts.MaxConnections; max > 0 && s.open >= max {
@@ -316,6 +323,7 @@ func (s *Server) track(c *session.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.conns[c] = struct{}{}
+	s.graceOver(c)
 	return !s.shutdown
 }
 
@@ -323,6 +331,7 @@ func (s *Server) track(c *session.Conn) bool {
 func (s *Server) trackHTTP(c *session.Conn) func() {
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
+	s.graceOver(c)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	return func() {

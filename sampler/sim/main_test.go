@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,5 +221,3 @@ func start(t *testing.T, cfg Config) (*Rollout, *recorder) {
 	})
 	return r, rec
 }
-
-func lines(s string) []string { return strings.Split(s, "\n") }

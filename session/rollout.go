@@ -8,6 +8,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/store"
 )
 
 type rolloutState int
@@ -251,9 +252,10 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 }
 
 // Lookup resolves a previous_response_id: the connection's registry first, then
-// Options.Lookup (stored responses). It returns previous_response_not_found (400) when
-// neither knows id, and response_in_progress (409) for a rollout of this connection that has
-// not ended (continue it with response.append instead).
+// Options.Store (stored responses of Options.Owner). It returns previous_response_not_found
+// (400) when neither knows id, response_in_progress (409) for a rollout of this connection
+// that has not ended (continue it with response.append instead), and store_unavailable (503)
+// when the store fails.
 func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 	items, ended, ok := c.Chain(id)
 	if ok && !ended {
@@ -263,9 +265,13 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 	if ok {
 		return items, nil
 	}
-	if c.opts.Lookup != nil {
-		if items, ok := c.opts.Lookup(id); ok {
+	if s := c.opts.Store; s != nil {
+		items, err := s.Chain(c.ctx, id, c.opts.Owner)
+		if err == nil {
 			return items, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, StoreUnavailable()
 		}
 	}
 	return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
@@ -284,17 +290,7 @@ func (c *Conn) Forget(key string) {
 
 // ItemsBytes estimates the memory held by items, in bytes: their text plus a fixed overhead
 // each. It is the unit of Options.CacheBytes and Options.MaxRolloutBytes.
-func ItemsBytes(items []protocol.Item) int64 {
-	var n int64
-	for i := range items {
-		it := &items[i]
-		n += 128 + int64(len(it.Arguments)+len(it.Output)+len(it.Raw)+len(it.Name)+len(it.CallID)+len(it.ID))
-		for j := range it.Content {
-			n += 32 + int64(len(it.Content[j].Text)+len(it.Content[j].Raw))
-		}
-	}
-	return n
-}
+func ItemsBytes(items []protocol.Item) int64 { return store.ItemsBytes(items) }
 
 // evictLocked drops the least recently used ended rollouts until the registry is within its
 // bounds. Live rollouts are never evicted.

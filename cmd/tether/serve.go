@@ -16,6 +16,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/store"
 )
 
 type serveConfig struct {
@@ -30,6 +31,9 @@ type serveConfig struct {
 	cacheBytes     byteSize
 	storeResponses int
 	storeBytes     byteSize
+	storeURL       string
+	storeTTL       time.Duration
+	storeTimeout   time.Duration
 	apiKeys        string
 	websocket      bool
 	maxConns       int
@@ -57,8 +61,11 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per connection")
 	fs.IntVar(&c.cacheResponses, "cache-responses", 128, "per-connection registry bound (responses)")
 	fs.Var(&c.cacheBytes, "cache-bytes", "per-connection registry bound (bytes)")
-	fs.IntVar(&c.storeResponses, "store-responses", 10000, "in-memory Store bound (responses)")
-	fs.Var(&c.storeBytes, "store-bytes", "in-memory Store bound (bytes)")
+	fs.IntVar(&c.storeResponses, "store-responses", 10000, "store bound (responses, least recently used evicted first)")
+	fs.Var(&c.storeBytes, "store-bytes", "store bound (bytes)")
+	fs.StringVar(&c.storeURL, "store", "memory", "where store:true responses live: memory, or redis://host:port/db (shared by several instances)")
+	fs.DurationVar(&c.storeTTL, "store-ttl", store.DefaultTTL, "Redis store: a stored response expires this long after its last use")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", store.DefaultTimeout, "bound on every store call; a store that fails or is slower gets store_unavailable")
 	fs.StringVar(&c.apiKeys, "api-keys", "", "file of accepted API keys, one per line (none = open server)")
 	fs.BoolVar(&c.websocket, "websocket", true, "serve WebSocket upgrades (false answers them 426, so clients fall back to HTTP)")
 	fs.IntVar(&c.maxConns, "max-connections", 1024, "open WebSocket connections (over it: 503 on upgrade; 0 = no cap)")
@@ -106,6 +113,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	srv := server.New(server.Options{
 		Model:             model,
 		MaxFrame:          int64(cfg.maxFrame),
@@ -115,8 +127,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		CacheResponses:    cfg.cacheResponses,
 		CacheBytes:        int64(cfg.cacheBytes),
 		ShutdownGrace:     grace,
-		StoreResponses:    cfg.storeResponses,
-		StoreBytes:        int64(cfg.storeBytes),
+		Store:             st,
+		StoreTimeout:      cfg.storeTimeout,
 		Keys:              keys,
 		DisableWebSocket:  !cfg.websocket,
 		MaxConnections:    cfg.maxConns,
@@ -156,6 +168,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// openStore opens the store of -store; Redis must answer within -store-timeout.
+func openStore(ctx context.Context, cfg *serveConfig) (store.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(cfg.storeTimeout, time.Second))
+	defer cancel()
+	ttl := cfg.storeTTL
+	if ttl <= 0 {
+		ttl = -1 // no expiry
+	}
+	st, err := store.Open(ctx, cfg.storeURL, store.RedisOptions{MaxResponses: cfg.storeResponses, MaxBytes: int64(cfg.storeBytes), TTL: ttl})
+	if err != nil {
+		return nil, fmt.Errorf("-store: %w", err)
+	}
+	return st, nil
 }
 
 // newModel returns the backend that -backend names.

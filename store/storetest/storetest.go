@@ -1,5 +1,3 @@
-// Package storetest is the conformance suite of the store.Store interface (issue 10 §1): every
-// implementation runs the same tests through Run.
 package storetest
 
 import (

@@ -35,6 +35,7 @@ type Rollout struct {
 	// Guarded by Conn.mu
 	state     rolloutState
 	turnStart time.Time       // when the current turn was accepted (Start or Resume)
+	turn      *ticket         // the ticket of the current turn
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
 	bytes     int64
 	stamp     uint64
@@ -77,7 +78,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size}
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size, turn: t}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -188,6 +189,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		return perr
 	}
 	h.turnStart = time.Now()
+	h.turn = t
 	c.setStateLocked(h, stateResuming)
 	c.stamp++
 	h.stamp = c.stamp
@@ -352,12 +354,17 @@ func (s *coreSink) Started() {
 
 func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 
+// Suspended gives back the server-wide admission before the adapter runs (it may write to the
+// store, under the store's timeout, before its terminal event): a slow store then holds only
+// this connection's slot, not other connections' sampling.
 func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
 	s.h.bytes += ItemsBytes(sp.Output)
+	t := s.h.turn
 	c.mu.Unlock()
+	t.releaseAdmission()
 	s.inner.Suspended(sp)
 	c.signal()
 }
@@ -377,7 +384,9 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
 	h.bytes = ItemsBytes(e.Context)
+	t := h.turn
 	c.mu.Unlock()
+	t.releaseAdmission() // as in Suspended
 	if !e.Sampling && e.Err == nil {
 		t := c.gate.enqueueAlways()
 		if t.Wait(c.ctx) == nil {

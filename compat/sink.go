@@ -134,7 +134,11 @@ func (s *rolloutSink) Suspended(sp sampler.Suspension) {
 	s.finish(ps, protocol.ResponseCompleted, "", nil, output, sp.StepUsage, sp.Context, sp.PendingCallIDs, true)
 }
 
+// Ended answers the rollout's end. The rollout then leaves the connection core's registry
+// (Conn.Forget): the public shape keeps the items of ended segments in its own registry, so
+// one bounded registry holds them, not two (issue 10 §1).
 func (s *rolloutSink) Ended(e sampler.Ending) {
+	defer s.owner.conn.Forget(s.key)
 	if !s.take() {
 		// Ended behind a completed segment: silent; its items stay for the cold path.
 		s.owner.mu.Lock()
@@ -193,7 +197,9 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 			r.evictLocked(ps.parent)
 		}
 	} else {
-		for _, key := range r.segs.put(seg) {
+		orphans, evicted := r.segs.put(seg)
+		r.conn.CountEvictions(evicted)
+		for _, key := range orphans {
 			if key != s.key {
 				_ = r.conn.Cancel(key, protocol.ReasonCancelled)
 			}

@@ -37,7 +37,8 @@ type Options struct {
 	QueueDepth int
 	// CacheResponses and CacheBytes bound the registry of finished rollouts kept for
 	// previous_response_id (entries, bytes of item text). 0 means 128 and 64 MiB. Live rollouts
-	// are never evicted.
+	// are never evicted. An adapter with its own registry of ended responses (the public shape's
+	// segments) calls Forget when a rollout ends, so that one registry holds their items.
 	CacheResponses int
 	CacheBytes     int64
 	// MaxAge is the connection age limit (architecture §4): when it passes, the connection drains

@@ -20,7 +20,8 @@ type Metrics struct {
 	AppendConns, PublicConns atomic.Int64
 	// Frames and bytes written to clients (counters).
 	Frames, Bytes atomic.Int64
-	// Evictions of ended rollouts from connection registries (counter).
+	// Evictions of ended rollouts (append shape) and ended segments (public shape) from
+	// connection registries (counter).
 	Evictions atomic.Int64
 	// PeersDropped counts connections closed for a missed ping or a write timeout (counter).
 	PeersDropped atomic.Int64

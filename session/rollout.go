@@ -290,6 +290,14 @@ func (c *Conn) Forget(key string) {
 	}
 }
 
+// CountEvictions adds n to Metrics.Evictions: an adapter that keeps its own registry of ended
+// responses (the public shape's segments) counts its evictions there.
+func (c *Conn) CountEvictions(n int) {
+	if m := c.opts.Metrics; m != nil && n > 0 {
+		m.Evictions.Add(int64(n))
+	}
+}
+
 // ItemsBytes estimates the memory held by items, in bytes: their text plus a fixed overhead
 // each. It is the unit of Options.CacheBytes and Options.MaxRolloutBytes.
 func ItemsBytes(items []protocol.Item) int64 { return store.ItemsBytes(items) }

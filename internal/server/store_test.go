@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/store"
 )
 
@@ -68,4 +69,49 @@ func TestStoreTimeoutFailsTheResponse(t *testing.T) {
 		t.Fatalf("store errors = %d, want 1", s.store.Errors())
 	}
 	close(st.release)
+}
+
+// One registry per connection (issue 10 §1): the public shape keeps ended segments in its own
+// registry, so the connection core forgets a rollout once it has ended, and segment evictions
+// are counted in tether_evictions_total.
+func TestPublicShapeKeepsOneRegistry(t *testing.T) {
+	s, url := testServer(t, Options{CacheResponses: 2})
+	c := wstest.Dial(t, url, nil)
+	var ids []string
+	for range 4 {
+		fs := publicTurn(c, publicCreate("hi", false, "0"))
+		ids = append(ids, fs[0].Str("response", "id"))
+	}
+	s.mu.Lock()
+	var conns []*session.Conn
+	for conn := range s.conns {
+		conns = append(conns, conn)
+	}
+	s.mu.Unlock()
+	if len(conns) != 1 {
+		t.Fatalf("%d connections", len(conns))
+	}
+	// Answers suspend their rollout (a continuation may take the hot path); evicting the
+	// segment of one ends it, and the core forgets it.
+	// (An evicted rollout ends asynchronously: wait for it.)
+	for i, id := range ids {
+		evicted := i < 2
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			_, _, ok := conns[0].Chain(id)
+			if ok != evicted {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rollout %d (evicted %v): in the connection core = %v", i, evicted, ok)
+			}
+		}
+	}
+	if n := s.metrics.Evictions.Load(); n != 2 {
+		t.Errorf("evictions = %d, want 2 (4 segments, a registry of 2)", n)
+	}
+	// The newest segment is still continued on the connection (store:false: no store), the
+	// oldest is gone.
+	publicTurn(c, publicCreate("again", false, "0", ids[3]))
+	c.Send(publicCreate("again", false, "0", ids[0]))
+	c.ExpectError(400, "previous_response_not_found", "previous_response_id")
 }

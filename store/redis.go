@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -247,4 +248,14 @@ func decode(v any, dst any) error {
 		return fmt.Errorf("store: redis: corrupt record: %w", err)
 	}
 	return nil
+}
+
+// LogRedisTo sends go-redis's own log lines (dial retries, pool events: one process-wide
+// logger) to log at debug level; Guard already logs each store failure at warn.
+func LogRedisTo(log *slog.Logger) { redis.SetLogger(redisLogger{log}) }
+
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }

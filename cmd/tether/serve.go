@@ -113,6 +113,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	store.LogRedisTo(log)
 	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err

@@ -250,6 +250,24 @@ func TestTwoInstancesBehindNginx(t *testing.T) {
 		}
 	}
 
+	// A draining instance fails /healthz and answers upgrades 503: nginx sends new WebSocket
+	// connections to the other one.
+	if err := srvs[0].Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := request(t, "GET", "http://"+addrs[0]+"/healthz", "", nil); resp.StatusCode != 503 {
+		t.Fatalf("/healthz of the draining instance: %d, want 503", resp.StatusCode)
+	}
+	for range 4 {
+		c := wstest.Dial(t, "ws"+strings.TrimPrefix(base, "http")+"/v1/responses", http.Header{"Authorization": {"Bearer key-a"}})
+		m := createBody("hi", map[string]any{"store": false, "metadata": map[string]string{"sim.calls": "0"}})
+		m["type"] = "response.create"
+		c.Send(m)
+		if fs := c.Until("response.completed", "response.failed"); fs[len(fs)-1].Type() != "response.completed" {
+			t.Fatalf("WebSocket through nginx with one instance draining: %v", fs[len(fs)-1])
+		}
+	}
+
 	// Bodies beyond nginx's default 1 MiB pass (client_max_body_size = -max-frame).
 	big := createBody(strings.Repeat("x", 2<<20), map[string]any{"store": false, "metadata": map[string]string{"sim.calls": "0"}})
 	if resp, body := request(t, "POST", base+"/v1/responses", "key-a", big); resp.StatusCode != 200 {

@@ -173,8 +173,18 @@ func (s *Server) publicOptions(owner string) compat.Options {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
+// healthz answers 200 {"status":"ok"}, or 503 {"status":"draining"} once Shutdown has begun,
+// so that a load balancer stops sending the instance new connections (issue 10 §3).
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	draining := s.shutdown
+	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if draining {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"draining"}` + "\n"))
+		return
+	}
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 

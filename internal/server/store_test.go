@@ -115,3 +115,17 @@ func TestPublicShapeKeepsOneRegistry(t *testing.T) {
 	c.Send(publicCreate("again", false, "0", ids[0]))
 	c.ExpectError(400, "previous_response_not_found", "previous_response_id")
 }
+
+// A draining instance fails /healthz, so that a load balancer stops sending it connections.
+func TestHealthzFailsWhileDraining(t *testing.T) {
+	s, url := testServer(t, Options{})
+	if code, body := do(t, "GET", httpURL(url, "/healthz"), "", ""); code != 200 || body["status"] != "ok" {
+		t.Fatalf("/healthz: %d %v", code, body)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do(t, "GET", httpURL(url, "/healthz"), "", ""); code != 503 || body["status"] != "draining" {
+		t.Fatalf("/healthz while draining: %d %v, want 503 draining", code, body)
+	}
+}

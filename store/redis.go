@@ -65,6 +65,7 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	opt.DisableIdentity = true
+	opt.ContextTimeoutEnabled = true // a call ends at its ctx deadline (-store-timeout), not only at ReadTimeout
 	c := redis.NewClient(opt)
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()

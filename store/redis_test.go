@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -98,5 +99,38 @@ func TestRedisLostAndBack(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "resp_1", ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Redis that stops answering is bounded by the caller's ctx (-store-timeout), not by
+// go-redis's own read timeout.
+func TestRedisHonoursContextDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s, err := store.NewRedis(ctx, srv.URL(), store.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := &store.Response{}
+	r.Response = protocol.Response{ID: "resp_1", Status: protocol.ResponseCompleted}
+	if err := s.Put(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "2000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Get(short, "resp_1", ""); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get while Redis is paused: err = %v, want the ctx deadline", err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "resp_1", ""); err != nil {
+		t.Fatalf("Get after Redis answers again: %v", err)
 	}
 }

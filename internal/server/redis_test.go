@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -157,6 +158,15 @@ func TestRedisLostWhileServing(t *testing.T) {
 	}
 	if s.store.Errors() == 0 {
 		t.Fatal("tether_store_errors_total did not count the failures")
+	}
+	resp, err := http.Get(httpURL(url, "/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), "\ntether_store_errors_total ") || strings.Contains(string(metrics), "\ntether_store_errors_total 0\n") {
+		t.Fatalf("/metrics has no non-zero tether_store_errors_total")
 	}
 
 	// Redis comes back (empty): the next store:true response is stored, without a restart.

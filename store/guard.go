@@ -14,13 +14,16 @@ import (
 const DefaultTimeout = 5 * time.Second
 
 // Guarded wraps a Store for a server: every call runs under a timeout, and every store
-// failure (not ErrNotFound or ErrCursorNotFound) is counted and logged. A slow store then
+// failure (not ErrNotFound or ErrCursorNotFound) is counted. The first failure logs "store
+// unavailable" at warn (later ones at debug) and the first success after it logs "store
+// available again", so a Redis outage is two log lines, not one per request. A slow store
 // holds a caller for at most the timeout.
 type Guarded struct {
 	s       Store
 	timeout time.Duration
 	log     *slog.Logger
 	errors  atomic.Int64
+	down    atomic.Bool // the last call failed
 }
 
 // Guard wraps s; timeout 0 means DefaultTimeout, a nil log means slog.Default().
@@ -41,9 +44,17 @@ func (g *Guarded) Unwrap() Store { return g.s }
 func (g *Guarded) Errors() int64 { return g.errors.Load() }
 
 func (g *Guarded) check(op, id string, err error) error {
-	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrCursorNotFound) {
-		g.errors.Add(1)
-		g.log.Warn("store failure", "op", op, "id", id, "err", err)
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCursorNotFound) {
+		if g.down.CompareAndSwap(true, false) {
+			g.log.Info("store available again", "op", op)
+		}
+		return err
+	}
+	g.errors.Add(1)
+	if g.down.CompareAndSwap(false, true) {
+		g.log.Warn("store unavailable: store:true responses fail with store_unavailable until it answers again", "op", op, "id", id, "err", err)
+	} else {
+		g.log.Debug("store failure", "op", op, "id", id, "err", err)
 	}
 	return err
 }

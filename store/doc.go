@@ -34,8 +34,8 @@
 //
 // [Guard] wraps a store for the server: each call runs under a timeout (-store-timeout,
 // default 5s), each failure is counted (tether_store_errors_total), and an outage is logged
-// when it starts and when it ends. go-redis
-// reconnects by itself, so a Redis that comes back is used again without a restart.
+// when it starts and when it ends. go-redis reconnects by itself, so a Redis that comes back
+// is used again without a restart.
 //
 // # Durability before acknowledgement
 //

@@ -250,6 +250,15 @@ func TestTwoInstancesBehindNginx(t *testing.T) {
 		}
 	}
 
+	// Nor can another key continue it, whichever instance its connections reach.
+	for range 2 {
+		c := wstest.Dial(t, "ws"+strings.TrimPrefix(base, "http")+"/v1/responses", http.Header{"Authorization": {"Bearer key-b"}})
+		m := createBody(outputsFor(first), map[string]any{"previous_response_id": id})
+		m["type"] = "response.create"
+		c.Send(m)
+		c.ExpectError(400, "previous_response_not_found", "previous_response_id")
+	}
+
 	// A draining instance fails /healthz and answers upgrades 503: nginx sends new WebSocket
 	// connections to the other one.
 	if err := srvs[0].Shutdown(context.Background()); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/store"
 )
 
 // Defaults of Options (architecture §10).
@@ -37,7 +38,8 @@ type Options struct {
 	QueueDepth int
 	// CacheResponses and CacheBytes bound the registry of finished rollouts kept for
 	// previous_response_id (entries, bytes of item text). 0 means 128 and 64 MiB. Live rollouts
-	// are never evicted.
+	// are never evicted. An adapter with its own registry of ended responses (the public shape's
+	// segments) calls Forget when a rollout ends, so that one registry holds their items.
 	CacheResponses int
 	CacheBytes     int64
 	// MaxAge is the connection age limit (architecture §4): when it passes, the connection drains
@@ -47,13 +49,15 @@ type Options struct {
 	// ShutdownGrace is how long sampling rollouts may finish when the connection drains.
 	// 0 means 30 seconds; negative means no grace (they are ended at once).
 	ShutdownGrace time.Duration
-	// Lookup resolves a previous_response_id that is not in the connection's registry (the
-	// store of stored responses). It returns the chain's items. Nil means no store.
-	Lookup func(id string) ([]protocol.Item, bool)
-	// Save receives every store:true append-shape rollout that ended completed or incomplete:
-	// its final Response, its input items (the create's and every append's, in order) and its
-	// whole chain (history, inputs and outputs). Nil means responses are not stored.
-	Save func(r *protocol.Response, input, chain []protocol.Item)
+	// Store keeps stored responses (issue 10 §1): it resolves a previous_response_id that is
+	// not in the connection's registry (Store.Chain), and every store:true append-shape rollout
+	// that ends completed or incomplete is written to it (Store.Put) before its terminal event
+	// is sent. Nil means none. Calls run with the connection's context: wrap the store with
+	// store.Guard for a timeout (the server does, -store-timeout).
+	Store store.Store
+	// Owner is the API key of the connection ("" when the server is open): the scope of its
+	// stored responses.
+	Owner string
 	// MaxFrame is the largest client frame in bytes (architecture §10 -max-frame), used in the
 	// websocket_message_too_large error. 0 means 32 MiB.
 	MaxFrame int64

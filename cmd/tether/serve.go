@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/store"
 )
 
 type serveConfig struct {
@@ -28,6 +30,9 @@ type serveConfig struct {
 	cacheBytes     byteSize
 	storeResponses int
 	storeBytes     byteSize
+	storeURL       string
+	storeTTL       time.Duration
+	storeTimeout   time.Duration
 	apiKeys        string
 	websocket      bool
 	maxConns       int
@@ -58,8 +63,11 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per connection")
 	fs.IntVar(&c.cacheResponses, "cache-responses", 128, "per-connection registry bound (responses)")
 	fs.Var(&c.cacheBytes, "cache-bytes", "per-connection registry bound (bytes)")
-	fs.IntVar(&c.storeResponses, "store-responses", 10000, "in-memory Store bound (responses)")
-	fs.Var(&c.storeBytes, "store-bytes", "in-memory Store bound (bytes)")
+	fs.IntVar(&c.storeResponses, "store-responses", 10000, "store bound (responses, least recently used evicted first)")
+	fs.Var(&c.storeBytes, "store-bytes", "store bound (bytes)")
+	fs.StringVar(&c.storeURL, "store", "memory", "where store:true responses live: memory, or redis://host:port/db (shared by several instances)")
+	fs.DurationVar(&c.storeTTL, "store-ttl", store.DefaultTTL, "Redis store: a stored response expires this long after its last use")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", store.DefaultTimeout, "bound on every store call; a store that fails or is slower gets store_unavailable")
 	fs.StringVar(&c.apiKeys, "api-keys", "", "file of accepted API keys, one per line (none = open server)")
 	fs.BoolVar(&c.websocket, "websocket", true, "serve WebSocket upgrades (false answers them 426, so clients fall back to HTTP)")
 	fs.IntVar(&c.maxConns, "max-connections", 1024, "open WebSocket connections (over it: 503 on upgrade; 0 = no cap)")
@@ -94,6 +102,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	store.LogRedisTo(log)
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	opts.Store, opts.StoreTimeout = st, cfg.storeTimeout
 	srv := server.New(opts)
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -159,8 +174,6 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		CacheResponses:    cfg.cacheResponses,
 		CacheBytes:        int64(cfg.cacheBytes),
 		ShutdownGrace:     grace,
-		StoreResponses:    cfg.storeResponses,
-		StoreBytes:        int64(cfg.storeBytes),
 		Keys:              keys,
 		DisableWebSocket:  !cfg.websocket,
 		MaxConnections:    cfg.maxConns,
@@ -188,7 +201,7 @@ func startupAttrs(cfg *serveConfig, addr string) []any {
 	}
 	return []any{"addr", addr, "version", versionLine(), "backend", backendLine(cfg), "model_speed", cfg.speed,
 		"shapes", shapes, "api_keys", keys,
-		"store", fmt.Sprintf("memory (%d responses, %s)", cfg.storeResponses, formatBytes(int64(cfg.storeBytes))),
+		"store", storeLine(cfg),
 		"log_level", cfg.logLevel, "log_format", cfg.logFormat, "pprof", cfg.pprof, "shutdown_grace", cfg.shutdownGrace}
 }
 
@@ -220,6 +233,21 @@ func stop(ctx context.Context, cfg *serveConfig, log *slog.Logger, srv *server.S
 	return nil
 }
 
+// openStore opens the store of -store; Redis must answer within -store-timeout.
+func openStore(ctx context.Context, cfg *serveConfig) (store.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(cfg.storeTimeout, time.Second))
+	defer cancel()
+	ttl := cfg.storeTTL
+	if ttl <= 0 {
+		ttl = -1 // no expiry
+	}
+	st, err := store.Open(ctx, cfg.storeURL, store.RedisOptions{MaxResponses: cfg.storeResponses, MaxBytes: int64(cfg.storeBytes), TTL: ttl})
+	if err != nil {
+		return nil, fmt.Errorf("-store: %w", err)
+	}
+	return st, nil
+}
+
 // newModel returns the backend that -backend names.
 func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Model, error) {
 	if cfg.backend != "sim" && cfg.upstream == "" {
@@ -238,4 +266,17 @@ func backendLine(cfg *serveConfig) string {
 		return "sim"
 	}
 	return cfg.backend + " (" + cfg.upstream + ")"
+}
+
+// storeLine names the store for the startup line (a Redis URL without its password).
+func storeLine(cfg *serveConfig) string {
+	bounds := fmt.Sprintf("%d responses, %s", cfg.storeResponses, formatBytes(int64(cfg.storeBytes)))
+	if cfg.storeURL == "" || cfg.storeURL == "memory" {
+		return "memory (" + bounds + ")"
+	}
+	u, err := url.Parse(cfg.storeURL)
+	if err != nil {
+		return "redis (" + bounds + ")"
+	}
+	return "redis " + u.Redacted() + " (" + bounds + ", ttl " + cfg.storeTTL.String() + ")"
 }

@@ -11,5 +11,9 @@
 // 404) and logged on one access line (accesslog.go); HTTP error answers count in
 // tether_errors_total beside the error frames.
 //
+// Stored responses live in Options.Store (a store.Store: memory, or Redis shared by several
+// instances); the server wraps it with store.Guard (-store-timeout, tether_store_errors_total)
+// and hands the same value to both shapes.
+//
 // It holds no protocol logic; cmd/tether, the bench and the conformance self-test use it.
 package server

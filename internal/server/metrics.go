@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tetherd/tether/compat"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // metricsHandler returns GET /metrics in the Prometheus text format: connections, rollouts by
@@ -44,10 +44,12 @@ func (s *Server) metricsHandler() http.Handler {
 		gauge("tether_sampling_waiting", "Rollouts holding their connection's slot and waiting for the server-wide admission gate.", nil, func() float64 { return float64(a.Waiting.Load()) })
 		counter("tether_sampling_wait_seconds_total", "Time rollouts spent waiting for the server-wide admission gate.", nil, func() float64 { return float64(a.WaitNanos.Load()) / 1e9 })
 	}
-	if ms, ok := s.opts.Store.(*compat.MemoryStore); ok {
+	if ms, ok := s.opts.Store.(*store.Memory); ok {
 		gauge("tether_store_responses", "Responses in the in-memory store.", nil, func() float64 { return float64(ms.Len()) })
 	}
-	reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors})
+	counter("tether_store_errors_total", "Store calls that failed or timed out (-store-timeout); each answered store_unavailable.", nil,
+		func() float64 { return float64(s.store.Errors()) })
+		reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

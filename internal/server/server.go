@@ -16,6 +16,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // AppendBeta is the OpenAI-Beta value that opts a WebSocket into the append shape
@@ -39,11 +40,15 @@ type Options struct {
 	CacheResponses int
 	CacheBytes     int64
 	ShutdownGrace  time.Duration
-	// Store keeps store:true responses. Nil means an in-memory store bounded by StoreResponses
-	// and StoreBytes (0 means compat.DefaultStoreResponses and compat.DefaultStoreBytes).
-	Store          compat.Store
+	// Store keeps store:true responses (-store). Nil means an in-memory store bounded by
+	// StoreResponses and StoreBytes (0 means store.DefaultResponses and store.DefaultBytes).
+	// The server does not close it.
+	Store          store.Store
 	StoreResponses int
 	StoreBytes     int64
+	// StoreTimeout bounds every store call (-store-timeout); a store that fails or does not
+	// answer in time gets store_unavailable. 0 means store.DefaultTimeout (5s).
+	StoreTimeout time.Duration
 	// Keys are the accepted API keys; nil or empty means the server is open. A missing or wrong
 	// key gets 401 on the upgrade and on every /v1 route and on /metrics (not on /healthz).
 	// Stored responses belong to the key that created them.
@@ -91,6 +96,7 @@ type Server struct {
 	adm      *session.Admission
 	// httpErrors counts HTTP error answers by code (tether_errors_total with the error frames)
 	httpErrors codeCounts
+	store    *store.Guarded // opts.Store under StoreTimeout, counting failures
 
 	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
 	conns      map[*session.Conn]struct{}
@@ -112,9 +118,10 @@ func New(opts Options) *Server {
 		opts.MaxFrame = session.DefaultMaxFrame
 	}
 	if opts.Store == nil {
-		opts.Store = compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
+		opts.Store = store.NewMemory(opts.StoreResponses, opts.StoreBytes)
 	}
-	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling)}
+	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling),
+		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
 	httpSession := s.sessionOptions("")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
@@ -134,10 +141,10 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
-		s.http.Get(w, r.PathValue("id"), owner)
+		s.http.Get(w, r, r.PathValue("id"), owner)
 	}))
 	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
-		s.http.Delete(w, r.PathValue("id"), owner)
+		s.http.Delete(w, r, r.PathValue("id"), owner)
 	}))
 	s.routeOps()
 	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
@@ -173,7 +180,7 @@ func (s *Server) publicOptions(owner string) compat.Options {
 	if m := s.opts.MaxSuspended; m > 0 && m < cache {
 		cache = m // every answered chain keeps a suspended rollout: evict before the cap
 	}
-	return compat.Options{Store: s.opts.Store, CacheResponses: cache,
+	return compat.Options{Store: s.store, CacheResponses: cache,
 		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner}
 }
 
@@ -310,12 +317,8 @@ func (s *Server) sessionOptions(owner string) session.Options {
 		ShutdownGrace:     o.ShutdownGrace,
 		MaxFrame:          o.MaxFrame,
 		Logger:            s.log,
-		Lookup: func(id string) ([]protocol.Item, bool) {
-			return compat.ChainFromStore(o.Store, id, owner)
-		},
-		Save: func(r *protocol.Response, input, chain []protocol.Item) {
-			compat.SaveAppend(o.Store, owner, r, input, chain)
-		},
+		Store:             s.store,
+		Owner:             owner,
 	}
 }
 

@@ -49,7 +49,7 @@ func (s *Server) metricsHandler() http.Handler {
 	}
 	counter("tether_store_errors_total", "Store calls that failed or timed out (-store-timeout); each answered store_unavailable.", nil,
 		func() float64 { return float64(s.store.Errors()) })
-		reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors})
+	reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

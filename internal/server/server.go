@@ -96,7 +96,7 @@ type Server struct {
 	adm      *session.Admission
 	// httpErrors counts HTTP error answers by code (tether_errors_total with the error frames)
 	httpErrors codeCounts
-	store    *store.Guarded // opts.Store under StoreTimeout, counting failures
+	store      *store.Guarded // opts.Store under StoreTimeout, counting failures
 
 	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
 	conns      map[*session.Conn]struct{}

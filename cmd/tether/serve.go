@@ -44,6 +44,7 @@ type serveConfig struct {
 	upstream       string
 	upstreamKey    string
 	upstreamTO     time.Duration
+	slots          int
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -73,6 +74,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
+	fs.IntVar(&c.slots, "slots", 4, "llama.cpp-compatible slots of POST /v1/chat/completions (sessions kept open for KV reuse)")
 	return c
 }
 
@@ -126,6 +128,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxSuspendedTotal: cfg.maxSuspTotal,
 		MaxRolloutBytes:   int64(cfg.maxRollout),
 		MaxSampling:       cfg.maxSampling,
+		Slots:             cfg.slots,
 		Logger:            log,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)

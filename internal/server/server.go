@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherd/tether/chatapi"
 	"github.com/tetherd/tether/compat"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -64,11 +65,15 @@ type Options struct {
 	// server-wide admission gate composed with each connection's FIFO; waiting shows in
 	// /metrics as tether_sampling_waiting). 0 means no bound.
 	MaxSampling int
+	// Slots is the number of llama.cpp-compatible slots of POST /v1/chat/completions (each
+	// keeps one ModelSession open for KV reuse; see package chatapi). 0 means 4.
+	Slots int
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
 
-// Server is Tether's HTTP handler: GET /healthz and /v1/responses (WebSocket upgrade with the
+// Server is Tether's HTTP handler: GET /healthz, POST /v1/chat/completions and GET /slots
+// (package chatapi), and /v1/responses (WebSocket upgrade with the
 // append opt-in → the append shape of package session). Shutdown drains every WebSocket.
 type Server struct {
 	// Immutable
@@ -76,6 +81,7 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	http     *compat.HTTP
+	chat     *chatapi.Handler
 	counters compat.Counters
 	metrics  session.Metrics
 	adm      *session.Admission
@@ -112,6 +118,11 @@ func New(opts Options) *Server {
 	}
 	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame,
 		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP}
+	if opts.Slots <= 0 {
+		opts.Slots = 4
+	}
+	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame,
+		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, opts.SuspendTimeout)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -120,6 +131,8 @@ func New(opts Options) *Server {
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
+	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeHTTP(w, r) }))
+	s.mux.HandleFunc("GET /slots", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeSlots(w, r) }))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.Get(w, r.PathValue("id"), owner)
 	}))
@@ -339,6 +352,7 @@ func (s *Server) untrack(c *session.Conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutdown = true
+	s.chat.Slots.Close()
 	conns := make([]*session.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)

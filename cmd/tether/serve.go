@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
@@ -45,6 +46,8 @@ type serveConfig struct {
 	upstreamKey    string
 	upstreamTO     time.Duration
 	slots          int
+	upstreamSlots  int
+	upstreamModel  string
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -74,6 +77,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
+	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots to pin rollouts to with id_slot (llama.cpp llama-server -np; 0 = don't pin)")
+	fs.StringVar(&c.upstreamModel, "upstream-model", "", "backend chat: model name sent upstream instead of the client's (\"\" = the client's)")
 	fs.IntVar(&c.slots, "slots", 4, "llama.cpp-compatible slots of POST /v1/chat/completions (sessions kept open for KV reuse)")
 	return c
 }
@@ -141,7 +146,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if keys.Open() {
 		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
 	}
-	log.Info("tether listening", "addr", ln.Addr().String(), "model", "sim", "speed", cfg.speed,
+	log.Info("tether listening", "addr", ln.Addr().String(), "backend", cfg.backend, "speed", cfg.speed,
 		"append", "OpenAI-Beta: "+server.AppendBeta)
 	select {
 	case err := <-errc:
@@ -169,6 +174,16 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 	switch cfg.backend {
 	case "sim":
 		return sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true}), nil
+	case "chat":
+		key, err := upstreamKey(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.maxSampling == 0 {
+			cfg.maxSampling = cfg.upstreamSlots // the engine's parallelism, when known
+		}
+		return chat.New(chat.Options{BaseURL: cfg.upstream, APIKey: key, Model: cfg.upstreamModel,
+			Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots}), nil
 	}
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
 }

@@ -1,0 +1,89 @@
+package chat
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+)
+
+// Options configures a Model.
+type Options struct {
+	// BaseURL is the engine's API base, e.g. "http://127.0.0.1:8080/v1"; requests go to
+	// BaseURL + "/chat/completions".
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer …" when non-empty.
+	APIKey string
+	// Model replaces the client's model name in upstream requests when non-empty.
+	Model string
+	// Timeout is the longest silence from the upstream within one sampling step. 0 means 5m.
+	Timeout time.Duration
+	// Slots is the number of engine slots to pin rollouts to (id_slot 0…Slots-1); 0 pins none.
+	Slots int
+	// LegacyMaxTokens sends max_tokens besides max_completion_tokens.
+	LegacyMaxTokens bool
+	// Client sends the requests. Nil means a client with no overall timeout.
+	Client *http.Client
+}
+
+// Model is the chat backend (package doc). Safe for concurrent use.
+type Model struct {
+	opts   Options
+	url    string
+	client *http.Client
+	free   chan int // slot ids not pinned by a rollout
+	pinned atomic.Int64
+}
+
+// New returns the chat backend for opts.
+func New(opts Options) *Model {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Minute
+	}
+	m := &Model{opts: opts, url: strings.TrimRight(opts.BaseURL, "/") + "/chat/completions", client: opts.Client}
+	if m.client == nil {
+		m.client = &http.Client{}
+	}
+	m.free = make(chan int, max(opts.Slots, 0))
+	for i := range max(opts.Slots, 0) {
+		m.free <- i
+	}
+	return m
+}
+
+// Pinned returns the number of engine slots pinned by open rollouts now.
+func (m *Model) Pinned() int { return int(m.pinned.Load()) }
+
+// Open implements sampler.Model: the session pins a free engine slot when Options.Slots > 0
+// and one is free.
+func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
+	s := &session{m: m, settings: info.Settings, slot: -1}
+	if info.Settings.Instructions != "" {
+		s.msgs = append(s.msgs, chatapi.Message{Role: protocol.RoleSystem, Content: chatapi.TextContent(info.Settings.Instructions)})
+	}
+	select {
+	case s.slot = <-m.free:
+		m.pinned.Add(1)
+	default:
+	}
+	return s, nil
+}
+
+// CheckRequest implements sampler.RequestChecker: items a Chat Completions engine cannot take
+// are rejected with a 400 naming them.
+func (m *Model) CheckRequest(p *protocol.CreateParams) *protocol.Error {
+	return chatapi.CheckItems(p.Input)
+}
+
+// release returns a pinned slot.
+func (m *Model) release(slot int) {
+	if slot >= 0 {
+		m.pinned.Add(-1)
+		m.free <- slot
+	}
+}

@@ -48,6 +48,7 @@ type serveConfig struct {
 	slots          int
 	upstreamSlots  int
 	upstreamModel  string
+	upstreamLegacy bool
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -79,6 +80,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
 	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots to pin rollouts to with id_slot (llama.cpp llama-server -np; 0 = don't pin)")
 	fs.StringVar(&c.upstreamModel, "upstream-model", "", "backend chat: model name sent upstream instead of the client's (\"\" = the client's)")
+	fs.BoolVar(&c.upstreamLegacy, "upstream-legacy-max-tokens", false, "backend chat: send max_tokens besides max_completion_tokens (Ollama, LM Studio)")
 	fs.IntVar(&c.slots, "slots", 4, "llama.cpp-compatible slots of POST /v1/chat/completions (sessions kept open for KV reuse)")
 	return c
 }
@@ -183,7 +185,7 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 			cfg.maxSampling = cfg.upstreamSlots // the engine's parallelism, when known
 		}
 		return chat.New(chat.Options{BaseURL: cfg.upstream, APIKey: key, Model: cfg.upstreamModel,
-			Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots}), nil
+			Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, LegacyMaxTokens: cfg.upstreamLegacy}), nil
 	}
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
 }

@@ -121,8 +121,12 @@ func New(opts Options) *Server {
 	if opts.Slots <= 0 {
 		opts.Slots = 4
 	}
+	idle := opts.SuspendTimeout // a slot's session is freed like a suspended rollout
+	if idle == 0 {
+		idle = session.DefaultSuspendTimeout
+	}
 	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame,
-		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, opts.SuspendTimeout)}
+		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, max(idle, 0))}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -25,16 +25,23 @@ import (
 // proxy is a small reverse proxy in front of a real upstream Tether: it records each chat
 // request's body and injects the fault its mode names ("" forwards).
 type proxy struct {
-	mu     sync.Mutex
-	bodies []chatapi.Request
-	mode   string
-	next   *httputil.ReverseProxy
+	mu      sync.Mutex
+	bodies  []chatapi.Request
+	aborted int // forwarded requests whose client went away before the upstream finished
+	mode    string
+	next    *httputil.ReverseProxy
 }
 
 func (p *proxy) setMode(m string) {
 	p.mu.Lock()
 	p.mode = m
 	p.mu.Unlock()
+}
+
+func (p *proxy) abortedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.aborted
 }
 
 func (p *proxy) requests() []chatapi.Request {
@@ -74,8 +81,25 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sse()
 	default:
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		p.next.ServeHTTP(w, r)
+		p.forward(w, r)
 	}
+}
+
+// forward passes the request to the upstream and counts it aborted when its client went away
+// first (ReverseProxy then panics with http.ErrAbortHandler, or returns with the context done).
+func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		v := recover()
+		if v != nil || r.Context().Err() != nil {
+			p.mu.Lock()
+			p.aborted++
+			p.mu.Unlock()
+		}
+		if v != nil {
+			panic(v)
+		}
+	}()
+	p.next.ServeHTTP(w, r)
 }
 
 // chain starts a sim Tether as the upstream, the proxy in front of it, and a front Tether with

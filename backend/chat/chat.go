@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,8 @@ type Model struct {
 	opts   Options
 	url    string
 	client *http.Client
-	free   chan int // slot ids not pinned by a rollout
+	mu     sync.Mutex
+	free   []int // slot ids not pinned by a rollout; last freed is taken first
 	pinned atomic.Int64
 }
 
@@ -49,9 +51,8 @@ func New(opts Options) *Model {
 	if m.client == nil {
 		m.client = &http.Client{}
 	}
-	m.free = make(chan int, max(opts.Slots, 0))
-	for i := range max(opts.Slots, 0) {
-		m.free <- i
+	for i := max(opts.Slots, 0) - 1; i >= 0; i-- {
+		m.free = append(m.free, i)
 	}
 	return m
 }
@@ -60,17 +61,19 @@ func New(opts Options) *Model {
 func (m *Model) Pinned() int { return int(m.pinned.Load()) }
 
 // Open implements sampler.Model: the session pins a free engine slot when Options.Slots > 0
-// and one is free.
+// and one is free: the one freed last, whose cache most likely holds this conversation when a
+// client continues it on the cold path.
 func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
 	s := &session{m: m, settings: info.Settings, slot: -1}
 	if info.Settings.Instructions != "" {
 		s.msgs = append(s.msgs, chatapi.Message{Role: protocol.RoleSystem, Content: chatapi.TextContent(info.Settings.Instructions)})
 	}
-	select {
-	case s.slot = <-m.free:
+	m.mu.Lock()
+	if n := len(m.free); n > 0 {
+		s.slot, m.free = m.free[n-1], m.free[:n-1]
 		m.pinned.Add(1)
-	default:
 	}
+	m.mu.Unlock()
 	return s, nil
 }
 
@@ -83,7 +86,9 @@ func (m *Model) CheckRequest(p *protocol.CreateParams) *protocol.Error {
 // release returns a pinned slot.
 func (m *Model) release(slot int) {
 	if slot >= 0 {
+		m.mu.Lock()
+		m.free = append(m.free, slot)
+		m.mu.Unlock()
 		m.pinned.Add(-1)
-		m.free <- slot
 	}
 }

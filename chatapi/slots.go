@@ -39,6 +39,7 @@ type slot struct {
 	gen      []protocol.Item   // items it generated in its last step (not yet fed back)
 	steps    int               // sampling steps run on ms
 	used     int64             // Slots.clock at the last release
+	n        int               // items held at the last release (for Info; guarded by mu)
 	timer    *time.Timer       // frees the session after the idle timeout
 }
 
@@ -130,7 +131,9 @@ func (p *Slots) release(s *slot) {
 	s.used = p.clock
 	if p.closed {
 		s.free()
-	} else if p.idle > 0 && s.ms != nil {
+	}
+	s.n = len(s.fed) + len(s.gen)
+	if !p.closed && p.idle > 0 && s.ms != nil {
 		used := s.used
 		s.timer = time.AfterFunc(p.idle, func() { p.expire(s, used) })
 	}
@@ -144,6 +147,7 @@ func (p *Slots) expire(s *slot, used int64) {
 	defer p.mu.Unlock()
 	if !s.busy && s.used == used {
 		s.free()
+		s.n = 0
 	}
 }
 
@@ -160,6 +164,7 @@ func (p *Slots) Close() {
 		}
 		if !s.busy {
 			s.free()
+			s.n = 0
 		}
 	}
 	close(p.released)
@@ -185,7 +190,8 @@ func (s *slot) free() {
 type SlotInfo struct {
 	ID           int  `json:"id"`
 	IsProcessing bool `json:"is_processing"`
-	// Items is the number of items the slot's session holds (0: no session).
+	// Items is the number of items the slot's session held when it was last released (0: no
+	// session).
 	Items int `json:"n_items"`
 }
 
@@ -195,7 +201,7 @@ func (p *Slots) Info() []SlotInfo {
 	defer p.mu.Unlock()
 	out := make([]SlotInfo, len(p.slots))
 	for i, s := range p.slots {
-		out[i] = SlotInfo{ID: s.id, IsProcessing: s.busy, Items: len(s.fed) + len(s.gen)}
+		out[i] = SlotInfo{ID: s.id, IsProcessing: s.busy, Items: s.n}
 	}
 	return out
 }

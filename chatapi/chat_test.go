@@ -175,6 +175,7 @@ func TestErrors(t *testing.T) {
 		{`{"model":"sim","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"metadata":{"sim.calls":"many"}}`, 400, "invalid_value"},
 		{`{"model":`, 400, "invalid_json"},
+		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"n":2}`, 400, "unsupported_parameter"},
 		{`{"model":"sim","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "request_body_too_large"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"metadata":{"sim.fail":"step:0"}}`, 500, "server_error"},
 	} {

@@ -76,6 +76,8 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *pro
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeMissingRequiredParameter, "model", "Missing required parameter: 'model'.")
 	case len(req.Messages) == 0:
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeMissingRequiredParameter, "messages", "Missing required parameter: 'messages' (a non-empty array).")
+	case req.N != nil && *req.N != 1:
+		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "n", "Only n=1 is supported: this server samples one choice per request.")
 	}
 	return &req, nil
 }

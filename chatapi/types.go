@@ -17,6 +17,7 @@ type Request struct {
 	TopP                *float64          `json:"top_p,omitempty"`
 	ReasoningEffort     string            `json:"reasoning_effort,omitempty"`
 	Metadata            map[string]string `json:"metadata,omitempty"`
+	N                   *int              `json:"n,omitempty"` // choices; only 1 is served
 	Stream              bool              `json:"stream,omitempty"`
 	StreamOptions       *StreamOptions    `json:"stream_options,omitempty"`
 	// IDSlot is llama.cpp's slot id: ≥ 0 pins the request to that slot, -1 or nil lets the

@@ -28,7 +28,8 @@ type Options struct {
 	Slots int
 	// LegacyMaxTokens sends max_tokens besides max_completion_tokens.
 	LegacyMaxTokens bool
-	// Client sends the requests. Nil means a client with no overall timeout.
+	// Client sends the requests. Nil means a client with no overall timeout that keeps up to
+	// 64 idle connections to the engine.
 	Client *http.Client
 }
 
@@ -49,7 +50,9 @@ func New(opts Options) *Model {
 	}
 	m := &Model{opts: opts, url: strings.TrimRight(opts.BaseURL, "/") + "/chat/completions", client: opts.Client}
 	if m.client == nil {
-		m.client = &http.Client{}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64 // one connection per concurrent step, kept for the next
+		m.client = &http.Client{Transport: tr}
 	}
 	for i := max(opts.Slots, 0) - 1; i >= 0; i-- {
 		m.free = append(m.free, i)

@@ -28,7 +28,8 @@
 // finish_reason "length" → StepResult.Incomplete = max_output_tokens. Usage comes from the
 // final chunk: InputTokens = prompt_tokens, OutputTokens = completion_tokens, CachedTokens =
 // usage.prompt_tokens_details.cached_tokens, else llama.cpp's timings.cache_n, else 0. SSE
-// comments (keep-alive pings) are skipped.
+// comments (keep-alive pings) are skipped, and so are reasoning_content deltas (the Responses
+// reasoning item is not produced by this backend).
 //
 // # Engine slots
 //

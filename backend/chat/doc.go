@@ -11,8 +11,8 @@
 // (consecutive calls, and the assistant text right before them, merge into one assistant
 // message); function_call_output → a "tool" message. Reasoning items are dropped (a chat
 // engine cannot take them back); other item types and non-text content parts are rejected
-// at create with a 400 (CheckRequest; param input[i]) and fail the step if they arrive in a
-// continuation. Non-function tools are dropped; tool_choice (auto, none, required, a named
+// at create with a 400 (CheckRequest; param input[i]) and fail the step (code invalid_prompt)
+// if they arrive in a continuation. Non-function tools are dropped; tool_choice (auto, none, required, a named
 // function) and parallel_tool_calls are sent only with tools; text.format → response_format;
 // max_output_tokens → max_completion_tokens (also max_tokens with Options.LegacyMaxTokens,
 // for Ollama and LM Studio); temperature, top_p; reasoning.effort → reasoning_effort;

@@ -135,3 +135,29 @@ func TestChainServesChatCompletions(t *testing.T) {
 		t.Fatalf("second turn cached %d, first prompt %d", c2.Usage.PromptTokensDetails.CachedTokens, c1.Usage.PromptTokens)
 	}
 }
+
+// TestChainRejectsWhatChatCannotCarry: an image part is refused at create (400 naming it); in
+// an append it fails the step with invalid_prompt, and the pinned slot is freed.
+func TestChainRejectsWhatChatCannotCarry(t *testing.T) {
+	front, m, _ := chain(t, chat.Options{Slots: 1})
+	c := dialAppend(t, front)
+	image := map[string]any{"type": "message", "role": "user", "content": []any{
+		map[string]any{"type": "input_image", "image_url": "https://example.com/cat.png"}}}
+	c.Send(map[string]any{"type": "response.create", "model": "sim", "input": []any{image}})
+	c.ExpectError(400, "invalid_value", "input[0].content")
+	c.Send(map[string]any{"type": "response.create", "model": "sim", "input": "weather here", "tools": []any{weather}})
+	fs := c.Until("response.done", "response.failed")
+	done := fs[len(fs)-1]
+	ids, _ := done.Get("pending_call_ids").([]any)
+	if len(ids) != 1 {
+		t.Fatalf("%s: %v", done.Type(), done)
+	}
+	c.Send(map[string]any{"type": "response.append", "response_id": done.Str("response_id"), "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "ok"}, image}})
+	fs = c.Until("response.completed", "response.failed", "response.incomplete")
+	last := fs[len(fs)-1]
+	if last.Type() != "response.failed" || last.Str("response", "error", "code") != "invalid_prompt" {
+		t.Fatalf("append with an image: %s %v", last.Type(), last.Get("response", "error"))
+	}
+	eventually(t, "the slot freed", func() bool { return m.Pinned() == 0 })
+}

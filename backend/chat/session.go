@@ -41,8 +41,9 @@ func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Ou
 		msgs, err = chatapi.MessagesFromItems(msgs, step.Input)
 	}
 	s.msgs = msgs
-	if err != nil {
-		return sampler.StepResult{}, err
+	if err != nil { // e.g. an image in a continuation's message: the client's input
+		return sampler.StepResult{}, &protocol.Error{Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest,
+			Code: CodeInvalidPrompt, Message: "The input cannot be sent to the Chat Completions engine: " + err.Error()}
 	}
 	body, err := json.Marshal(s.request())
 	if err != nil {

@@ -43,6 +43,7 @@
 // KV cache (the sim, or a chat backend pinned to an engine slot) reports the prefix as
 // cached_tokens; otherwise (or with "cache_prompt": false) the slot's session is closed and a
 // new one opened. A busy slot makes the request wait, as llama.cpp defers a task. A slot keeps
-// at most MaxBytes of items (larger contexts are not kept) and is freed after IdleTimeout
-// unused. GET /slots lists the slots.
+// at most NewSlots' maxBytes of items (the server passes -max-rollout-bytes; larger contexts
+// are answered but not kept) and is freed after NewSlots' idle time unused (the server passes
+// -suspend-timeout). GET /slots lists the slots (Handler.ServeSlots).
 package chatapi

@@ -17,7 +17,7 @@ import (
 // each keeping one ModelSession open with the items it has seen. Safe for concurrent use.
 type Slots struct {
 	model sampler.Model
-	// MaxBytes bounds the items one slot keeps (session.ItemsBytes); 0 means no bound.
+	// maxBytes bounds the items one slot keeps (session.ItemsBytes); 0 means no bound.
 	maxBytes int64
 	// idle frees a slot's session after this long unused; 0 means never.
 	idle time.Duration

@@ -10,8 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
@@ -50,6 +53,10 @@ type serveConfig struct {
 	upstream       string
 	upstreamKey    string
 	upstreamTO     time.Duration
+	slots          int
+	upstreamSlots  int
+	upstreamModel  string
+	upstreamLegacy bool
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -85,6 +92,10 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
+	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots to pin rollouts to with id_slot (llama.cpp llama-server -np; 0 = don't pin)")
+	fs.StringVar(&c.upstreamModel, "upstream-model", "", "backend chat: model name sent upstream instead of the client's (\"\" = the client's)")
+	fs.BoolVar(&c.upstreamLegacy, "upstream-legacy-max-tokens", false, "backend chat: send max_tokens besides max_completion_tokens (Ollama, LM Studio)")
+	fs.IntVar(&c.slots, "slots", 4, "llama.cpp-compatible slots of POST /v1/chat/completions (sessions kept open for KV reuse)")
 	return c
 }
 
@@ -185,6 +196,7 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		Pprof:             cfg.pprof,
 		MaxSampling:       cfg.maxSampling,
 		KeepAlive:         cfg.keepAlive,
+		Slots:             cfg.slots,
 		Logger:            log,
 	}, nil
 }
@@ -256,6 +268,16 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 	switch cfg.backend {
 	case "sim":
 		return sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true}), nil
+	case "chat":
+		key, err := upstreamKey(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.maxSampling == 0 {
+			cfg.maxSampling = cfg.upstreamSlots // the engine's parallelism, when known
+		}
+		return chat.New(chat.Options{BaseURL: cfg.upstream, APIKey: key, Model: cfg.upstreamModel,
+			Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, LegacyMaxTokens: cfg.upstreamLegacy}), nil
 	}
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
 }
@@ -279,4 +301,16 @@ func storeLine(cfg *serveConfig) string {
 		return "redis (" + bounds + ")"
 	}
 	return "redis " + u.Redacted() + " (" + bounds + ", ttl " + cfg.storeTTL.String() + ")"
+}
+
+// upstreamKey reads the upstream API key file of -upstream-api-key-file ("" when unset).
+func upstreamKey(cfg *serveConfig) (string, error) {
+	if cfg.upstreamKey == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(cfg.upstreamKey)
+	if err != nil {
+		return "", fmt.Errorf("-upstream-api-key-file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }

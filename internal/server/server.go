@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherd/tether/chatapi"
 	"github.com/tetherd/tether/compat"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -73,6 +74,9 @@ type Options struct {
 	// server-wide admission gate composed with each connection's FIFO; waiting shows in
 	// /metrics as tether_sampling_waiting). 0 means no bound.
 	MaxSampling int
+	// Slots is the number of llama.cpp-compatible slots of POST /v1/chat/completions (each
+	// keeps one ModelSession open for KV reuse; see package chatapi). 0 means 4.
+	Slots int
 	// Models is the list of GET /v1/models (OpenAI's list shape). Nil means the backend's
 	// own list (sampler.Lister), else SimModels.
 	Models []ModelInfo
@@ -83,7 +87,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Server is Tether's HTTP handler: GET /healthz and /v1/responses (WebSocket upgrade with the
+// Server is Tether's HTTP handler: GET /healthz, POST /v1/chat/completions and GET /slots
+// (package chatapi), and /v1/responses (WebSocket upgrade with the
 // append opt-in → the append shape of package session). Shutdown drains every WebSocket.
 type Server struct {
 	// Immutable
@@ -91,6 +96,7 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	http     *compat.HTTP
+	chat     *chatapi.Handler
 	counters compat.Counters
 	metrics  session.Metrics
 	adm      *session.Admission
@@ -132,6 +138,15 @@ func New(opts Options) *Server {
 	}
 	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame,
 		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP}
+	if opts.Slots <= 0 {
+		opts.Slots = 4
+	}
+	idle := opts.SuspendTimeout // a slot's session is freed like a suspended rollout
+	if idle == 0 {
+		idle = session.DefaultSuspendTimeout
+	}
+	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame,
+		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, max(idle, 0))}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -140,6 +155,8 @@ func New(opts Options) *Server {
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
+	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeHTTP(w, r) }))
+	s.mux.HandleFunc("GET /slots", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeSlots(w, r) }))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.Get(w, r, r.PathValue("id"), owner)
 	}))
@@ -356,6 +373,7 @@ func (s *Server) untrack(c *session.Conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutdown = true
+	s.chat.Slots.Close()
 	conns := make([]*session.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)

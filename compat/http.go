@@ -3,7 +3,9 @@ package compat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -29,6 +31,13 @@ type HTTP struct {
 	// WriteTimeout bounds the writing of one SSE event: a client that stops reading is cut off
 	// and its rollout freed. 0 means none.
 	WriteTimeout time.Duration
+	// ReadTimeout bounds the reading of a POST body: a client that stalls is answered
+	// request_timeout (408) and its connection closed. 0 means none.
+	ReadTimeout time.Duration
+	// Budget, if set, admits each POST body before it is read (its Content-Length, or MaxBody
+	// when unknown), so that bodies being read and decoded stay within the server-wide memory
+	// budget; over it the POST gets server_overloaded (503) at once.
+	Budget *session.Budget
 	// Track, if set, is told about each request's connection core while the request runs, so
 	// that a server shutdown can drain it (its response then ends within the grace period);
 	// the returned function is called when the request ends.
@@ -37,23 +46,15 @@ type HTTP struct {
 
 // Create serves POST /v1/responses for the key owner ("" when the server is open).
 func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
-	max := h.MaxBody
-	if max <= 0 {
-		max = session.DefaultMaxFrame
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	if err != nil {
-		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err))
-		return
-	}
-	if int64(len(body)) > max {
-		WriteError(w, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
-			"The request body exceeds the limit of %d bytes.", max))
+	body, release, perr := h.readBody(w, r)
+	if perr != nil {
+		h.fail(w, perr)
 		return
 	}
 	p, perr := protocol.DecodeCreateParams(body)
 	if perr != nil {
-		WriteError(w, perr)
+		release()
+		h.fail(w, perr)
 		return
 	}
 	conn := session.NewConn(idleTransport{}, h.Session)
@@ -73,8 +74,9 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		em = col
 	}
 	ps, perr := reg.create(p, em, false, opts.counters())
+	release() // the request is decoded; its rollout's items are counted by the rollout limits
 	if perr != nil {
-		WriteError(w, perr)
+		h.fail(w, perr)
 		return
 	}
 	select {
@@ -85,6 +87,68 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	if col != nil {
 		writeJSON(w, http.StatusOK, col.final)
 	}
+}
+
+// readBody admits and reads a POST body: request_body_too_large (413) for a Content-Length
+// over MaxBody before reading anything, server_overloaded (503) when the Budget is in use,
+// request_timeout (408) for a body not received within ReadTimeout. release returns the
+// body's reservation once it has been decoded.
+func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), _ *protocol.Error) {
+	max := h.MaxBody
+	if max <= 0 {
+		max = session.DefaultMaxFrame
+	}
+	if r.ContentLength > max {
+		return nil, nil, bodyTooLarge(max)
+	}
+	size := r.ContentLength
+	if size < 0 {
+		size = max // unknown length (chunked): reserve the limit
+	}
+	release, perr := h.Budget.AdmitBody(size)
+	if perr != nil {
+		return nil, nil, perr
+	}
+	rc := http.NewResponseController(w)
+	if h.ReadTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(h.ReadTimeout))
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if h.ReadTimeout > 0 && !isTimeout(err) {
+		// A deadline left behind would cancel the request; after a timeout it stays, so that
+		// the server does not wait for the rest of the body either.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	switch {
+	case isTimeout(err):
+		release()
+		w.Header().Set("Connection", "close")
+		return nil, nil, protocol.Errorf(http.StatusRequestTimeout, protocol.CodeRequestTimeout, "",
+			"The request body was not received within %s.", h.ReadTimeout)
+	case err != nil:
+		release()
+		return nil, nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err)
+	case int64(len(body)) > max:
+		release()
+		return nil, nil, bodyTooLarge(max)
+	}
+	return body, release, nil
+}
+
+func bodyTooLarge(max int64) *protocol.Error {
+	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
+		"The request body exceeds the limit of %d bytes.", max)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// fail writes e and counts it in tether_errors_total.
+func (h *HTTP) fail(w http.ResponseWriter, e *protocol.Error) {
+	h.Session.Metrics.CountError(e.Code)
+	WriteError(w, e)
 }
 
 // collector keeps only the terminal Response (stream:false).
@@ -159,7 +223,7 @@ func notFound(id string) *protocol.Error {
 func (h *HTTP) Get(w http.ResponseWriter, id, owner string) {
 	sr, ok := h.lookup(id, owner)
 	if !ok {
-		WriteError(w, notFound(id))
+		h.fail(w, notFound(id))
 		return
 	}
 	writeJSON(w, http.StatusOK, &sr.Response)
@@ -168,7 +232,7 @@ func (h *HTTP) Get(w http.ResponseWriter, id, owner string) {
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
 func (h *HTTP) Delete(w http.ResponseWriter, id, owner string) {
 	if _, ok := h.lookup(id, owner); !ok || !h.store().Delete(id) {
-		WriteError(w, notFound(id))
+		h.fail(w, notFound(id))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
@@ -191,7 +255,7 @@ func (h *HTTP) lookup(id, owner string) (*StoredResponse, bool) {
 func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner string) {
 	sr, ok := h.lookup(id, owner)
 	if !ok {
-		WriteError(w, notFound(id))
+		h.fail(w, notFound(id))
 		return
 	}
 	q := r.URL.Query()
@@ -199,7 +263,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
-			WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "limit", "limit must be an integer from 1 to 100."))
+			h.fail(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "limit", "limit must be an integer from 1 to 100."))
 			return
 		}
 		limit = n
@@ -209,7 +273,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 		order = "desc"
 	}
 	if order != "asc" && order != "desc" {
-		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "order", "order must be 'asc' or 'desc'."))
+		h.fail(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "order", "order must be 'asc' or 'desc'."))
 		return
 	}
 	items := append([]protocol.Item(nil), sr.Input...)
@@ -227,7 +291,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 			}
 		}
 		if at < 0 {
-			WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "after", "No input item with id '%s' in this response.", after))
+			h.fail(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "after", "No input item with id '%s' in this response.", after))
 			return
 		}
 		items = items[at+1:]

@@ -88,6 +88,9 @@ func readError(c *session.Conn, err error) (stop bool, _ error) {
 		_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedFrame, "",
 			"Binary frames are not supported: send each event as one JSON text frame."))
 		return false, nil
+	case errors.Is(err, session.ErrOverloaded):
+		_ = c.WriteError(session.OverloadedError("the server's memory budget for frames being read is in use"))
+		return false, nil
 	case errors.Is(err, session.ErrFrameTooLarge):
 		_ = c.WriteError(session.FrameTooLargeError(c.MaxFrame()))
 		_ = c.Transport().Close(websocket.StatusMessageTooBig, "frame too large")

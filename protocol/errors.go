@@ -78,6 +78,16 @@ const (
 	CodeInvalidAPIKey = "invalid_api_key"
 	// CodeMethodNotAllowed: a method /v1/responses does not serve. 405 (HTTP).
 	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeOverloaded: the server-wide memory budget (-max-memory) or the bound on HTTP requests
+	// being decoded at once is exhausted; nothing was read past the refusal. 503 (HTTP and
+	// WebSocket; the connection stays usable).
+	CodeOverloaded = "server_overloaded"
+	// CodeRequestTimeout: a POST body was not received within -read-timeout. 408 (HTTP; the
+	// connection is closed).
+	CodeRequestTimeout = "request_timeout"
+	// CodeQuotaExceeded: a create or upgrade over a per-key quota (suspended rollouts,
+	// connections). 429.
+	CodeQuotaExceeded = "quota_exceeded"
 )
 
 // Error types (error.type): TypeInvalidRequest for 4xx, TypeServer for 5xx.

@@ -45,6 +45,9 @@ func (a *appendAdapter) readError(err error) (stop bool, _ error) {
 		_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedFrame, "",
 			"Binary frames are not supported: send each event as one JSON text frame."))
 		return false, nil
+	case errors.Is(err, ErrOverloaded):
+		_ = c.WriteError(OverloadedError("the server's memory budget for frames being read is in use"))
+		return false, nil
 	case errors.Is(err, ErrFrameTooLarge):
 		_ = c.WriteError(FrameTooLargeError(c.opts.maxFrame()))
 		_ = c.tr.Close(websocket.StatusMessageTooBig, "frame too large")

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/tetherd/tether/internal/server"
@@ -36,10 +35,20 @@ type serveConfig struct {
 	maxSuspTotal   int64
 	maxRollout     byteSize
 	logLevel       string
+	readTimeout    time.Duration
+	idleTimeout    time.Duration
+	maxHTTPConns   int
+	maxMemory      byteSize
+	maxDecoding    int
+	keyRollouts    int
+	keyConns       int
+	keyStored      int
+	keyStoredBytes byteSize
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
-	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20}
+	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20,
+		maxMemory: byteSize(server.DefaultMaxMemory())}
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
 	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
@@ -60,7 +69,28 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
 	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "a POST body not received within this gets 408 and its connection is closed")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "an HTTP keep-alive connection idle this long is closed")
+	fs.IntVar(&c.maxHTTPConns, "max-http-connections", server.DefaultMaxHTTPConnections, "accepted TCP connections, WebSockets included (at it: the longest-idle keep-alive is closed; then only /healthz is served; 0 = no bound)")
+	fs.Var(&c.maxMemory, "max-memory", "bytes of frames and POST bodies being read and decoded, server-wide (over it: 503 server_overloaded; default: a quarter of the machine's or cgroup's memory; 0 = no bound)")
+	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
 	return c
+}
+
+// orNone maps a flag's 0 ("none") to the Options' negative "none".
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// orNoBound maps a flag's 0 ("no bound") to the Options' negative "none".
+func orNoBound(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -90,33 +120,38 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		grace = -1 // session: no grace
 	}
 	srv := server.New(server.Options{
-		Model:             sampler.NewSim(sampler.SimOptions{Speed: speed, Realtime: true}),
-		MaxFrame:          int64(cfg.maxFrame),
-		MaxConnectionAge:  cfg.maxAge,
-		SuspendTimeout:    cfg.suspendTimeout,
-		QueueDepth:        cfg.queueDepth,
-		CacheResponses:    cfg.cacheResponses,
-		CacheBytes:        int64(cfg.cacheBytes),
-		ShutdownGrace:     grace,
-		StoreResponses:    cfg.storeResponses,
-		StoreBytes:        int64(cfg.storeBytes),
-		Keys:              keys,
-		DisableWebSocket:  !cfg.websocket,
-		MaxConnections:    cfg.maxConns,
-		PingInterval:      cfg.pingInterval,
-		WriteTimeout:      cfg.writeTimeout,
-		MaxSuspended:      cfg.maxSuspended,
-		MaxSuspendedTotal: cfg.maxSuspTotal,
-		MaxRolloutBytes:   int64(cfg.maxRollout),
-		Logger:            log,
+		Model:              sampler.NewSim(sampler.SimOptions{Speed: speed, Realtime: true}),
+		MaxFrame:           int64(cfg.maxFrame),
+		MaxConnectionAge:   cfg.maxAge,
+		SuspendTimeout:     cfg.suspendTimeout,
+		QueueDepth:         cfg.queueDepth,
+		CacheResponses:     cfg.cacheResponses,
+		CacheBytes:         int64(cfg.cacheBytes),
+		ShutdownGrace:      grace,
+		StoreResponses:     cfg.storeResponses,
+		StoreBytes:         int64(cfg.storeBytes),
+		Keys:               keys,
+		DisableWebSocket:   !cfg.websocket,
+		MaxConnections:     cfg.maxConns,
+		PingInterval:       cfg.pingInterval,
+		WriteTimeout:       cfg.writeTimeout,
+		MaxSuspended:       cfg.maxSuspended,
+		MaxSuspendedTotal:  cfg.maxSuspTotal,
+		MaxRolloutBytes:    int64(cfg.maxRollout),
+		Logger:             log,
+		ReadTimeout:        orNone(cfg.readTimeout),
+		IdleTimeout:        orNone(cfg.idleTimeout),
+		MaxHTTPConnections: cfg.maxHTTPConns,
+		MaxMemory:          int64(cfg.maxMemory),
+		MaxDecoding:        cfg.maxDecoding,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs, limited := srv.HTTPServer(ln)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(limited) }()
 	if keys.Open() {
 		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
 	}

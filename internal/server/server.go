@@ -61,7 +61,35 @@ type Options struct {
 	MaxRolloutBytes   int64
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// HTTP connection limits (they apply to the http.Server of HTTPServer):
+	// ReadTimeout bounds the reading of a POST body (408 request_timeout, connection closed);
+	// 0 means DefaultReadTimeout, negative none. IdleTimeout closes a keep-alive connection
+	// idle between requests; 0 means DefaultIdleTimeout, negative none. MaxHTTPConnections
+	// bounds accepted TCP connections (WebSockets included): at the bound the longest-idle
+	// keep-alive connection is closed, then up to HealthzReserve more serve only /healthz (503
+	// too_many_connections to everything else), then new connections are closed at once;
+	// 0 means DefaultMaxHTTPConnections, negative none.
+	ReadTimeout        time.Duration
+	IdleTimeout        time.Duration
+	MaxHTTPConnections int
+	// MaxMemory bounds the bytes of client frames and POST bodies being read and decoded
+	// across the whole server (session.Budget, DecodeFactor bytes per received byte); over it a
+	// POST gets 503 server_overloaded and a frame an error frame with that code, at once.
+	// 0 means DefaultMaxMemory(), negative none. MaxDecoding bounds POST bodies being read and
+	// decoded at once (503 server_overloaded over it); 0 means DefaultMaxDecoding, negative none.
+	MaxMemory   int64
+	MaxDecoding int
 }
+
+// Defaults of the HTTP connection limits and the memory budget (see Options).
+const (
+	DefaultReadTimeout        = 30 * time.Second
+	DefaultIdleTimeout        = 60 * time.Second
+	DefaultHeaderTimeout      = 10 * time.Second
+	DefaultMaxHTTPConnections = 4096
+	DefaultMaxDecoding        = 64
+)
 
 // Server is Tether's HTTP handler: GET /healthz and /v1/responses (WebSocket upgrade with the
 // append opt-in → the append shape of package session). Shutdown drains every WebSocket.
@@ -73,6 +101,7 @@ type Server struct {
 	http     *compat.HTTP
 	counters compat.Counters
 	metrics  session.Metrics
+	budget   *session.Budget
 
 	mu       sync.Mutex // guards conns, open and shutdown
 	conns    map[*session.Conn]struct{}
@@ -96,6 +125,7 @@ func New(opts Options) *Server {
 		opts.Store = compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{})}
+	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
 	httpSession := s.sessionOptions("")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
@@ -105,11 +135,12 @@ func New(opts Options) *Server {
 		writeTimeout = session.DefaultWriteTimeout
 	}
 	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame,
-		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP}
+		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP,
+		ReadTimeout: positive(opts.ReadTimeout, DefaultReadTimeout), Budget: s.budget}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeHTTPError(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on this server.", r.Method, r.URL.Path))
+		s.fail(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on this server.", r.Method, r.URL.Path))
 	})
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
@@ -131,6 +162,7 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.H
 	return func(w http.ResponseWriter, r *http.Request) {
 		owner, ok := s.opts.Keys.owner(r)
 		if !ok {
+			s.metrics.CountError(protocol.CodeInvalidAPIKey)
 			unauthorized(w, r)
 			return
 		}
@@ -158,7 +190,7 @@ func (s *Server) publicOptions(owner string) compat.Options {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard(w, r) }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
@@ -173,7 +205,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string)
 		s.http.Create(w, r, owner)
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		writeHTTPError(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
+		s.fail(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
 			"%s /v1/responses is not supported: POST a create body, or GET with a WebSocket upgrade.", r.Method))
 	}
 }
@@ -205,7 +237,7 @@ func headerHasToken(h http.Header, key, token string) bool {
 
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string) {
 	if s.opts.DisableWebSocket {
-		writeHTTPError(w, &protocol.Error{Status: http.StatusUpgradeRequired, Type: protocol.TypeInvalidRequest,
+		s.fail(w, &protocol.Error{Status: http.StatusUpgradeRequired, Type: protocol.TypeInvalidRequest,
 			Code: protocol.CodeWebSocketDisabled, Message: "WebSocket mode is disabled on this server: use POST /v1/responses."})
 		return
 	}
@@ -213,13 +245,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
-		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
+		s.fail(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
 			Code: protocol.CodeShuttingDown, Message: "The server is shutting down."})
 		return
 	}
 	if max := s.opts.MaxConnections; max > 0 && s.open >= max {
 		s.mu.Unlock()
-		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
+		s.fail(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
 			Code: protocol.CodeTooManyConnections, Message: fmt.Sprintf("The server holds its maximum of %d WebSocket connections: try again later.", max)})
 		return
 	}
@@ -241,7 +273,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(session.NewWebSocketTransport(ws, s.opts.MaxFrame), s.sessionOptions(owner))
+	c := session.NewConn(session.NewBudgetTransport(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner))
 	if !s.track(c) {
 		c.Drain(protocol.ReasonServerShutdown)
 	}
@@ -355,6 +387,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// fail writes e and counts it in tether_errors_total.
+func (s *Server) fail(w http.ResponseWriter, e *protocol.Error) {
+	s.metrics.CountError(e.Code)
+	writeHTTPError(w, e)
 }
 
 func writeHTTPError(w http.ResponseWriter, e *protocol.Error) {

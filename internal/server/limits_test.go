@@ -1,0 +1,189 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// realServer runs s through HTTPServer on a loopback listener (the command's configuration)
+// and returns its address "127.0.0.1:PORT".
+func realServer(t *testing.T, opts Options) (*Server, string) {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	s := New(opts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, l := s.HTTPServer(ln)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(l)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		_ = hs.Shutdown(ctx)
+		_ = hs.Close()
+		<-done
+	})
+	return s, ln.Addr().String()
+}
+
+// rawConn is one client TCP connection that writes requests by hand.
+type rawConn struct {
+	t *testing.T
+	net.Conn
+	r *bufio.Reader
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawConn{t: t, Conn: c, r: bufio.NewReader(c)}
+}
+
+func (c *rawConn) send(s string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.Conn, s); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// head sends the headers of a POST /v1/responses with Content-Length n and no body yet.
+func (c *rawConn) head(n int) {
+	c.send(fmt.Sprintf("POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", n))
+}
+
+func (c *rawConn) get(path string) {
+	c.send("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+}
+
+// response reads one response and returns its status and body.
+func (c *rawConn) response() (int, string) {
+	c.t.Helper()
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		c.t.Fatalf("reading the response: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// closed reports whether the server closed the connection (EOF or reset on read).
+func (c *rawConn) closed() bool {
+	_, err := c.r.ReadByte()
+	return err != nil
+}
+
+func TestContentLengthOverLimitRefusedBeforeReading(t *testing.T) {
+	_, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	c := dialRaw(t, addr)
+	c.head(2 << 20) // and no body at all: the answer must not wait for it
+	if code, body := c.response(); code != 413 || !strings.Contains(body, "request_body_too_large") {
+		t.Fatalf("Content-Length over -max-frame: %d %s", code, body)
+	}
+}
+
+func TestStalledBodyDropped(t *testing.T) {
+	_, addr := realServer(t, Options{MaxFrame: 1 << 20, ReadTimeout: 200 * time.Millisecond})
+	c := dialRaw(t, addr)
+	c.head(64 << 10)
+	c.send(`{"model":"sim","input":"`) // then nothing
+	if code, body := c.response(); code != 408 || !strings.Contains(body, "request_timeout") {
+		t.Fatalf("stalled body: %d %s", code, body)
+	}
+	if !c.closed() {
+		t.Fatal("the connection of a stalled body stays open")
+	}
+}
+
+func TestIdleKeepAliveClosed(t *testing.T) {
+	_, addr := realServer(t, Options{IdleTimeout: 200 * time.Millisecond})
+	c := dialRaw(t, addr)
+	c.get("/healthz")
+	if code, _ := c.response(); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	if !c.closed() { // blocks until the server closes the idle connection
+		t.Fatal("idle keep-alive connection not closed")
+	}
+}
+
+func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
+	_, addr := realServer(t, Options{MaxHTTPConnections: 3})
+	// Three connections that never send a request hold the bound.
+	for range 3 {
+		c := dialRaw(t, addr)
+		c.send("GET /hea") // a request in progress: not idle, not evictable
+	}
+	time.Sleep(50 * time.Millisecond) // let the server accept them (ordering only, not timing)
+	// The reserve: /healthz answers, anything else is 503, and the connection is closed.
+	h := dialRaw(t, addr)
+	h.get("/healthz")
+	if code, _ := h.response(); code != 200 {
+		t.Fatalf("/healthz at the bound: %d", code)
+	}
+	if !h.closed() {
+		t.Fatal("a reserve connection stays open after /healthz")
+	}
+	p := dialRaw(t, addr)
+	p.get("/v1/responses/resp_x")
+	if code, body := p.response(); code != 503 || !strings.Contains(body, "too_many_connections") {
+		t.Fatalf("request over the bound: %d %s", code, body)
+	}
+	// Past the reserve, new connections are closed at once.
+	var held []*rawConn
+	for range HealthzReserve {
+		c := dialRaw(t, addr)
+		c.send("GET /hea")
+		held = append(held, c)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if x := dialRaw(t, addr); !x.closed() {
+		t.Fatal("a connection past the reserve was not closed")
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+}
+
+func TestHTTPConnectionBoundEvictsIdle(t *testing.T) {
+	_, addr := realServer(t, Options{MaxHTTPConnections: 3})
+	var idle []*rawConn
+	for range 3 {
+		c := dialRaw(t, addr)
+		c.get("/healthz")
+		if code, _ := c.response(); code != 200 {
+			t.Fatalf("/healthz: %d", code)
+		}
+		idle = append(idle, c)
+	}
+	// A fourth client is served in full: the longest-idle keep-alive makes room.
+	c := dialRaw(t, addr)
+	c.get("/v1/responses/resp_missing")
+	if code, body := c.response(); code != 404 {
+		t.Fatalf("request at the bound with idle connections: %d %s", code, body)
+	}
+	if !idle[0].closed() {
+		t.Fatal("the longest-idle connection was not closed")
+	}
+}

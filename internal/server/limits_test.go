@@ -187,3 +187,66 @@ func TestHTTPConnectionBoundEvictsIdle(t *testing.T) {
 		t.Fatal("the longest-idle connection was not closed")
 	}
 }
+
+func TestMemoryBudgetRefusesAtOnce(t *testing.T) {
+	s, addr := realServer(t, Options{MaxFrame: 1 << 20, MaxMemory: 4 << 20})
+	// A body of 900 KiB in progress holds 4×900 KiB of the 4 MiB budget.
+	stalled := dialRaw(t, addr)
+	stalled.head(900 << 10)
+	stalled.send(`{"model":"sim","input":"`)
+	waitFor(t, func() bool { return s.Budget().InUse() > 0 })
+	p := dialRaw(t, addr)
+	p.head(300 << 10)
+	if code, body := p.response(); code != 503 || !strings.Contains(body, "server_overloaded") {
+		t.Fatalf("POST over the memory budget: %d %s", code, body)
+	}
+	// A WebSocket frame over the budget gets an error frame; the connection stays usable.
+	c := dialAppend(t, "ws://"+addr+"/v1/responses")
+	c.SendRaw(`{"type":"response.processed","pad":"` + strings.Repeat("x", 300<<10) + `"}`)
+	c.ExpectError(503, "server_overloaded", "")
+	_ = stalled.Close()
+	waitFor(t, func() bool { return s.Budget().InUse() < 100<<10 })
+	c.Send(create("hello", nil))
+	if f := c.Until("response.completed"); len(f) == 0 {
+		t.Fatal("no answer after the budget was released")
+	}
+}
+
+func TestDecodingBound(t *testing.T) {
+	s, addr := realServer(t, Options{MaxDecoding: 1})
+	stalled := dialRaw(t, addr)
+	stalled.head(1000)
+	stalled.send(`{"model":"sim",`)
+	waitFor(t, func() bool { return s.Budget().InUse() > 0 })
+	p := dialRaw(t, addr)
+	body := `{"model":"sim","input":"hi"}`
+	p.head(len(body))
+	p.send(body)
+	if code, b := p.response(); code != 503 || !strings.Contains(b, "server_overloaded") {
+		t.Fatalf("POST over the decoding bound: %d %s", code, b)
+	}
+}
+
+// After one large frame, an idle WebSocket holds no reservation (and no large buffer: both
+// are dropped when the next read begins).
+func TestLargeFrameReleasedWhileIdle(t *testing.T) {
+	s, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	c := dialAppend(t, "ws://"+addr+"/v1/responses")
+	c.SendRaw(`{"type":"response.processed","pad":"` + strings.Repeat("x", 900<<10) + `"}`)
+	c.ExpectError(400, "missing_required_parameter", "response_id")
+	c.SendRaw(`{"type":"nope"}`)
+	c.ExpectError(400, "unknown_event_type", "type")
+	if n := s.Budget().InUse(); n > 64<<10 {
+		t.Fatalf("an idle connection still holds %d bytes of the budget after a large frame", n)
+	}
+}
+
+// waitFor polls cond until it holds (an ordering wait, not a speed assertion).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+	}
+}

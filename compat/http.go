@@ -57,13 +57,16 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		h.fail(w, perr)
 		return
 	}
-	conn := session.NewConn(idleTransport{}, h.Session)
+	sess := h.Session
+	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
+	conn := session.NewConn(idleTransport{}, sess)
 	defer conn.Close()
 	if h.Track != nil {
 		defer h.Track(conn)()
 	}
 	opts := h.Options
 	opts.Owner = owner
+	opts.Quota = session.QuotaKey(owner, r.RemoteAddr)
 	reg := opts.registry(conn)
 	var em emitter
 	var col *collector
@@ -242,11 +245,7 @@ func (h *HTTP) lookup(id, owner string) (*StoredResponse, bool) {
 	if h.store() == nil {
 		return nil, false
 	}
-	sr, ok := h.store().Get(id)
-	if !ok || sr.Owner != owner {
-		return nil, false
-	}
-	return sr, true
+	return get(h.store(), id, owner)
 }
 
 // InputItems serves GET /v1/responses/{id}/input_items: {"object":"list","data","first_id",

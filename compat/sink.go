@@ -53,6 +53,7 @@ type registry struct {
 	conn  *session.Conn
 	store Store
 	owner string // API key of the connection
+	quota string // per-key quota key (session.QuotaKey)
 
 	mu       sync.Mutex // guards segs, next and inflight
 	segs     *segments
@@ -60,8 +61,8 @@ type registry struct {
 	inflight map[string]bool            // ids of segments accepted and not yet ended
 }
 
-func newRegistry(conn *session.Conn, store Store, owner string, maxCount int, maxBytes int64) *registry {
-	return &registry{conn: conn, store: store, owner: owner, segs: newSegments(maxCount, maxBytes),
+func newRegistry(conn *session.Conn, store Store, owner, quota string, maxCount int, maxBytes int64) *registry {
+	return &registry{conn: conn, store: store, owner: owner, quota: quota, segs: newSegments(maxCount, maxBytes),
 		next: make(map[string]*pendingSegment), inflight: make(map[string]bool)}
 }
 
@@ -168,7 +169,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	seg := ps.seg
 	seg.chain = chain
 	seg.pending = pending
-	seg.bytes = session.ItemsBytes(ps.input) + session.ItemsBytes(output) + 256
+	seg.bytes = session.ItemsBytes(ps.input) + session.ItemsBytes(output) + 256 + int64(len(seg.settings))
 	r := s.owner
 	r.mu.Lock()
 	if suspended {
@@ -189,7 +190,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	}
 	r.mu.Unlock()
 	if ps.store && status != protocol.ResponseFailed && r.store != nil {
-		r.store.Put(&StoredResponse{Response: final, Input: withIDs(ps.input), Owner: r.owner})
+		r.store.Put(&StoredResponse{Response: final, Input: withIDs(ps.input), Owner: r.owner, Quota: r.quota})
 	}
 	_ = s.send(&protocol.Event{Type: session.TerminalEvent(status), Response: &final})
 	s.cur = nil

@@ -23,6 +23,9 @@ type Options struct {
 	// Owner is the API key of the connection or request ("" when the server is open); stored
 	// responses of another owner are not found.
 	Owner string
+	// Quota is the key of the per-key quotas (session.QuotaKey): stored responses are counted
+	// against it.
+	Quota string
 	// Counters, if set, count hot and cold continuations.
 	Counters *Counters
 }
@@ -35,7 +38,7 @@ func (o *Options) registry(c *session.Conn) *registry {
 	if bytes <= 0 {
 		bytes = session.DefaultCacheBytes
 	}
-	return newRegistry(c, o.Store, o.Owner, count, bytes)
+	return newRegistry(c, o.Store, o.Owner, o.Quota, count, bytes)
 }
 
 func (o *Options) counters() *Counters {

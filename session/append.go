@@ -123,7 +123,7 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 		History:  history,
 		Input:    p.Input,
 		Sink:     sink,
-	}})
+	}, SettingsBytes: SettingsBytes(p)})
 }
 
 // Where a create arrives: its shape and transport decide which fields it may carry.

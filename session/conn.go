@@ -79,6 +79,11 @@ type Options struct {
 	// append that would exceed it is answered rollout_too_large (400) and changes nothing.
 	// 0 means no limit.
 	MaxRolloutBytes int64
+	// KeyRollouts, shared by a server's connections, bounds the live rollouts (queued,
+	// sampling or suspended) of each quota key; QuotaKey is this connection's key
+	// (QuotaKey). Over it a create is answered quota_exceeded (429). Nil means no limit.
+	KeyRollouts *KeyLimit
+	QuotaKey    string
 }
 
 func (o *Options) withDefaults() Options {

@@ -34,7 +34,8 @@ type Rollout struct {
 	state     rolloutState
 	turnStart time.Time       // when the current turn was accepted (Start or Resume)
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
-	bytes     int64
+	bytes     int64           // items and settings
+	settings  int64           // StartRequest.SettingsBytes
 	stamp     uint64
 	cancelled bool
 }
@@ -46,6 +47,9 @@ type StartRequest struct {
 	// Config is passed to sampler.Start; Ticket is filled in by Conn. Config.Sink is the shape
 	// adapter's sink: Conn wraps it to track the rollout's state.
 	Config sampler.Config
+	// SettingsBytes is what the rollout holds besides its items (SettingsBytes of the
+	// create): counted with the items toward MaxRolloutBytes and CacheBytes.
+	SettingsBytes int64
 }
 
 // Start queues a new rollout behind the sampling one (FIFO) and starts its goroutine. It
@@ -69,13 +73,18 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input)
-	t, err := c.admitLocked(size)
-	if err != nil {
+	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input) + req.SettingsBytes
+	if err := c.opts.KeyRollouts.Acquire(c.opts.QuotaKey); err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size}
+	t, err := c.admitLocked(size)
+	if err != nil {
+		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+		c.mu.Unlock()
+		return err
+	}
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size, settings: req.SettingsBytes}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -152,7 +161,7 @@ func (t resumedTicket) Wait(ctx context.Context) error {
 func (c *Conn) admitLocked(bytes int64) (*ticket, *protocol.Error) {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
-			"The rollout would hold about %d bytes of items, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
+			"The rollout would hold about %d bytes of items and settings, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
 	}
 	t, ok := c.gate.enqueue()
 	if !ok {
@@ -372,9 +381,12 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
 	c.log.Debug("rollout ended", "key", h.key, "status", e.Status, "reason", e.Reason, "tokens", e.Tokens)
 	c.mu.Lock()
+	if h.state != stateEnded {
+		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+	}
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
-	h.bytes = ItemsBytes(e.Context)
+	h.bytes = ItemsBytes(e.Context) + h.settings
 	c.mu.Unlock()
 	if !e.Sampling && e.Err == nil {
 		t := c.gate.enqueueAlways()

@@ -80,6 +80,17 @@ type Options struct {
 	// decoded at once (503 server_overloaded over it); 0 means DefaultMaxDecoding, negative none.
 	MaxMemory   int64
 	MaxDecoding int
+
+	// Per-key quotas (per API key; per client IP address when no keys are configured):
+	// KeyRollouts bounds live rollouts (queued, sampling or suspended) and KeyConnections open
+	// WebSocket connections, both answered quota_exceeded (429); KeyStoredResponses and
+	// KeyStoredBytes bound what a key keeps in the in-memory store: over them the key's own
+	// least recently used responses are evicted, never another key's. 0 means the Default…
+	// value, negative no quota.
+	KeyRollouts        int
+	KeyConnections     int
+	KeyStoredResponses int
+	KeyStoredBytes     int64
 }
 
 // Defaults of the HTTP connection limits and the memory budget (see Options).
@@ -89,7 +100,22 @@ const (
 	DefaultHeaderTimeout      = 10 * time.Second
 	DefaultMaxHTTPConnections = 4096
 	DefaultMaxDecoding        = 64
+	DefaultKeyRollouts        = 1000
+	DefaultKeyConnections     = 256
+	DefaultKeyStoredResponses = 1000
+	DefaultKeyStoredBytes     = 64 << 20
 )
+
+// quota returns n, def when n is 0, and 0 (none) when n is negative.
+func quota[T int | int64](n, def T) T {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
 
 // Server is Tether's HTTP handler: GET /healthz and /v1/responses (WebSocket upgrade with the
 // append opt-in → the append shape of package session). Shutdown drains every WebSocket.
@@ -102,6 +128,8 @@ type Server struct {
 	counters compat.Counters
 	metrics  session.Metrics
 	budget   *session.Budget
+	keyRoll  *session.KeyLimit
+	keyConns *session.KeyLimit
 
 	mu       sync.Mutex // guards conns, open and shutdown
 	conns    map[*session.Conn]struct{}
@@ -122,11 +150,15 @@ func New(opts Options) *Server {
 		opts.MaxFrame = session.DefaultMaxFrame
 	}
 	if opts.Store == nil {
-		opts.Store = compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
+		ms := compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
+		ms.SetKeyQuota(quota(opts.KeyStoredResponses, DefaultKeyStoredResponses), quota(opts.KeyStoredBytes, DefaultKeyStoredBytes))
+		opts.Store = ms
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{})}
+	s.keyRoll = session.NewKeyLimit(quota(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
+	s.keyConns = session.NewKeyLimit(quota(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
 	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
-	httpSession := s.sessionOptions("")
+	httpSession := s.sessionOptions("", "")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
 	httpSession.WriteTimeout = -1 // an HTTP request writes through its own ResponseWriter
@@ -134,7 +166,7 @@ func New(opts Options) *Server {
 	if writeTimeout == 0 {
 		writeTimeout = session.DefaultWriteTimeout
 	}
-	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame,
+	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions("", ""), MaxBody: opts.MaxFrame,
 		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP,
 		ReadTimeout: positive(opts.ReadTimeout, DefaultReadTimeout), Budget: s.budget}
 	s.mux = http.NewServeMux()
@@ -177,7 +209,7 @@ func (s *Server) Metrics() *session.Metrics { return &s.metrics }
 // warm-ups) since the server started.
 func (s *Server) Counters() *compat.Counters { return &s.counters }
 
-func (s *Server) publicOptions(owner string) compat.Options {
+func (s *Server) publicOptions(owner, quota string) compat.Options {
 	cache := s.opts.CacheResponses
 	if cache <= 0 {
 		cache = session.DefaultCacheResponses
@@ -186,7 +218,7 @@ func (s *Server) publicOptions(owner string) compat.Options {
 		cache = m // every answered chain keeps a suspended rollout: evict before the cap
 	}
 	return compat.Options{Store: s.opts.Store, CacheResponses: cache,
-		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner}
+		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner, Quota: quota}
 }
 
 // ServeHTTP implements http.Handler.
@@ -255,10 +287,17 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 			Code: protocol.CodeTooManyConnections, Message: fmt.Sprintf("The server holds its maximum of %d WebSocket connections: try again later.", max)})
 		return
 	}
+	quota := session.QuotaKey(owner, r.RemoteAddr)
+	if err := s.keyConns.Acquire(quota); err != nil {
+		s.mu.Unlock()
+		s.fail(w, err)
+		return
+	}
 	s.open++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer func() {
+		s.keyConns.Release(quota)
 		s.mu.Lock()
 		s.open--
 		s.mu.Unlock()
@@ -273,7 +312,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(session.NewBudgetTransport(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner))
+	c := session.NewConn(session.NewBudgetTransport(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner, quota))
 	if !s.track(c) {
 		c.Drain(protocol.ReasonServerShutdown)
 	}
@@ -288,7 +327,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	if appendShape {
 		err = session.ServeAppend(c)
 	} else {
-		err = compat.ServeWebSocket(c, s.publicOptions(owner))
+		err = compat.ServeWebSocket(c, s.publicOptions(owner, quota))
 	}
 	_ = ws.CloseNow()
 	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
@@ -305,7 +344,7 @@ func closeReason(err error) string {
 	return err.Error()
 }
 
-func (s *Server) sessionOptions(owner string) session.Options {
+func (s *Server) sessionOptions(owner, quota string) session.Options {
 	o := s.opts
 	return session.Options{
 		Metrics:           &s.metrics,
@@ -323,11 +362,13 @@ func (s *Server) sessionOptions(owner string) session.Options {
 		ShutdownGrace:     o.ShutdownGrace,
 		MaxFrame:          o.MaxFrame,
 		Logger:            s.log,
+		KeyRollouts:       s.keyRoll,
+		QuotaKey:          quota,
 		Lookup: func(id string) ([]protocol.Item, bool) {
 			return compat.ChainFromStore(o.Store, id, owner)
 		},
 		Save: func(r *protocol.Response, input, chain []protocol.Item) {
-			compat.SaveAppend(o.Store, owner, r, input, chain)
+			compat.SaveAppend(o.Store, owner, quota, r, input, chain)
 		},
 	}
 }

@@ -14,14 +14,14 @@ import (
 // times their JSON size).
 const DecodeFactor = 4
 
-// Budget is the server-wide bound on the memory of client frames and POST bodies being read
-// and decoded (the -max-memory flag), shared by every connection and request, plus an
-// optional bound on HTTP bodies being decoded at once. A reservation that does not fit is
-// refused at once (server_overloaded, 503); nothing waits. A nil *Budget admits everything.
-// Safe for concurrent use.
+// Budget is the server-wide memory bound (the -max-memory flag), shared by every connection
+// and request: client frames and POST bodies being read and decoded, and the bytes that
+// rollouts and connection registries hold (items and settings, Options.Budget). It also
+// holds an optional bound on HTTP bodies being decoded at once. A reservation that does not
+// fit is refused at once (server_overloaded, 503); nothing waits. A nil *Budget admits
+// everything. Safe for concurrent use.
 type Budget struct {
-	max      int64
-	bytes    *semaphore.Weighted
+	max      int64               // 0: no byte bound
 	requests *semaphore.Weighted // nil: no bound
 	// Rejected counts refused reservations.
 	Rejected atomic.Int64
@@ -31,10 +31,7 @@ type Budget struct {
 // NewBudget returns a Budget of maxBytes (≤ 0 means no byte bound) and maxRequests HTTP bodies
 // decoded at once (≤ 0 means no bound).
 func NewBudget(maxBytes int64, maxRequests int) *Budget {
-	b := &Budget{max: maxBytes}
-	if maxBytes > 0 {
-		b.bytes = semaphore.NewWeighted(maxBytes)
-	}
+	b := &Budget{max: max(maxBytes, 0)}
 	if maxRequests > 0 {
 		b.requests = semaphore.NewWeighted(int64(maxRequests))
 	}
@@ -62,14 +59,24 @@ func (b *Budget) TryReserve(n int64) bool {
 	if b == nil || n <= 0 {
 		return true
 	}
-	if b.bytes != nil {
-		if n > b.max || !b.bytes.TryAcquire(n) {
+	for {
+		cur := b.inUse.Load()
+		if b.max > 0 && cur+n > b.max {
 			b.Rejected.Add(1)
 			return false
 		}
+		if b.inUse.CompareAndSwap(cur, cur+n) {
+			return true
+		}
 	}
-	b.inUse.Add(n)
-	return true
+}
+
+// Grow counts n more bytes (negative: fewer) without a check: memory that a rollout took
+// after its admission (model output), or released.
+func (b *Budget) Grow(n int64) {
+	if b != nil {
+		b.inUse.Add(n)
+	}
 }
 
 // Release returns n bytes reserved by TryReserve.
@@ -78,9 +85,6 @@ func (b *Budget) Release(n int64) {
 		return
 	}
 	b.inUse.Add(-n)
-	if b.bytes != nil {
-		b.bytes.Release(n)
-	}
 }
 
 // AdmitBody admits one HTTP body of n bytes (DecodeFactor·n reserved) and one slot of the

@@ -84,6 +84,13 @@ type Options struct {
 	// (QuotaKey). Over it a create is answered quota_exceeded (429). Nil means no limit.
 	KeyRollouts *KeyLimit
 	QuotaKey    string
+	// Budget, shared by a server's connections, counts the bytes every registry holds (items
+	// and settings of live and ended rollouts); a create or append that does not fit gets
+	// server_overloaded (503). The connection's own registry holds at most the larger of
+	// CacheBytes and MaxRolloutBytes: ended rollouts are evicted to make room, and when live
+	// ones alone hold that much a create or append gets rollout_limit_reached (429). Nil
+	// means no server-wide bound.
+	Budget *Budget
 }
 
 func (o *Options) withDefaults() Options {
@@ -294,6 +301,7 @@ func (c *Conn) Close() {
 	c.cancel()
 	c.rollouts.Wait()
 	c.mu.Lock()
+	c.opts.Budget.Release(c.heldLocked())
 	c.reg = nil
 	c.mu.Unlock()
 	close(c.closed)

@@ -78,7 +78,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	t, err := c.admitLocked(size)
+	t, err := c.admitLocked(size, size)
 	if err != nil {
 		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
 		c.mu.Unlock()
@@ -156,15 +156,20 @@ func (t resumedTicket) Wait(ctx context.Context) error {
 }
 
 // admitLocked takes a place in the sampling queue for a turn after which the rollout holds
-// bytes of items: rollout_too_large (400) over Options.MaxRolloutBytes,
+// bytes of items and settings, add of them new (reserved, see reserveLocked):
+// rollout_too_large (400) over Options.MaxRolloutBytes, the errors of reserveLocked,
 // websocket_queue_limit_reached (429) when the queue is full.
-func (c *Conn) admitLocked(bytes int64) (*ticket, *protocol.Error) {
+func (c *Conn) admitLocked(bytes, add int64) (*ticket, *protocol.Error) {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
 			"The rollout would hold about %d bytes of items and settings, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
 	}
+	if err := c.reserveLocked(add); err != nil {
+		return nil, err
+	}
 	t, ok := c.gate.enqueue()
 	if !ok {
+		c.opts.Budget.Release(add)
 		return nil, queueFullError(c.opts.QueueDepth)
 	}
 	return t, nil
@@ -188,7 +193,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		return notSuspendedError(key, state)
 	}
 	add := ItemsBytes(input)
-	t, perr := c.admitLocked(h.bytes + add)
+	t, perr := c.admitLocked(h.bytes+add, add)
 	if perr != nil {
 		c.mu.Unlock()
 		return perr
@@ -208,6 +213,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	}
 	t.Release()
 	c.mu.Lock()
+	c.opts.Budget.Release(add)
 	if h.state == stateResuming {
 		h.state = stateSuspended // back, as if the turn never began
 		if m := c.opts.Metrics; m != nil {
@@ -285,7 +291,7 @@ func (c *Conn) Forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if h, ok := c.reg[key]; ok && h.state == stateEnded {
-		delete(c.reg, key)
+		c.dropLocked(h)
 	}
 }
 
@@ -320,7 +326,7 @@ func (c *Conn) evictLocked() {
 		if oldest == nil || (count <= c.opts.CacheResponses && bytes <= c.opts.CacheBytes) {
 			return
 		}
-		delete(c.reg, oldest.key)
+		c.dropLocked(oldest)
 		if m := c.opts.Metrics; m != nil {
 			m.Evictions.Add(1)
 		}
@@ -367,7 +373,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
-	s.h.bytes += ItemsBytes(sp.Output)
+	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output))
 	c.mu.Unlock()
 	s.inner.Suspended(sp)
 	c.signal()
@@ -386,7 +392,7 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	}
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
-	h.bytes = ItemsBytes(e.Context) + h.settings
+	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
 	c.mu.Unlock()
 	if !e.Sampling && e.Err == nil {
 		t := c.gate.enqueueAlways()

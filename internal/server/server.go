@@ -363,6 +363,7 @@ func (s *Server) sessionOptions(owner, quota string) session.Options {
 		MaxFrame:          o.MaxFrame,
 		Logger:            s.log,
 		KeyRollouts:       s.keyRoll,
+		Budget:            s.budget,
 		QuotaKey:          quota,
 		Lookup: func(id string) ([]protocol.Item, bool) {
 			return compat.ChainFromStore(o.Store, id, owner)

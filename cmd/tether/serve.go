@@ -12,6 +12,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/session"
 )
 
 type serveConfig struct {
@@ -48,7 +49,7 @@ type serveConfig struct {
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
 	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20,
-		maxMemory: byteSize(server.DefaultMaxMemory())}
+		maxMemory: byteSize(server.DefaultMaxMemory()), keyStoredBytes: server.DefaultKeyStoredBytes}
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
 	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
@@ -72,7 +73,11 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "a POST body not received within this gets 408 and its connection is closed")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "an HTTP keep-alive connection idle this long is closed")
 	fs.IntVar(&c.maxHTTPConns, "max-http-connections", server.DefaultMaxHTTPConnections, "accepted TCP connections, WebSockets included (at it: the longest-idle keep-alive is closed; then only /healthz is served; 0 = no bound)")
-	fs.Var(&c.maxMemory, "max-memory", "bytes of frames and POST bodies being read and decoded, server-wide (over it: 503 server_overloaded; default: a quarter of the machine's or cgroup's memory; 0 = no bound)")
+	fs.Var(&c.maxMemory, "max-memory", "server-wide bytes of frames and POST bodies being read and decoded (4 per received byte) plus items and settings held by rollouts (over it: 503 server_overloaded; default: an eighth of the machine's or cgroup's memory; 0 = no bound)")
+	fs.IntVar(&c.keyRollouts, "key-rollouts", server.DefaultKeyRollouts, "live rollouts per API key (per client address on an open server; over it: 429 quota_exceeded; 0 = no quota)")
+	fs.IntVar(&c.keyConns, "key-connections", server.DefaultKeyConnections, "WebSocket connections per API key or client address (over it: 429 quota_exceeded; 0 = no quota)")
+	fs.IntVar(&c.keyStored, "key-store-responses", server.DefaultKeyStoredResponses, "stored responses per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
+	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
 	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
 	return c
 }
@@ -99,6 +104,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := serveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if m := int64(cfg.maxMemory); m > 0 && m < session.DecodeFactor*int64(cfg.maxFrame) {
+		return fmt.Errorf("-max-memory %s is less than %d × -max-frame: no frame of the largest size could be read", formatBytes(int64(cfg.maxMemory)), session.DecodeFactor)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {

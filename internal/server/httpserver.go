@@ -125,15 +125,17 @@ func newBudget(maxMemory int64, maxDecoding int) *session.Budget {
 	return session.NewBudget(maxMemory, maxDecoding)
 }
 
-// DefaultMaxMemory is the default of Options.MaxMemory: a quarter of the memory available to
+// DefaultMaxMemory is the default of Options.MaxMemory: an eighth of the memory available to
 // the process (the smaller of MemTotal in /proc/meminfo and the cgroup v2 memory.max), or
-// 1 GiB where neither can be read.
+// 1 GiB where neither can be read. The budget counts estimates (item text, frame bytes), and
+// the process's resident memory runs to a few times what it counts (token buffers, the
+// garbage collector's headroom), hence the small fraction.
 func DefaultMaxMemory() int64 {
 	total := min(memInfoTotal(), cgroupMax())
 	if total <= 0 || total == 1<<62 {
 		return 1 << 30
 	}
-	return total / 4
+	return max(total/8, 256<<20)
 }
 
 // memInfoTotal reads MemTotal from /proc/meminfo, in bytes (1<<62 when unknown).

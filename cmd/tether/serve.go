@@ -68,7 +68,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "a client that does not read one frame within this is dropped")
 	fs.IntVar(&c.maxSuspended, "max-suspended", 64, "live rollouts per connection (over it: rollout_limit_reached; 0 = no cap)")
 	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
-	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
+	fs.Var(&c.maxRollout, "max-rollout-bytes", "bytes one rollout may hold: items, tools, instructions, settings (over it: rollout_too_large; 0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "a POST body not received within this gets 408 and its connection is closed")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "an HTTP keep-alive connection idle this long is closed")

@@ -46,14 +46,14 @@ type HTTP struct {
 
 // Create serves POST /v1/responses for the key owner ("" when the server is open).
 func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
-	body, release, perr := h.readBody(w, r)
+	body, res, perr := h.readBody(w, r)
 	if perr != nil {
 		h.fail(w, perr)
 		return
 	}
 	p, perr := protocol.DecodeCreateParams(body)
 	if perr != nil {
-		release()
+		res.Release()
 		h.fail(w, perr)
 		return
 	}
@@ -77,7 +77,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		em = col
 	}
 	ps, perr := reg.create(p, em, false, opts.counters())
-	release() // the request is decoded; its rollout's items are counted by the rollout limits
+	res.Release() // the request is decoded; its rollout's items are counted by the rollout limits
 	if perr != nil {
 		h.fail(w, perr)
 		return
@@ -94,9 +94,9 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 
 // readBody admits and reads a POST body: request_body_too_large (413) for a Content-Length
 // over MaxBody before reading anything, server_overloaded (503) when the Budget is in use,
-// request_timeout (408) for a body not received within ReadTimeout. release returns the
-// body's reservation once it has been decoded.
-func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), _ *protocol.Error) {
+// request_timeout (408) for a body not received within ReadTimeout. The returned
+// reservation (session.DecodeCost of the body) is to be released once it has been decoded.
+func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ *session.Reservation, _ *protocol.Error) {
 	max := h.MaxBody
 	if max <= 0 {
 		max = session.DefaultMaxFrame
@@ -108,7 +108,7 @@ func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, re
 	if size < 0 {
 		size = max // unknown length (chunked): reserve the limit
 	}
-	release, perr := h.Budget.AdmitBody(size)
+	res, perr := h.Budget.AdmitBody(size)
 	if perr != nil {
 		return nil, nil, perr
 	}
@@ -124,18 +124,21 @@ func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, re
 	}
 	switch {
 	case isTimeout(err):
-		release()
+		res.Release()
 		w.Header().Set("Connection", "close")
 		return nil, nil, protocol.Errorf(http.StatusRequestTimeout, protocol.CodeRequestTimeout, "",
 			"The request body was not received within %s.", h.ReadTimeout)
 	case err != nil:
-		release()
+		res.Release()
 		return nil, nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err)
 	case int64(len(body)) > max:
-		release()
+		res.Release()
 		return nil, nil, bodyTooLarge(max)
+	case !res.Cover(session.DecodeCost(body)):
+		res.Release()
+		return nil, nil, session.OverloadedError("the server's memory budget for requests being decoded is in use")
 	}
-	return body, release, nil
+	return body, res, nil
 }
 
 func bodyTooLarge(max int64) *protocol.Error {

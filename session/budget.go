@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"net/http"
 	"sync/atomic"
 
@@ -9,10 +10,21 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// DecodeFactor is how many bytes of memory Budget reserves per received byte: the frame or
-// body itself plus what decoding it into items takes (many tiny items decode to several
-// times their JSON size).
-const DecodeFactor = 4
+// DecodeFactor is how many bytes of memory Budget reserves per received byte while a frame
+// or body is read: the bytes themselves and their decoded text. ItemDecodeCost is what is
+// reserved in addition, once the frame is read and before it is decoded, per '{' in it (an
+// upper bound of the objects, hence items, it decodes to): a decoded item takes a few hundred
+// bytes however small its JSON, so 32 MiB of tiny items decode to gigabytes.
+const (
+	DecodeFactor   = 4
+	ItemDecodeCost = 1024
+)
+
+// DecodeCost is the reservation for decoding frame: DecodeFactor per byte plus ItemDecodeCost
+// per '{'.
+func DecodeCost(frame []byte) int64 {
+	return int64(len(frame))*DecodeFactor + int64(bytes.Count(frame, []byte{'{'}))*ItemDecodeCost
+}
 
 // Budget is the server-wide memory bound (the -max-memory flag), shared by every connection
 // and request: client frames and POST bodies being read and decoded, and the bytes that
@@ -87,29 +99,55 @@ func (b *Budget) Release(n int64) {
 	b.inUse.Add(-n)
 }
 
+// Reservation is what one HTTP body holds of a Budget: bytes and a decoding slot.
+type Reservation struct {
+	b     *Budget
+	bytes int64
+	slot  bool
+}
+
 // AdmitBody admits one HTTP body of n bytes (DecodeFactor·n reserved) and one slot of the
-// concurrent-request bound. It returns the function that releases both, or
-// server_overloaded (503).
-func (b *Budget) AdmitBody(n int64) (release func(), _ *protocol.Error) {
+// concurrent-request bound, or returns server_overloaded (503). Release the Reservation once
+// the body is decoded.
+func (b *Budget) AdmitBody(n int64) (*Reservation, *protocol.Error) {
 	if b == nil {
-		return func() {}, nil
+		return &Reservation{}, nil
 	}
 	if b.requests != nil && !b.requests.TryAcquire(1) {
 		b.Rejected.Add(1)
 		return nil, OverloadedError("too many requests are being decoded")
 	}
-	if !b.TryReserve(n * DecodeFactor) {
-		if b.requests != nil {
-			b.requests.Release(1)
-		}
+	r := &Reservation{b: b, slot: b.requests != nil}
+	if !r.Cover(n * DecodeFactor) {
+		r.Release()
 		return nil, OverloadedError("the server's memory budget for requests being decoded is in use")
 	}
-	return func() {
-		b.Release(n * DecodeFactor)
-		if b.requests != nil {
-			b.requests.Release(1)
-		}
-	}, nil
+	return r, nil
+}
+
+// Cover grows the reservation to at least n bytes; false when that does not fit.
+func (r *Reservation) Cover(n int64) bool {
+	if r.b == nil || n <= r.bytes {
+		return true
+	}
+	if !r.b.TryReserve(n - r.bytes) {
+		return false
+	}
+	r.bytes = n
+	return true
+}
+
+// Release returns what r holds. Idempotent.
+func (r *Reservation) Release() {
+	if r.b == nil {
+		return
+	}
+	r.b.Release(r.bytes)
+	r.bytes = 0
+	if r.slot {
+		r.b.requests.Release(1)
+		r.slot = false
+	}
 }
 
 // OverloadedError is the server_overloaded error (503): the server-wide memory budget or the

@@ -69,6 +69,9 @@ func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	t.buf, err = t.readFrame(t.buf[:0], io.LimitReader(r, t.maxFrame+1))
+	if err == nil && int64(len(t.buf)) <= t.maxFrame && !t.reserveBytes(DecodeCost(t.buf)) {
+		err = ErrOverloaded // the frame is read: the budget would not cover decoding it
+	}
 	if errors.Is(err, ErrOverloaded) {
 		t.releaseFrame()
 		if _, err := io.Copy(io.Discard, r); err != nil {
@@ -124,11 +127,18 @@ func (t *wsTransport) reserve(n int64) bool {
 	if t.budget == nil || n*DecodeFactor <= t.reserved {
 		return true
 	}
-	want := max((n+n/4)*DecodeFactor, 4096*DecodeFactor)
-	if !t.budget.TryReserve(want - t.reserved) {
+	return t.reserveBytes(max((n+n/4)*DecodeFactor, 4096*DecodeFactor))
+}
+
+// reserveBytes makes the frame's reservation at least n bytes.
+func (t *wsTransport) reserveBytes(n int64) bool {
+	if t.budget == nil || n <= t.reserved {
+		return true
+	}
+	if !t.budget.TryReserve(n - t.reserved) {
 		return false
 	}
-	t.reserved = want
+	t.reserved = n
 	return true
 }
 

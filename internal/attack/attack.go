@@ -40,7 +40,7 @@ type Result struct {
 	// HealthzMax and HealthzP50 are the /healthz latencies seen during the attack;
 	// HealthzFailed counts probes that got no 200 within 5 s.
 	HealthzMax, HealthzP50 time.Duration
-	HealthzFailed         int
+	HealthzFailed          int
 	// Outcomes counts what the attack's requests got: "200", "503 server_overloaded",
 	// "ws error server_overloaded", "closed", ….
 	Outcomes map[string]int
@@ -107,7 +107,7 @@ var attacks = map[string]func(context.Context, *env){
 }
 
 func runOne(ctx context.Context, cfg Config, name string, fn func(context.Context, *env)) (Result, error) {
-	args := append([]string{"serve", "-addr", "127.0.0.1:0", "-model-speed", "instant", "-log-level", "error"}, cfg.ServeArgs...)
+	args := append([]string{"serve", "-addr", "127.0.0.1:0", "-model-speed", "instant"}, cfg.ServeArgs...)
 	if name == "starve" {
 		keys, err := keyFile()
 		if err != nil {

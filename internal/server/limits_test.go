@@ -250,3 +250,29 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// Many tiny items decode to far more than their JSON size: the budget counts them before
+// decoding (the issue's concurrent 32 MiB POSTs of ~1.1 M items, scaled down).
+func TestTinyItemsCountedBeforeDecoding(t *testing.T) {
+	_, addr := realServer(t, Options{MaxFrame: 1 << 20, MaxMemory: 8 << 20})
+	var b strings.Builder
+	b.WriteString(`{"model":"sim","input":[`)
+	for i := 0; b.Len() < 1<<20-64; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"role":"user","content":"x"}`)
+	}
+	b.WriteString(`]}`)
+	p := dialRaw(t, addr)
+	p.head(b.Len())
+	p.send(b.String())
+	if code, body := p.response(); code != 503 || !strings.Contains(body, "server_overloaded") {
+		t.Fatalf("1 MiB of tiny items within an 8 MiB budget: %d %s", code, body)
+	}
+	c := dialAppend(t, "ws://"+addr+"/v1/responses")
+	c.SendRaw(`{"type":"response.create",` + strings.TrimPrefix(b.String(), "{"))
+	c.ExpectError(503, "server_overloaded", "")
+	c.Send(create("hello", nil))
+	c.Until("response.completed")
+}

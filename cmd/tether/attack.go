@@ -21,12 +21,13 @@ func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	scale := fs.Float64("scale", 0.25, "multiplies each attack's connection and request counts (1 = the issue's numbers)")
 	names := fs.String("attacks", strings.Join(attack.Names, ","), "comma-separated attacks to run")
 	hold := fs.Duration("hold", 5*time.Second, "how long an attack keeps its connections after sending")
+	sizes := fs.Float64("size-scale", 1, "multiplies each attack's frame and body sizes")
 	serveArgs := fs.String("serve-args", "", "extra flags for `tether serve`, space-separated")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	results, err := attack.Run(ctx, attack.Config{Exe: *exe, Scale: *scale, Attacks: strings.Split(*names, ","),
-		Hold: *hold, ServeArgs: strings.Fields(*serveArgs)}, stderr)
+		Hold: *hold, SizeScale: *sizes, ServeArgs: strings.Fields(*serveArgs)}, stderr)
 	printAttack(stdout, results)
 	return err
 }

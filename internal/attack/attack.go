@@ -27,6 +27,9 @@ type Config struct {
 	Attacks []string
 	// Hold is how long an attack keeps its connections after sending (0 means 5s).
 	Hold time.Duration
+	// SizeScale multiplies the attacks' frame and body sizes (0 means 1: the sizes);
+	// the tests use small sizes.
+	SizeScale float64
 }
 
 // Names are the attacks, in the order Run runs them.
@@ -60,6 +63,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) ([]Result, error) 
 	if cfg.Scale <= 0 {
 		cfg.Scale = 0.25
 	}
+	if cfg.SizeScale <= 0 {
+		cfg.SizeScale = 1
+	}
 	if cfg.Hold <= 0 {
 		cfg.Hold = 5 * time.Second
 	}
@@ -87,6 +93,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) ([]Result, error) 
 type env struct {
 	base  string // http://127.0.0.1:port
 	scale float64
+	sizes float64
 	hold  time.Duration
 	mu    sync.Mutex
 	tally map[string]int
@@ -94,6 +101,9 @@ type env struct {
 }
 
 func (e *env) n(full int) int { return max(1, int(float64(full)*e.scale+0.5)) }
+
+// size scales a frame or body size.
+func (e *env) size(full int) int { return max(1024, int(float64(full)*e.sizes)) }
 
 func (e *env) count(outcome string) {
 	e.mu.Lock()
@@ -121,7 +131,7 @@ func runOne(ctx context.Context, cfg Config, name string, fn func(context.Contex
 		return Result{}, err
 	}
 	defer child.Stop(10 * time.Second)
-	e := &env{base: child.URL, scale: cfg.Scale, hold: cfg.Hold, tally: map[string]int{}}
+	e := &env{base: child.URL, scale: cfg.Scale, sizes: cfg.SizeScale, hold: cfg.Hold, tally: map[string]int{}}
 	probe := startProbe(child.URL)
 	fn(ctx, e)
 	lat, failed := probe.stop()

@@ -117,7 +117,7 @@ func attackTools(ctx context.Context, e *env) {
 		return
 	}
 	defer c.CloseNow()
-	frame := toolCreate(24*mib, true)
+	frame := toolCreate(e.size(24*mib), true)
 	for range e.n(64) {
 		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
 			e.count("ws closed")
@@ -129,7 +129,7 @@ func attackTools(ctx context.Context, e *env) {
 }
 
 func attackStore(ctx context.Context, e *env) {
-	body := toolCreate(24*mib, false)
+	body := toolCreate(e.size(24*mib), false)
 	for range e.n(146) {
 		o, _ := post(ctx, e.base, "", body)
 		e.count(o)
@@ -140,7 +140,7 @@ func attackStore(ctx context.Context, e *env) {
 func attackDecode(ctx context.Context, e *env) {
 	var b bytes.Buffer
 	b.WriteString(`{"model":"sim","input":[`)
-	for i := 0; b.Len() < 32*mib-64; i++ {
+	for i := 0; b.Len() < e.size(32*mib)-64; i++ {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -159,7 +159,7 @@ func attackDecode(ctx context.Context, e *env) {
 }
 
 func attackIdleWS(ctx context.Context, e *env) {
-	frame := []byte(`{"type":"response.processed","response_id":"resp_x","pad":"` + strings.Repeat("x", 31*mib) + `"}`)
+	frame := []byte(`{"type":"response.processed","response_id":"resp_x","pad":"` + strings.Repeat("x", e.size(31*mib)) + `"}`)
 	var conns []*websocket.Conn
 	var wg sync.WaitGroup
 	for range e.n(103) {
@@ -188,7 +188,7 @@ func attackIdleWS(ctx context.Context, e *env) {
 }
 
 func attackStalled(ctx context.Context, e *env) {
-	const size = 32 * mib
+	size := e.size(32 * mib)
 	body := append([]byte(`{"model":"sim","input":"`), bytes.Repeat([]byte("x"), size-1000-24)...)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -116,7 +116,7 @@ func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ 
 	if h.ReadTimeout > 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(h.ReadTimeout))
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	body, err := readAtMost(r.Body, r.ContentLength, max)
 	if h.ReadTimeout > 0 && !isTimeout(err) {
 		// A deadline left behind would cancel the request; after a timeout it stays, so that
 		// the server does not wait for the rest of the body either.
@@ -139,6 +139,20 @@ func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ 
 		return nil, nil, session.OverloadedError("the server's memory budget for requests being decoded is in use")
 	}
 	return body, res, nil
+}
+
+// readAtMost reads a body of Content-Length n (-1: unknown) and at most max+1 bytes. A known
+// length is read into a buffer of exactly that size, so a body in progress holds no more than
+// its length (growing by doubling would hold up to twice as much).
+func readAtMost(body io.Reader, n, max int64) ([]byte, error) {
+	if n < 0 {
+		return io.ReadAll(io.LimitReader(body, max+1))
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 func bodyTooLarge(max int64) *protocol.Error {

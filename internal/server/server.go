@@ -102,12 +102,12 @@ const (
 	DefaultMaxDecoding        = 64
 	DefaultKeyRollouts        = 1000
 	DefaultKeyConnections     = 256
-	DefaultKeyStoredResponses = 1000
+	DefaultKeyStoredResponses = 2500
 	DefaultKeyStoredBytes     = 64 << 20
 )
 
-// quota returns n, def when n is 0, and 0 (none) when n is negative.
-func quota[T int | int64](n, def T) T {
+// orDefault returns n, def when n is 0, and 0 (none) when n is negative.
+func orDefault[T int | int64](n, def T) T {
 	switch {
 	case n == 0:
 		return def
@@ -151,12 +151,12 @@ func New(opts Options) *Server {
 	}
 	if opts.Store == nil {
 		ms := compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
-		ms.SetKeyQuota(quota(opts.KeyStoredResponses, DefaultKeyStoredResponses), quota(opts.KeyStoredBytes, DefaultKeyStoredBytes))
+		ms.SetKeyQuota(orDefault(opts.KeyStoredResponses, DefaultKeyStoredResponses), orDefault(opts.KeyStoredBytes, DefaultKeyStoredBytes))
 		opts.Store = ms
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{})}
-	s.keyRoll = session.NewKeyLimit(quota(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
-	s.keyConns = session.NewKeyLimit(quota(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
+	s.keyRoll = session.NewKeyLimit(orDefault(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
+	s.keyConns = session.NewKeyLimit(orDefault(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
 	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
 	httpSession := s.sessionOptions("", "")
 	httpSession.MaxAge = 0 // one request per connection core

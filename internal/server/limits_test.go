@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -17,6 +18,24 @@ import (
 // and returns its address "127.0.0.1:PORT".
 func realServer(t *testing.T, opts Options) (*Server, string) {
 	t.Helper()
+	return realServerOn(t, opts, nil)
+}
+
+// smallSendBuffers makes the server's socket send buffers small, so that a client that does
+// not read blocks the server's writes after a few KiB.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// realServerOn is realServer with the listener wrapped by wrap (nil: none).
+func realServerOn(t *testing.T, opts Options, wrap func(net.Listener) net.Listener) (*Server, string) {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -24,6 +43,9 @@ func realServer(t *testing.T, opts Options) (*Server, string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	hs, l := s.HTTPServer(ln)
 	done := make(chan struct{})
@@ -275,4 +297,36 @@ func TestTinyItemsCountedBeforeDecoding(t *testing.T) {
 	c.ExpectError(503, "server_overloaded", "")
 	c.Send(create("hello", nil))
 	c.Until("response.completed")
+}
+
+// A client that does not read a JSON answer is cut off after the write timeout: the answer
+// it finally reads is truncated.
+func TestJSONAnswerHasWriteDeadline(t *testing.T) {
+	_, addr := realServerOn(t, Options{MaxFrame: 8 << 20, WriteTimeout: 2 * time.Second},
+		func(l net.Listener) net.Listener { return smallSendBuffers{l} })
+	code, r := post(t, "ws://"+addr+"/v1/responses", "", map[string]any{"model": "sim", "input": "hi", "tools": []any{bigTool(2 << 20)}})
+	if code != 200 {
+		t.Fatalf("POST: %d", code)
+	}
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := io.WriteString(nc, "GET /v1/responses/"+r["id"].(string)+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // not reading, past the write timeout
+	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		return // cut off before the headers arrived
+	}
+	defer resp.Body.Close()
+	if n, err := io.Copy(io.Discard, resp.Body); err == nil {
+		t.Fatalf("a client that did not read got the whole answer (%d bytes) after the write timeout", n)
+	}
 }

@@ -38,7 +38,8 @@ type Rollout struct {
 	turnStart time.Time       // when the current turn was accepted (Start or Resume)
 	turn      *ticket         // the ticket of the current turn
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
-	bytes     int64
+	bytes     int64           // items and settings
+	settings  int64           // StartRequest.SettingsBytes
 	stamp     uint64
 	cancelled bool
 }
@@ -50,6 +51,9 @@ type StartRequest struct {
 	// Config is passed to sampler.Start; Ticket is filled in by Conn. Config.Sink is the shape
 	// adapter's sink: Conn wraps it to track the rollout's state.
 	Config sampler.Config
+	// SettingsBytes is what the rollout holds besides its items (SettingsBytes of the
+	// create): counted with the items toward MaxRolloutBytes and CacheBytes.
+	SettingsBytes int64
 }
 
 // Start queues a new rollout behind the sampling one (FIFO) and starts its goroutine. It
@@ -73,13 +77,18 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input)
-	t, err := c.admitLocked(size)
-	if err != nil {
+	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input) + req.SettingsBytes
+	if err := c.opts.KeyRollouts.Acquire(c.opts.QuotaKey); err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size, turn: t}
+	t, err := c.admitLocked(size, size)
+	if err != nil {
+		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+		c.mu.Unlock()
+		return err
+	}
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size, settings: req.SettingsBytes, turn: t}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -152,15 +161,20 @@ func (t resumedTicket) Wait(ctx context.Context) error {
 }
 
 // admitLocked takes a place in the sampling queue for a turn after which the rollout holds
-// bytes of items: rollout_too_large (400) over Options.MaxRolloutBytes,
+// bytes of items and settings, add of them new (reserved, see reserveLocked):
+// rollout_too_large (400) over Options.MaxRolloutBytes, the errors of reserveLocked,
 // websocket_queue_limit_reached (429) when the queue is full.
-func (c *Conn) admitLocked(bytes int64) (*ticket, *protocol.Error) {
+func (c *Conn) admitLocked(bytes, add int64) (*ticket, *protocol.Error) {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
-			"The rollout would hold about %d bytes of items, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
+			"The rollout would hold about %d bytes of items and settings, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
+	}
+	if err := c.reserveLocked(add); err != nil {
+		return nil, err
 	}
 	t, ok := c.gate.enqueue()
 	if !ok {
+		c.opts.Budget.Release(add)
 		return nil, queueFullError(c.opts.QueueDepth)
 	}
 	return t, nil
@@ -184,7 +198,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		return notSuspendedError(key, state)
 	}
 	add := ItemsBytes(input)
-	t, perr := c.admitLocked(h.bytes + add)
+	t, perr := c.admitLocked(h.bytes+add, add)
 	if perr != nil {
 		c.mu.Unlock()
 		return perr
@@ -205,6 +219,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	}
 	t.Release()
 	c.mu.Lock()
+	c.opts.Budget.Release(add)
 	if h.state == stateResuming {
 		h.state = stateSuspended // back, as if the turn never began
 		if m := c.opts.Metrics; m != nil {
@@ -287,7 +302,7 @@ func (c *Conn) Forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if h, ok := c.reg[key]; ok && h.state == stateEnded {
-		delete(c.reg, key)
+		c.dropLocked(h)
 	}
 }
 
@@ -320,7 +335,7 @@ func (c *Conn) evictLocked() {
 		if oldest == nil || (count <= c.opts.CacheResponses && bytes <= c.opts.CacheBytes) {
 			return
 		}
-		delete(c.reg, oldest.key)
+		c.dropLocked(oldest)
 		if m := c.opts.Metrics; m != nil {
 			m.Evictions.Add(1)
 		}
@@ -376,7 +391,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
-	s.h.bytes += ItemsBytes(sp.Output)
+	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output))
 	t := s.h.turn
 	c.mu.Unlock()
 	t.releaseAdmission()
@@ -392,9 +407,12 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
 	c.mu.Lock()
 	was := h.state
+	if h.state != stateEnded {
+		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+	}
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
-	h.bytes = ItemsBytes(e.Context)
+	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
 	t := h.turn
 	c.mu.Unlock()
 	logEnded(c.log, h.key, was, e)

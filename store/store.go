@@ -14,6 +14,11 @@ var (
 	// ErrCursorNotFound is returned by InputItems when Page.After names no input item of the
 	// response (the HTTP API answers it 400 invalid_value, param after).
 	ErrCursorNotFound = errors.New("store: no input item with the after id")
+
+	// ErrTooLarge is returned by Put for a response larger than the store's byte bound (or its
+	// key's byte quota): it is not stored, and a store:true response ends failed as for any
+	// Put error, but the store is not counted as unavailable.
+	ErrTooLarge = errors.New("store: response larger than the store's byte bound")
 )
 
 // Response is one stored Response (store:true): the Response object as last sent, the input
@@ -26,6 +31,9 @@ type Response struct {
 	// Owner is the API key that created it ("" when the server is open). Only this owner
 	// finds it.
 	Owner string
+	// Quota is the key the response's size counts against for the per-key quotas: Owner, or
+	// the client's address when the server is open ("" when there are no quotas).
+	Quota string
 	// Chain, when set, is the whole chain through this response (ancestors' items, Input and
 	// output, in context order): an append-shape rollout interleaves inputs and outputs, so its
 	// chain cannot be rebuilt from Input followed by output. When nil, the chain is the

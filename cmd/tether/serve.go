@@ -18,6 +18,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/store"
 )
 
@@ -57,10 +58,20 @@ type serveConfig struct {
 	upstreamSlots  int
 	upstreamModel  string
 	upstreamLegacy bool
+	readTimeout    time.Duration
+	idleTimeout    time.Duration
+	maxHTTPConns   int
+	maxMemory      byteSize
+	maxDecoding    int
+	keyRollouts    int
+	keyConns       int
+	keyStored      int
+	keyStoredBytes byteSize
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
-	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20}
+	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20,
+		maxMemory: byteSize(server.DefaultMaxMemory()), keyStoredBytes: server.DefaultKeyStoredBytes}
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
 	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
@@ -82,7 +93,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "a client that does not read one frame within this is dropped")
 	fs.IntVar(&c.maxSuspended, "max-suspended", 64, "live rollouts per connection (over it: rollout_limit_reached; 0 = no cap)")
 	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
-	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
+	fs.Var(&c.maxRollout, "max-rollout-bytes", "bytes one rollout may hold: items, tools, instructions, settings (over it: rollout_too_large; 0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error (the access log is at info)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text (logfmt) or json")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve /debug/pprof/ (behind the API keys when -api-keys is set)")
@@ -96,7 +107,32 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstreamModel, "upstream-model", "", "backend chat: model name sent upstream instead of the client's (\"\" = the client's)")
 	fs.BoolVar(&c.upstreamLegacy, "upstream-legacy-max-tokens", false, "backend chat: send max_tokens besides max_completion_tokens (Ollama, LM Studio)")
 	fs.IntVar(&c.slots, "slots", 4, "llama.cpp-compatible slots of POST /v1/chat/completions (sessions kept open for KV reuse)")
+	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "a POST body not received within this gets 408 and its connection is closed")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "an HTTP keep-alive connection idle this long is closed")
+	fs.IntVar(&c.maxHTTPConns, "max-http-connections", server.DefaultMaxHTTPConnections, "accepted TCP connections, WebSockets included (at it: the longest-idle keep-alive is closed; then only /healthz is served; 0 = no bound)")
+	fs.Var(&c.maxMemory, "max-memory", "server-wide bytes of frames and POST bodies being read and decoded (4 per received byte) plus items and settings held by rollouts (over it: 503 server_overloaded; default: an eighth of the machine's or cgroup's memory; 0 = no bound)")
+	fs.IntVar(&c.keyRollouts, "key-rollouts", server.DefaultKeyRollouts, "live rollouts per API key (per client address on an open server; over it: 429 quota_exceeded; 0 = no quota)")
+	fs.IntVar(&c.keyConns, "key-connections", server.DefaultKeyConnections, "WebSocket connections per API key or client address (over it: 429 quota_exceeded; 0 = no quota)")
+	fs.IntVar(&c.keyStored, "key-store-responses", server.DefaultKeyStoredResponses, "stored responses per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
+	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
+	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
 	return c
+}
+
+// orNone maps a flag's 0 ("none") to the Options' negative "none".
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// orNoBound maps a flag's 0 ("no bound") to the Options' negative "none".
+func orNoBound(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -113,6 +149,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if m := int64(cfg.maxMemory); m > 0 && m < session.DecodeFactor*int64(cfg.maxFrame) {
+		return fmt.Errorf("-max-memory %s is less than %d × -max-frame: no frame of the largest size could be read", formatBytes(int64(cfg.maxMemory)), session.DecodeFactor)
+	}
+
 	store.LogRedisTo(log)
 	st, err := openStore(ctx, cfg)
 	if err != nil {
@@ -125,9 +165,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs, limited := srv.HTTPServer(ln)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(limited) }()
 	if opts.Keys.Open() {
 		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
 	}
@@ -137,7 +177,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	return stop(ctx, cfg, log, srv, hs, ln, errc)
+	return stop(ctx, cfg, log, srv, hs, limited, errc)
 }
 
 // newLogger returns the logger of -log-level and -log-format.
@@ -177,27 +217,36 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		return server.Options{}, err
 	}
 	return server.Options{
-		Model:             model,
-		MaxFrame:          int64(cfg.maxFrame),
-		MaxConnectionAge:  cfg.maxAge,
-		SuspendTimeout:    cfg.suspendTimeout,
-		QueueDepth:        cfg.queueDepth,
-		CacheResponses:    cfg.cacheResponses,
-		CacheBytes:        int64(cfg.cacheBytes),
-		ShutdownGrace:     grace,
-		Keys:              keys,
-		DisableWebSocket:  !cfg.websocket,
-		MaxConnections:    cfg.maxConns,
-		PingInterval:      cfg.pingInterval,
-		WriteTimeout:      cfg.writeTimeout,
-		MaxSuspended:      cfg.maxSuspended,
-		MaxSuspendedTotal: cfg.maxSuspTotal,
-		MaxRolloutBytes:   int64(cfg.maxRollout),
-		Pprof:             cfg.pprof,
-		MaxSampling:       cfg.maxSampling,
-		KeepAlive:         cfg.keepAlive,
-		Slots:             cfg.slots,
-		Logger:            log,
+		Model:              model,
+		MaxFrame:           int64(cfg.maxFrame),
+		MaxConnectionAge:   cfg.maxAge,
+		SuspendTimeout:     cfg.suspendTimeout,
+		QueueDepth:         cfg.queueDepth,
+		CacheResponses:     cfg.cacheResponses,
+		CacheBytes:         int64(cfg.cacheBytes),
+		ShutdownGrace:      grace,
+		Keys:               keys,
+		DisableWebSocket:   !cfg.websocket,
+		MaxConnections:     cfg.maxConns,
+		PingInterval:       cfg.pingInterval,
+		WriteTimeout:       cfg.writeTimeout,
+		MaxSuspended:       cfg.maxSuspended,
+		MaxSuspendedTotal:  cfg.maxSuspTotal,
+		MaxRolloutBytes:    int64(cfg.maxRollout),
+		Pprof:              cfg.pprof,
+		MaxSampling:        cfg.maxSampling,
+		KeepAlive:          cfg.keepAlive,
+		Slots:              cfg.slots,
+		Logger:             log,
+		ReadTimeout:        orNone(cfg.readTimeout),
+		IdleTimeout:        orNone(cfg.idleTimeout),
+		MaxHTTPConnections: orNoBound(cfg.maxHTTPConns),
+		MaxMemory:          int64(orNoBound(int(cfg.maxMemory))),
+		MaxDecoding:        orNoBound(cfg.maxDecoding),
+		KeyRollouts:        orNoBound(cfg.keyRollouts),
+		KeyConnections:     orNoBound(cfg.keyConns),
+		KeyStoredResponses: orNoBound(cfg.keyStored),
+		KeyStoredBytes:     int64(orNoBound(int(cfg.keyStoredBytes))),
 	}, nil
 }
 

@@ -85,6 +85,60 @@ type Options struct {
 	// Logger receives the server's logs, including one access line per HTTP request and per
 	// WebSocket connection. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// HTTP connection limits (they apply to the http.Server of HTTPServer):
+	// ReadTimeout bounds the reading of a POST body (408 request_timeout, connection closed);
+	// 0 means DefaultReadTimeout, negative none. IdleTimeout closes a keep-alive connection
+	// idle between requests; 0 means DefaultIdleTimeout, negative none. MaxHTTPConnections
+	// bounds accepted TCP connections (WebSockets included): at the bound the longest-idle
+	// keep-alive connection is closed, then up to HealthzReserve more serve only /healthz (503
+	// too_many_connections to everything else), then new connections are closed at once;
+	// 0 means DefaultMaxHTTPConnections, negative none.
+	ReadTimeout        time.Duration
+	IdleTimeout        time.Duration
+	MaxHTTPConnections int
+	// MaxMemory bounds the bytes of client frames and POST bodies being read and decoded
+	// across the whole server (session.Budget, DecodeFactor bytes per received byte); over it a
+	// POST gets 503 server_overloaded and a frame an error frame with that code, at once.
+	// 0 means DefaultMaxMemory(), negative none. MaxDecoding bounds POST bodies being read and
+	// decoded at once (503 server_overloaded over it); 0 means DefaultMaxDecoding, negative none.
+	MaxMemory   int64
+	MaxDecoding int
+
+	// Per-key quotas (per API key; per client IP address when no keys are configured):
+	// KeyRollouts bounds live rollouts (queued, sampling or suspended) and KeyConnections open
+	// WebSocket connections, both answered quota_exceeded (429); KeyStoredResponses and
+	// KeyStoredBytes bound what a key keeps in the in-memory store: over them the key's own
+	// least recently used responses are evicted, never another key's. 0 means the Default…
+	// value, negative no quota.
+	KeyRollouts        int
+	KeyConnections     int
+	KeyStoredResponses int
+	KeyStoredBytes     int64
+}
+
+// Defaults of the HTTP connection limits and the memory budget (see Options).
+const (
+	DefaultReadTimeout        = 30 * time.Second
+	DefaultIdleTimeout        = 60 * time.Second
+	DefaultHeaderTimeout      = 10 * time.Second
+	DefaultMaxHTTPConnections = 4096
+	DefaultMaxDecoding        = 64
+	DefaultKeyRollouts        = 1000
+	DefaultKeyConnections     = 256
+	DefaultKeyStoredResponses = 2500
+	DefaultKeyStoredBytes     = 64 << 20
+)
+
+// orDefault returns n, def when n is 0, and 0 (none) when n is negative.
+func orDefault[T int | int64](n, def T) T {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
 }
 
 // Server is Tether's HTTP handler: GET /healthz, POST /v1/chat/completions and GET /slots
@@ -103,6 +157,9 @@ type Server struct {
 	// httpErrors counts HTTP error answers by code (tether_errors_total with the error frames)
 	httpErrors codeCounts
 	store      *store.Guarded // opts.Store under StoreTimeout, counting failures
+	budget   *session.Budget
+	keyRoll  *session.KeyLimit
+	keyConns *session.KeyLimit
 
 	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
 	conns      map[*session.Conn]struct{}
@@ -124,11 +181,16 @@ func New(opts Options) *Server {
 		opts.MaxFrame = session.DefaultMaxFrame
 	}
 	if opts.Store == nil {
-		opts.Store = store.NewMemory(opts.StoreResponses, opts.StoreBytes)
+		ms := store.NewMemory(opts.StoreResponses, opts.StoreBytes)
+		ms.SetKeyQuota(orDefault(opts.KeyStoredResponses, DefaultKeyStoredResponses), orDefault(opts.KeyStoredBytes, DefaultKeyStoredBytes))
+		opts.Store = ms
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling),
 		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
-	httpSession := s.sessionOptions("")
+	s.keyRoll = session.NewKeyLimit(orDefault(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
+	s.keyConns = session.NewKeyLimit(orDefault(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
+	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
+	httpSession := s.sessionOptions("", "")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
 	httpSession.WriteTimeout = -1 // an HTTP request writes through its own ResponseWriter
@@ -136,8 +198,9 @@ func New(opts Options) *Server {
 	if writeTimeout == 0 {
 		writeTimeout = session.DefaultWriteTimeout
 	}
-	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame,
-		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP}
+	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions("", ""), MaxBody: opts.MaxFrame,
+		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP,
+		ReadTimeout: positive(opts.ReadTimeout, DefaultReadTimeout), Budget: s.budget}
 	if opts.Slots <= 0 {
 		opts.Slots = 4
 	}
@@ -150,7 +213,7 @@ func New(opts Options) *Server {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeHTTPError(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on this server.", r.Method, r.URL.Path))
+		s.fail(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on this server.", r.Method, r.URL.Path))
 	})
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
@@ -189,7 +252,7 @@ func (s *Server) Metrics() *session.Metrics { return &s.metrics }
 // warm-ups) since the server started.
 func (s *Server) Counters() *compat.Counters { return &s.counters }
 
-func (s *Server) publicOptions(owner string) compat.Options {
+func (s *Server) publicOptions(owner, quota string) compat.Options {
 	cache := s.opts.CacheResponses
 	if cache <= 0 {
 		cache = session.DefaultCacheResponses
@@ -198,10 +261,11 @@ func (s *Server) publicOptions(owner string) compat.Options {
 		cache = m // every answered chain keeps a suspended rollout: evict before the cap
 	}
 	return compat.Options{Store: s.store, CacheResponses: cache,
-		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner}
+		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner, Quota: quota}
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: the access log and the key check (serveLogged), then
+// the connection and deadline guards (guard), then the routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serveLogged(w, r) }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string) {
@@ -215,7 +279,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string)
 		s.http.Create(w, r, owner)
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		writeHTTPError(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
+		s.fail(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
 			"%s /v1/responses is not supported: POST a create body, or GET with a WebSocket upgrade.", r.Method))
 	}
 }
@@ -247,7 +311,7 @@ func headerHasToken(h http.Header, key, token string) bool {
 
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string) {
 	if s.opts.DisableWebSocket {
-		writeHTTPError(w, &protocol.Error{Status: http.StatusUpgradeRequired, Type: protocol.TypeInvalidRequest,
+		s.fail(w, &protocol.Error{Status: http.StatusUpgradeRequired, Type: protocol.TypeInvalidRequest,
 			Code: protocol.CodeWebSocketDisabled, Message: "WebSocket mode is disabled on this server: use POST /v1/responses."})
 		return
 	}
@@ -260,14 +324,21 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	}
 	if max := s.opts.MaxConnections; max > 0 && s.open >= max {
 		s.mu.Unlock()
-		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
+		s.fail(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
 			Code: protocol.CodeTooManyConnections, Message: fmt.Sprintf("The server holds its maximum of %d WebSocket connections: try again later.", max)})
+		return
+	}
+	quota := session.QuotaKey(owner, r.RemoteAddr)
+	if err := s.keyConns.Acquire(quota); err != nil {
+		s.mu.Unlock()
+		s.fail(w, err)
 		return
 	}
 	s.open++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer func() {
+		s.keyConns.Release(quota)
 		s.mu.Lock()
 		s.open--
 		s.mu.Unlock()
@@ -282,7 +353,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(session.NewWebSocketTransport(ws, s.opts.MaxFrame), s.sessionOptions(owner))
+	c := session.NewConn(session.NewBudgetTransport(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner, quota))
 	if !s.track(c) {
 		c.Drain(protocol.ReasonServerShutdown)
 	}
@@ -297,7 +368,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	if appendShape {
 		err = session.ServeAppend(c)
 	} else {
-		err = compat.ServeWebSocket(c, s.publicOptions(owner))
+		err = compat.ServeWebSocket(c, s.publicOptions(owner, quota))
 	}
 	_ = ws.CloseNow()
 	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
@@ -314,7 +385,7 @@ func closeReason(err error) string {
 	return err.Error()
 }
 
-func (s *Server) sessionOptions(owner string) session.Options {
+func (s *Server) sessionOptions(owner, quota string) session.Options {
 	o := s.opts
 	return session.Options{
 		Metrics:           &s.metrics,
@@ -336,6 +407,9 @@ func (s *Server) sessionOptions(owner string) session.Options {
 		Logger:            s.log,
 		Store:             s.store,
 		Owner:             owner,
+		KeyRollouts:       s.keyRoll,
+		Budget:            s.budget,
+		QuotaKey:          quota,
 	}
 }
 
@@ -397,6 +471,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// fail writes e (the access log counts it in tether_errors_total).
+func (s *Server) fail(w http.ResponseWriter, e *protocol.Error) {
+	writeHTTPError(w, e)
 }
 
 func writeHTTPError(w http.ResponseWriter, e *protocol.Error) {

@@ -157,9 +157,9 @@ type Server struct {
 	// httpErrors counts HTTP error answers by code (tether_errors_total with the error frames)
 	httpErrors codeCounts
 	store      *store.Guarded // opts.Store under StoreTimeout, counting failures
-	budget   *session.Budget
-	keyRoll  *session.KeyLimit
-	keyConns *session.KeyLimit
+	budget     *session.Budget
+	keyRoll    *session.KeyLimit
+	keyConns   *session.KeyLimit
 
 	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
 	conns      map[*session.Conn]struct{}

@@ -286,6 +286,9 @@ func stop(ctx context.Context, cfg *serveConfig, log *slog.Logger, srv *server.S
 		werr = <-drained
 	}
 	herr := hs.Shutdown(sctx)
+	if errors.Is(herr, net.ErrClosed) {
+		herr = nil // the listener was closed above, at the first signal
+	}
 	<-errc
 	if err := errors.Join(werr, herr); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -38,6 +38,10 @@ type Rollout struct {
 	bytes     int64
 	stamp     uint64
 	cancelled bool
+	started   time.Time      // when Start accepted the rollout
+	turns     int            // turns begun: Start, then one per accepted Resume
+	usage     protocol.Usage // cumulative, as of the last suspension or the end
+	context   int            // tokens of the last sampling step's context (input + output)
 }
 
 // StartRequest starts a rollout through Conn.Start.
@@ -76,7 +80,8 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size}
+	now := time.Now()
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: now, started: now, turns: 1, bytes: size}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -187,6 +192,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		return perr
 	}
 	h.turnStart = time.Now()
+	h.turns++
 	c.setStateLocked(h, stateResuming)
 	c.stamp++
 	h.stamp = c.stamp
@@ -201,6 +207,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	}
 	t.Release()
 	c.mu.Lock()
+	h.turns-- // the turn never began
 	if h.state == stateResuming {
 		h.state = stateSuspended // back, as if the turn never began
 		if m := c.opts.Metrics; m != nil {
@@ -367,6 +374,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
 	s.h.bytes += ItemsBytes(sp.Output)
+	s.h.record(sp.Usage, sp.StepUsage)
 	c.mu.Unlock()
 	s.inner.Suspended(sp)
 	c.signal()
@@ -387,6 +395,7 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
 	h.bytes = ItemsBytes(e.Context)
+	h.record(e.Usage, e.StepUsage)
 	c.mu.Unlock()
 	if !e.Sampling && e.Err == nil {
 		t := c.gate.enqueueAlways()

@@ -85,7 +85,7 @@ type Server struct {
 	adm      *session.Admission
 
 	mu       sync.Mutex // guards conns, open and shutdown
-	conns    map[*session.Conn]struct{}
+	conns    map[*session.Conn]connMeta
 	open     int // WebSocket connections being served (accepted or not yet)
 	shutdown bool
 	wg       sync.WaitGroup // one per WebSocket connection being served, and per drain
@@ -105,7 +105,7 @@ func New(opts Options) *Server {
 	if opts.Store == nil {
 		opts.Store = compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
 	}
-	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling)}
+	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]connMeta), adm: session.NewAdmission(opts.MaxSampling)}
 	httpSession := s.sessionOptions("")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
@@ -146,6 +146,13 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.H
 		}
 		h(w, r, owner)
 	}
+}
+
+// RequireKey wraps h with the API key check of the /v1 routes: with Options.Keys set, a
+// request without a valid "Authorization: Bearer" key gets the same 401 error body as /v1.
+// tether serve -ui protects its API with it.
+func (s *Server) RequireKey(h http.Handler) http.Handler {
+	return s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { h.ServeHTTP(w, r) })
 }
 
 // Metrics returns the counters of the server's connections.
@@ -252,14 +259,14 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		return
 	}
 	c := session.NewConn(session.NewWebSocketTransport(ws, s.opts.MaxFrame), s.sessionOptions(owner))
-	if !s.track(c) {
+	shape, gauge := ShapePublic, &s.metrics.PublicConns
+	if appendShape {
+		shape, gauge = ShapeAppend, &s.metrics.AppendConns
+	}
+	if !s.track(c, connMeta{shape: shape, remote: r.RemoteAddr}) {
 		c.Drain(protocol.ReasonServerShutdown)
 	}
 	defer s.untrack(c)
-	shape, gauge := "public", &s.metrics.PublicConns
-	if appendShape {
-		shape, gauge = "append", &s.metrics.AppendConns
-	}
 	gauge.Add(1)
 	defer gauge.Add(-1)
 	s.log.Info("connection opened", "shape", shape, "remote", r.RemoteAddr)
@@ -312,17 +319,17 @@ func (s *Server) sessionOptions(owner string) session.Options {
 	}
 }
 
-func (s *Server) track(c *session.Conn) bool {
+func (s *Server) track(c *session.Conn, m connMeta) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.conns[c] = struct{}{}
+	s.conns[c] = m
 	return !s.shutdown
 }
 
 // trackHTTP registers the connection core of an HTTP request, so that Shutdown drains it too.
 func (s *Server) trackHTTP(c *session.Conn) func() {
 	s.mu.Lock()
-	s.conns[c] = struct{}{}
+	s.conns[c] = connMeta{shape: ShapeHTTP}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	return func() {

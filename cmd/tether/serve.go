@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/ui"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
 )
@@ -45,6 +47,8 @@ type serveConfig struct {
 	upstream       string
 	upstreamKey    string
 	upstreamTO     time.Duration
+	ui             bool
+	uiRaceTimeout  time.Duration
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -75,6 +79,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
+	fs.BoolVar(&c.ui, "ui", false, "serve the live demo page at /ui/ (a race of the four transports, and the live connections)")
+	fs.DurationVar(&c.uiRaceTimeout, "ui-race-timeout", ui.DefaultRaceTimeout, "longest race of the -ui page")
 	return c
 }
 
@@ -135,7 +141,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	var handler http.Handler = srv
+	var page *ui.UI
+	if cfg.ui {
+		page = ui.New(ui.Options{Server: srv, URL: selfURL(ln.Addr()), RaceTimeout: cfg.uiRaceTimeout, Logger: log})
+		handler = page.Handler(srv)
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	if keys.Open() {
@@ -143,6 +155,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("tether listening", "addr", ln.Addr().String(), "model", "sim", "speed", cfg.speed,
 		"append", "OpenAI-Beta: "+server.AppendBeta)
+	if page != nil {
+		log.Info("live demo page", "url", selfURL(ln.Addr())+ui.Prefix)
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -151,6 +166,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("shutting down", "grace", cfg.shutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace+10*time.Second)
 	defer cancel()
+	if page != nil {
+		page.Close() // the race's connections end before the server drains
+	}
 	werr := srv.Shutdown(sctx)
 	herr := hs.Shutdown(sctx)
 	<-errc
@@ -183,4 +201,18 @@ func upstreamKey(cfg *serveConfig) (string, error) {
 		return "", fmt.Errorf("-upstream-api-key-file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// selfURL is the base URL at which this process reaches its own listener: the loopback
+// address when it listens on every interface.
+func selfURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	ip := tcp.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1) // a dual-stack [::] listener accepts it too
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
 }

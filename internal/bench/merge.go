@@ -11,7 +11,7 @@ import (
 // started_at the earliest and elapsed_s the longest. The runs must agree on mode, speed and
 // workload; the events/s measurements are the first report's. The inputs are not modified.
 func Merge(reps ...*Report) (*Report, error) {
-	if len(reps) == 0 {
+	if len(reps) == 0 || slices.Contains(reps, nil) {
 		return nil, fmt.Errorf("bench: merge: no report")
 	}
 	out := *reps[0]

@@ -87,6 +87,9 @@ func TestOnTurnAndMerge(t *testing.T) {
 	if _, err := Merge(reps[0], &other); err == nil {
 		t.Error("runs of two workloads merged")
 	}
+	if _, err := Merge(reps[0], nil); err == nil {
+		t.Error("a nil report merged")
+	}
 	if _, err := Merge(); err == nil {
 		t.Error("no report merged")
 	}

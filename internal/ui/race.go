@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -248,12 +248,15 @@ func (u *UI) run(rc *race, speed sim.Speed, apiKey string) {
 		}()
 	}
 	wg.Wait()
-	rep, err := bench.Merge(reps...)
-	if e := errors.Join(errs...); e != nil {
-		err = e
-		if ctx.Err() == context.DeadlineExceeded {
-			err = fmt.Errorf("the race did not finish within %v: %w", u.opts.RaceTimeout, e)
-		}
+	var rep *bench.Report
+	err := errors.Join(errs...)
+	switch {
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		err = fmt.Errorf("the race did not finish within %v: %w", u.opts.RaceTimeout, err)
+	case err != nil && u.ctx.Err() != nil:
+		err = fmt.Errorf("the server is shutting down: %w", err)
+	case err == nil:
+		rep, err = bench.Merge(reps...)
 	}
 	rc.finish(rep, err)
 	u.log.Info("race ended", "race", rc.state.ID, "status", rc.snapshot().Status, "elapsed", time.Since(rc.start).Round(time.Millisecond))
@@ -297,7 +300,7 @@ func (rc *race) finish(rep *bench.Report, err error) {
 func sinceMS(t time.Time) float64 { return float64(time.Since(t)) / float64(time.Millisecond) }
 
 // events streams the current race's events as SSE: every event so far, then each new one,
-// until the race's log ends, the client goes, or Close.
+// until the race's log ends (Close ends it by cancelling the race) or the client goes.
 func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	rc := u.cur
@@ -344,11 +347,9 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 		if closed {
 			continue // one more pass sends nothing and returns
 		}
-		select {
+		select { // Close cancels the race, whose log then ends with its "error" event
 		case <-wake:
 		case <-r.Context().Done():
-			return
-		case <-u.ctx.Done():
 			return
 		}
 	}

@@ -174,6 +174,7 @@ function onLane(ev) {
 }
 
 function onDone(st) {
+  race.finished = true; // the bench's chart replaces the page's
   const rep = st.report;
   const speed = Object.keys(rep.transports[0].e2e)[0];
   const tbody = $('#results tbody');
@@ -252,7 +253,7 @@ let chartPending = false;
 function scheduleChart() {
   if (chartPending) return;
   chartPending = true;
-  requestAnimationFrame(() => { chartPending = false; drawChart(); });
+  requestAnimationFrame(() => { chartPending = false; if (race && !race.finished) drawChart(); });
 }
 
 function drawChart() {

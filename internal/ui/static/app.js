@@ -169,7 +169,8 @@ function onLane(ev) {
   badge.textContent = ev.status === 'done' ? 'finished' : 'failed';
   if (ev.status === 'done') {
     race.order.push(ev.transport);
-    badge.textContent = ['1st', '2nd', '3rd', '4th'][race.order.length - 1] + ' · ' + fmtS(ev.at_ms / 1000);
+    badge.textContent = ['1st', '2nd', '3rd', '4th'][race.order.length - 1] + ' to finish';
+    $('.fill', lane.el).style.width = '100%';
   }
 }
 
@@ -354,7 +355,7 @@ function renderLive(l) {
           h('td', { 'data-key': 'turns' }, String(r.turns)),
           h('td', { 'data-key': 'context_tokens' }, r.context_tokens.toLocaleString('en-US')),
           h('td', {}, `${r.input_tokens.toLocaleString('en-US')} / ${r.cached_tokens.toLocaleString('en-US')} / ${r.output_tokens.toLocaleString('en-US')}`),
-          h('td', {}, age(r.turn_age_s)));
+          h('td', {}, age(r.turn_age_s) + ' ago'));
       }
       tbody.append(tr);
     });

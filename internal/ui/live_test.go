@@ -2,6 +2,7 @@ package ui
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tetherd/tether/internal/server"
@@ -51,6 +52,15 @@ func TestLive(t *testing.T) {
 // race's client uses the caller's key against /v1.
 func TestKeys(t *testing.T) {
 	_, url := start(t, server.Options{Keys: server.NewKeys("sk-demo")}, 0)
+	resp, err := http.Get(url + "/ui/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") ||
+		!strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
+		t.Fatalf("app.js without key: %d %v", resp.StatusCode, resp.Header)
+	}
 	if code := call(t, "GET", url+"/ui/", "", "", nil); code != 200 {
 		t.Fatalf("page without key: %d", code)
 	}

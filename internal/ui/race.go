@@ -207,9 +207,10 @@ func (u *UI) startRace(w http.ResponseWriter, r *http.Request) {
 	u.mu.Unlock()
 	st := rc.snapshot()
 	rc.emit("race", st, false)
+	key := bearer(r)
 	go func() {
 		defer u.wg.Done()
-		u.run(rc, speed, bearer(r))
+		u.run(rc, speed, key)
 	}()
 	writeJSON(w, http.StatusAccepted, st)
 }

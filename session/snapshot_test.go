@@ -5,6 +5,7 @@ import (
 	"testing/synctest"
 
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // TestSnapshot follows one append-shape rollout through two suspensions and its end.
@@ -50,4 +51,23 @@ func only(t *testing.T, s ConnSnapshot) RolloutSnapshot {
 		t.Fatalf("%d live rollouts, want 1: %+v", len(s.Rollouts), s)
 	}
 	return s.Rollouts[0]
+}
+
+// TestSnapshotSamplingAndQueued: while one rollout samples (the sim sleeps on the bubble's
+// clock), a second one waits for the slot and shows as queued.
+func TestSnapshotSamplingAndQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, c, stop := serve(t, Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true})})
+		defer stop()
+		p.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "first"})
+		p.until(t, protocol.EventInProgress)
+		p.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "second"})
+		synctest.Wait()
+		s := c.Snapshot()
+		if len(s.Rollouts) != 2 || s.Rollouts[0].State != "sampling" || s.Rollouts[1].State != "queued" {
+			t.Fatalf("snapshot %+v", s)
+		}
+		p.until(t, protocol.EventCompleted)
+		p.until(t, protocol.EventCompleted)
+	})
 }

@@ -39,6 +39,7 @@ type Rollout struct {
 	stamp     uint64
 	cancelled bool
 	started   time.Time      // when Start accepted the rollout
+	seq       uint64         // the connection's stamp at Start: the order of starts
 	turns     int            // turns begun: Start, then one per accepted Resume
 	usage     protocol.Usage // cumulative, as of the last suspension or the end
 	context   int            // tokens of the last sampling step's context (input + output)
@@ -86,7 +87,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		m.Queued.Add(1)
 	}
 	c.stamp++
-	h.stamp = c.stamp
+	h.stamp, h.seq = c.stamp, c.stamp
 	c.reg[req.Key] = h
 	cfg := req.Config
 	cfg.Ticket = t

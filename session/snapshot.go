@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -35,7 +36,7 @@ type ConnSnapshot struct {
 	Opened time.Time
 	// Draining reports a drain in progress (shutdown or the connection age limit).
 	Draining bool
-	// Rollouts are the live rollouts (queued, sampling or suspended), oldest first. Ended
+	// Rollouts are the live rollouts (queued, sampling or suspended), in the order they started. Ended
 	// rollouts kept for previous_response_id are counted in Ended only.
 	Rollouts []RolloutSnapshot
 	// Ended counts the ended rollouts the registry still keeps.
@@ -48,11 +49,16 @@ func (c *Conn) Snapshot() ConnSnapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := ConnSnapshot{ID: c.id, Opened: c.opened, Draining: c.draining}
+	live := make([]*Rollout, 0, len(c.reg))
 	for _, h := range c.reg {
 		if h.state == stateEnded {
 			s.Ended++
 			continue
 		}
+		live = append(live, h)
+	}
+	slices.SortFunc(live, func(a, b *Rollout) int { return cmp.Compare(a.seq, b.seq) })
+	for _, h := range live {
 		state := h.state
 		if state == stateResuming {
 			state = stateQueued
@@ -60,7 +66,6 @@ func (c *Conn) Snapshot() ConnSnapshot {
 		s.Rollouts = append(s.Rollouts, RolloutSnapshot{Key: h.key, State: state.String(), Turns: h.turns,
 			Usage: h.usage, ContextTokens: h.context, Started: h.started, TurnStarted: h.turnStart})
 	}
-	slices.SortFunc(s.Rollouts, func(a, b RolloutSnapshot) int { return a.Started.Compare(b.Started) })
 	return s
 }
 

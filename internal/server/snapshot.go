@@ -1,7 +1,9 @@
 package server
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/tetherd/tether/session"
 )
@@ -42,6 +44,8 @@ func (s *Server) Snapshot() []ConnSnapshot {
 	for c, m := range conns {
 		out = append(out, ConnSnapshot{Shape: m.shape, Remote: m.remote, ConnSnapshot: c.Snapshot()})
 	}
-	slices.SortFunc(out, func(a, b ConnSnapshot) int { return a.Opened.Compare(b.Opened) })
+	slices.SortFunc(out, func(a, b ConnSnapshot) int {
+		return cmp.Or(a.Opened.Compare(b.Opened), strings.Compare(a.ID, b.ID))
+	})
 	return out
 }

@@ -79,6 +79,12 @@ type sseEvent struct {
 // events reads the race's event stream to its end.
 func events(t *testing.T, url, key string) []sseEvent {
 	t.Helper()
+	return readEvents(t, openEvents(t, url, key))
+}
+
+// openEvents opens the race's event stream (the server has attached it when this returns).
+func openEvents(t *testing.T, url, key string) *http.Response {
+	t.Helper()
 	req, _ := http.NewRequest("GET", url+"/ui/api/race/events", nil)
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -87,10 +93,17 @@ func events(t *testing.T, url, key string) []sseEvent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
 		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
+	return resp
+}
+
+// readEvents reads an event stream to its end.
+func readEvents(t *testing.T, resp *http.Response) []sseEvent {
+	t.Helper()
+	defer resp.Body.Close()
 	var out []sseEvent
 	var cur sseEvent
 	sc := bufio.NewScanner(resp.Body)

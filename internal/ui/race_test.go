@@ -166,11 +166,14 @@ func TestCloseDuringRace(t *testing.T) {
 	if code := call(t, "POST", url+"/ui/api/race", "", `{"speed":"65","calls":50}`, nil); code != 202 {
 		t.Fatalf("start: %d", code)
 	}
-	got := make(chan []sseEvent, 1)
-	go func() { got <- events(t, url, "") }()
-	time.Sleep(100 * time.Millisecond) // let the stream attach; either way it must end
-	u.Close()
-	evs := <-got
+	stream := openEvents(t, url, "")
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		u.Close()
+	}()
+	evs := readEvents(t, stream)
+	<-closed
 	if last := evs[len(evs)-1]; last.Type != "error" || !strings.Contains(string(last.Data), "shutting down") {
 		t.Fatalf("last event %s %s", last.Type, last.Data)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // browser starts headless Chromium (Debian's chromium; .ci/run installs it) and returns a tab.
@@ -103,13 +104,17 @@ func TestBrowser(t *testing.T) {
 	if err != nil || id != st.ID {
 		t.Fatalf("page race %q, server race %q (%v)", id, st.ID, err)
 	}
-	cells, err := chromedp.Run(tab, chromedp.Evaluate[[]shownCell](`[...document.querySelectorAll('#results td[data-key], .lane .rollout')].map(el => ({
+	cells, err := chromedp.Run(tab, chromedp.Evaluate[[]shownCell](`[...document.querySelectorAll('#results td[data-key], .lane .rollout, .lane .server')].map(el => ({
 		transport: el.dataset.transport || el.closest('.lane').dataset.transport,
-		key: el.dataset.key || 'lane_rollout_s', value: el.dataset.value, text: el.textContent}))`))
+		key: el.dataset.key || 'lane_' + el.className, value: el.dataset.value, text: el.textContent}))`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := len(rep.Transports) * 6; len(cells) != want {
+	sp, err := sim.ParseSpeed(speed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(rep.Transports) * 7; len(cells) != want {
 		t.Fatalf("the page shows %d numbers, want %d: %+v", len(cells), want, cells)
 	}
 	for _, c := range cells {
@@ -123,10 +128,13 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("the page shows transport %q, not in the report", c.Transport)
 		}
 		e := tr.E2E[speed]
-		want := map[string]float64{"rollout_s": e.RolloutS, "lane_rollout_s": e.RolloutS, "ratio_vs_http": e.RatioVsHTTP,
-			"overhead_p50_ms": tr.OverheadMS.P50, "overhead_p90_ms": tr.OverheadMS.P90, "bytes_per_turn": tr.BytesPerTurn}[c.Key]
-		unit := map[string]string{"rollout_s": "s", "lane_rollout_s": "s", "ratio_vs_http": "×",
-			"overhead_p50_ms": "ms", "overhead_p90_ms": "ms", "bytes_per_turn": "B"}[c.Key]
+		// The lane's server + transport time is its last turn's, as the race streamed it.
+		last := turnEvent(tr.Name, 0, sp, time.Now(), tr.PerTurn[len(tr.PerTurn)-1])
+		want := map[string]float64{"rollout_s": e.RolloutS, "lane_rollout": e.RolloutS, "ratio_vs_http": e.RatioVsHTTP,
+			"overhead_p50_ms": tr.OverheadMS.P50, "overhead_p90_ms": tr.OverheadMS.P90, "bytes_per_turn": tr.BytesPerTurn,
+			"lane_server": last.ServerMS}[c.Key]
+		unit := map[string]string{"rollout_s": "s", "lane_rollout": "s", "ratio_vs_http": "×",
+			"overhead_p50_ms": "ms", "overhead_p90_ms": "ms", "bytes_per_turn": "B", "lane_server": "ms"}[c.Key]
 		got, err := strconv.ParseFloat(c.Value, 64)
 		if err != nil || got != want {
 			t.Errorf("%s %s: the page holds %q, the report %v", c.Transport, c.Key, c.Value, want)

@@ -153,12 +153,23 @@ func (r *race) from(i int) ([][]byte, <-chan struct{}, bool) {
 }
 
 // TurnEvent is the data of a "turn" event: one turn of one transport, as the bench measured
-// it (bench.TurnSample), with the race's clock. Rollout 0 is the transport's warm-up.
+// it (bench.TurnSample; its overhead_ms is the time to the turn's first output item, model
+// time included), with the race's clock. Rollout 0 is the transport's warm-up.
 type TurnEvent struct {
 	Transport string  `json:"transport"`
 	Turns     int     `json:"turns"`
 	AtMS      float64 `json:"at_ms"` // since the race started
+	// ModelFirstMS is the sim's time to the turn's first token at the race's preset: its time
+	// to first token plus the prefill of the turn's prefill_tokens (sim.CostModel). ServerMS is
+	// overhead_ms − ModelFirstMS: what the server and the transport added to the turn.
+	ModelFirstMS float64 `json:"model_first_ms"`
+	ServerMS     float64 `json:"server_ms"`
 	bench.TurnSample
+}
+
+func turnEvent(t string, turns int, speed sim.Speed, start time.Time, s bench.TurnSample) TurnEvent {
+	model := float64(speed.Cost().Duration(s.PrefillTokens, 0)) / float64(time.Millisecond)
+	return TurnEvent{Transport: t, Turns: turns, AtMS: sinceMS(start), ModelFirstMS: model, ServerMS: s.OverheadMS - model, TurnSample: s}
 }
 
 // LaneEvent is the data of a "lane" event: one transport finished ("done") or failed.
@@ -274,7 +285,7 @@ func (u *UI) benchConfig(cfg RaceConfig, speed sim.Speed, apiKey, transport stri
 			if s.Rollout == 0 {
 				n = raceWarmupCalls + 1
 			}
-			rc.emit("turn", TurnEvent{Transport: t, Turns: n, AtMS: sinceMS(rc.start), TurnSample: s}, false)
+			rc.emit("turn", turnEvent(t, n, speed, rc.start, s), false)
 		},
 	}
 }

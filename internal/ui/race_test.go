@@ -10,6 +10,7 @@ import (
 	"github.com/tetherd/tether/internal/bench"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 type apiError struct {
@@ -71,6 +72,10 @@ func TestRace(t *testing.T) {
 			}
 			if te.Rollout > 0 {
 				streamed[te.Transport] = append(streamed[te.Transport], te.TurnSample)
+			}
+			model := sim.Speed4000.Cost().Duration(te.PrefillTokens, 0)
+			if te.ModelFirstMS != float64(model)/float64(time.Millisecond) || te.ServerMS != te.OverheadMS-te.ModelFirstMS || te.ServerMS < 0 {
+				t.Errorf("%s turn %d: first item %vms, model %vms, server %vms", te.Transport, te.Turn, te.OverheadMS, te.ModelFirstMS, te.ServerMS)
 			}
 		case "lane":
 			var le LaneEvent

@@ -62,6 +62,7 @@ async function stream(path, onEvent, signal) {
 
 // Number formats. Every shown number also sits unformatted in its element's data-value.
 function fmtMS(v) {
+  if (v < 0) return '−' + fmtMS(-v); // the sim's timer woke early
   if (v < 1) return (v * 1000).toFixed(0) + ' µs';
   if (v < 10) return v.toFixed(2) + ' ms';
   if (v < 100) return v.toFixed(1) + ' ms';
@@ -122,6 +123,7 @@ function newRace(st) {
       h('div', { class: 'name' }, h('span', { class: 'dot', style: '' }), t),
       h('div', { class: 'bar' }, h('div', { class: 'fill' }), h('div', { class: 'label' }, 'waiting')),
       h('div', { class: 'metric' }, h('small', {}, 'first item, last turn'), h('span', { class: 'last' }, '–')),
+      h('div', { class: 'metric' }, h('small', {}, 'of which server + transport'), h('span', { class: 'server' }, '–')),
       h('div', { class: 'metric' }, h('small', {}, 'rollout time'), h('span', { class: 'rollout' }, '–')),
       h('span', { class: 'badge' }, 'waiting'));
     $('.dot', el).style.background = COLORS[t];
@@ -155,6 +157,7 @@ function onTurn(ev) {
   const of = race.cfg.rollouts > 1 ? ` (rollout ${ev.rollout})` : '';
   $('.label', lane.el).textContent = `turn ${ev.turn} / ${race.turns}${of}`;
   setNum($('.last', lane.el), ev.overhead_ms, fmtMS);
+  setNum($('.server', lane.el), ev.server_ms, fmtMS);
   setNum($('.rollout', lane.el), lane.sumMS / 1000 / race.cfg.rollouts, fmtS);
   const i = ev.turn - 1;
   lane.best[i] = isNaN(lane.best[i]) ? ev.overhead_ms : Math.min(lane.best[i], ev.overhead_ms);

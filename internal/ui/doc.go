@@ -20,8 +20,10 @@
 // events from its start for a late subscriber, and ends after the last one:
 //
 //	race    the RaceState as it started
-//	turn    TurnEvent: one measured turn (bench.TurnSample's keys) of one transport, as soon as
-//	        it was measured; rollout 0 is the lane's warm-up
+//	turn    TurnEvent: one turn (bench.TurnSample's keys) of one transport, as soon as it was
+//	        measured; rollout 0 is the lane's warm-up. model_first_ms is the sim's time to the
+//	        turn's first token, server_ms = overhead_ms − model_first_ms what the server and
+//	        the transport added
 //	lane    LaneEvent: one transport finished ("done") or failed
 //	done    the final RaceState: "report" is the merged bench report (the keys of package
 //	        internal/bench's JSON report), "svg" the bench's chart of it

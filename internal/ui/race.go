@@ -105,9 +105,10 @@ type RaceState struct {
 
 // race is one race: its state and the log of its events, replayed to each stream.
 type race struct {
+	// Immutable
 	start time.Time
 
-	mu     sync.Mutex // guards state, log, wake
+	mu     sync.Mutex // guards state, log, wake, closed
 	state  RaceState
 	log    [][]byte      // SSE-encoded events, in order
 	wake   chan struct{} // closed and replaced when the log grows or the race ends

@@ -44,7 +44,9 @@
 // holds nothing secret and is served without a key; the page has a key field, keeps the key
 // in the tab's sessionStorage, and sends it as a Bearer header on every API call (the event
 // stream is read with fetch, not EventSource, for that reason). The race's client sends the
-// same key to /v1, so a race can only do what its caller could.
+// same key to /v1, so a race can only do what its caller could. Any valid key sees every
+// connection in the live view, whichever key opened it: ids, states, token counts and client
+// addresses, never items.
 //
 // # Decisions
 //

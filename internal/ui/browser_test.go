@@ -213,3 +213,30 @@ func shownAs(text string, v float64, unit string) error {
 	}
 	return nil
 }
+
+// TestBrowserWithKey: on a server with API keys, the page's calls fail with the 401 message
+// until the key is typed in its field; then the race runs with it (the event stream too) and
+// the live view lists a rollout opened with another client's key.
+func TestBrowserWithKey(t *testing.T) {
+	tab := browser(t)
+	_, url := start(t, server.Options{Keys: server.NewKeys("sk-page", "sk-other")}, 0)
+	within(t, tab, 20*time.Second, "start without a key",
+		chromedp.Navigate(url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS("#start")),
+		chromedp.SetValue(chromedp.CSS("#speed"), "4000"),
+		chromedp.SetValue(chromedp.CSS("#calls"), "1"),
+		chromedp.Click(chromedp.CSS("#start")),
+		chromedp.WaitReady(chromedp.CSS("#race-status.failed")))
+	msg, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('#race-status').textContent`))
+	if err != nil || !strings.Contains(msg, "API key") {
+		t.Fatalf("status without a key: %q (%v)", msg, err)
+	}
+	within(t, tab, 2*time.Minute, "race with the key",
+		chromedp.SetValue(chromedp.CSS("#key"), "sk-page"),
+		chromedp.Click(chromedp.CSS("#start")),
+		chromedp.WaitReady(chromedp.CSS(`body[data-race-status="done"]`)))
+	rid := openRollout(t, url, "sk-other")
+	within(t, tab, 20*time.Second, "the live view with the key",
+		chromedp.Click(chromedp.CSS(`.tab[data-view="live"]`)),
+		chromedp.WaitReady(chromedp.CSS(`tr[data-rollout="`+rid+`"] span[data-state="suspended"]`)))
+}

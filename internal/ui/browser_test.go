@@ -104,7 +104,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil || id != st.ID {
 		t.Fatalf("page race %q, server race %q (%v)", id, st.ID, err)
 	}
-	cells, err := chromedp.Run(tab, chromedp.Evaluate[[]shownCell](`[...document.querySelectorAll('#results td[data-key], .lane .rollout, .lane .server')].map(el => ({
+	cells, err := chromedp.Run(tab, chromedp.Evaluate[[]shownCell](`[...document.querySelectorAll('#results td[data-key], .lane .rollout, .lane .server, .lane .last')].map(el => ({
 		transport: el.dataset.transport || el.closest('.lane').dataset.transport,
 		key: el.dataset.key || 'lane_' + el.className, value: el.dataset.value, text: el.textContent}))`))
 	if err != nil {
@@ -114,7 +114,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := len(rep.Transports) * 7; len(cells) != want {
+	if want := len(rep.Transports) * 8; len(cells) != want {
 		t.Fatalf("the page shows %d numbers, want %d: %+v", len(cells), want, cells)
 	}
 	for _, c := range cells {
@@ -132,9 +132,9 @@ func TestBrowser(t *testing.T) {
 		last := turnEvent(tr.Name, 0, sp, time.Now(), tr.PerTurn[len(tr.PerTurn)-1])
 		want := map[string]float64{"rollout_s": e.RolloutS, "lane_rollout": e.RolloutS, "ratio_vs_http": e.RatioVsHTTP,
 			"overhead_p50_ms": tr.OverheadMS.P50, "overhead_p90_ms": tr.OverheadMS.P90, "bytes_per_turn": tr.BytesPerTurn,
-			"lane_server": last.ServerMS}[c.Key]
+			"lane_server": last.ServerMS, "lane_last": last.OverheadMS}[c.Key]
 		unit := map[string]string{"rollout_s": "s", "lane_rollout": "s", "ratio_vs_http": "×",
-			"overhead_p50_ms": "ms", "overhead_p90_ms": "ms", "bytes_per_turn": "B", "lane_server": "ms"}[c.Key]
+			"overhead_p50_ms": "ms", "overhead_p90_ms": "ms", "bytes_per_turn": "B", "lane_server": "ms", "lane_last": "ms"}[c.Key]
 		got, err := strconv.ParseFloat(c.Value, 64)
 		if err != nil || got != want {
 			t.Errorf("%s %s: the page holds %q, the report %v", c.Transport, c.Key, c.Value, want)
@@ -142,6 +142,12 @@ func TestBrowser(t *testing.T) {
 		if err := shownAs(c.Text, want, unit); err != nil {
 			t.Errorf("%s %s: %v", c.Transport, c.Key, err)
 		}
+	}
+	status, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('#race-status').textContent`))
+	if m := regexp.MustCompile(`finished in (\S+ s)\.$`).FindStringSubmatch(status); err != nil || m == nil {
+		t.Errorf("status %q (%v)", status, err)
+	} else if err := shownAs(m[1], rep.ElapsedS, "s"); err != nil {
+		t.Errorf("elapsed: %v", err)
 	}
 	labels, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll('.lane .label')].map(el => el.textContent)`))
 	if err != nil {

@@ -157,6 +157,7 @@ type Conn struct {
 	cancel context.CancelFunc
 	gate   *gate
 	closed chan struct{} // closed by Close
+	opened time.Time     // when NewConn returned (Snapshot)
 
 	mu         sync.Mutex // guards reg, stamp, draining, drainWhy, closing, graceEnded
 	reg        map[string]*Rollout
@@ -191,6 +192,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		closed:  make(chan struct{}),
 		reg:     make(map[string]*Rollout),
 		changed: make(chan struct{}, 1),
+		opened:  time.Now(),
 	}
 	if o.MaxAge > 0 {
 		c.rollouts.Add(1)

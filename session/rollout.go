@@ -42,6 +42,11 @@ type Rollout struct {
 	settings  int64           // StartRequest.SettingsBytes
 	stamp     uint64
 	cancelled bool
+	started   time.Time      // when Start accepted the rollout
+	seq       uint64         // the connection's stamp at Start: the order of starts
+	turns     int            // turns begun: Start, then one per accepted Resume
+	usage     protocol.Usage // cumulative, as of the last suspension or the end
+	context   int            // tokens of the last sampling step's context (input + output)
 }
 
 // StartRequest starts a rollout through Conn.Start.
@@ -88,12 +93,13 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size, settings: req.SettingsBytes, turn: t}
+	now := time.Now()
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: now, started: now, turns: 1, bytes: size, settings: req.SettingsBytes, turn: t}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
 	c.stamp++
-	h.stamp = c.stamp
+	h.stamp, h.seq = c.stamp, c.stamp
 	c.reg[req.Key] = h
 	cfg := req.Config
 	cfg.Ticket = t
@@ -205,6 +211,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	}
 	h.turnStart = time.Now()
 	h.turn = t
+	h.turns++
 	c.setStateLocked(h, stateResuming)
 	c.stamp++
 	h.stamp = c.stamp
@@ -220,6 +227,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	t.Release()
 	c.mu.Lock()
 	c.opts.Budget.Release(add)
+	h.turns-- // the turn never began
 	if h.state == stateResuming {
 		h.state = stateSuspended // back, as if the turn never began
 		if m := c.opts.Metrics; m != nil {
@@ -393,6 +401,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	s.c.setStateLocked(s.h, stateSuspended)
 	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output))
 	t := s.h.turn
+	s.h.record(sp.Usage, sp.StepUsage)
 	c.mu.Unlock()
 	t.releaseAdmission()
 	s.inner.Suspended(sp)
@@ -414,6 +423,7 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	h.items = e.Context
 	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
 	t := h.turn
+	h.record(e.Usage, e.StepUsage)
 	c.mu.Unlock()
 	logEnded(c.log, h.key, was, e)
 	t.releaseAdmission() // as in Suspended

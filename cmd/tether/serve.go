@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/ui"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
@@ -67,6 +69,8 @@ type serveConfig struct {
 	keyConns       int
 	keyStored      int
 	keyStoredBytes byteSize
+	ui             bool
+	uiRaceTimeout  time.Duration
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -116,6 +120,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.IntVar(&c.keyStored, "key-store-responses", server.DefaultKeyStoredResponses, "stored responses per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
 	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
 	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
+	fs.BoolVar(&c.ui, "ui", false, "serve the live demo page at /ui/ (a race of the four transports, and the live connections)")
+	fs.DurationVar(&c.uiRaceTimeout, "ui-race-timeout", ui.DefaultRaceTimeout, "longest race of the -ui page")
 	return c
 }
 
@@ -166,16 +172,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	hs, limited := srv.HTTPServer(ln)
+	var page *ui.UI
+	if cfg.ui {
+		page = ui.New(ui.Options{Server: srv, URL: selfURL(ln.Addr()), RaceTimeout: cfg.uiRaceTimeout, Logger: log})
+		hs.Handler = page.Handler(hs.Handler)
+		defer page.Close() // after an early return; stop closes it before the drain
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(limited) }()
 	if opts.Keys.Open() {
 		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
 	}
 	log.Info("tether listening", startupAttrs(cfg, ln.Addr().String())...)
+	if page != nil {
+		log.Info("live demo page", "url", selfURL(ln.Addr())+ui.Prefix)
+	}
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	if page != nil {
+		page.Close() // the race's connections end before the server drains
 	}
 	return stop(ctx, cfg, log, srv, hs, limited, errc)
 }
@@ -365,4 +383,18 @@ func upstreamKey(cfg *serveConfig) (string, error) {
 		return "", fmt.Errorf("-upstream-api-key-file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// selfURL is the base URL at which this process reaches its own listener: the loopback
+// address when it listens on every interface.
+func selfURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	ip := tcp.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1) // a dual-stack [::] listener accepts it too
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
 }

@@ -162,7 +162,7 @@ type Server struct {
 	keyConns   *session.KeyLimit
 
 	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
-	conns      map[*session.Conn]struct{}
+	conns      map[*session.Conn]connMeta
 	open       int // WebSocket connections being served (accepted or not yet)
 	shutdown   bool
 	graceEnded bool           // EndGrace was called
@@ -185,7 +185,7 @@ func New(opts Options) *Server {
 		ms.SetKeyQuota(orDefault(opts.KeyStoredResponses, DefaultKeyStoredResponses), orDefault(opts.KeyStoredBytes, DefaultKeyStoredBytes))
 		opts.Store = ms
 	}
-	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling),
+	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]connMeta), adm: session.NewAdmission(opts.MaxSampling),
 		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
 	s.keyRoll = session.NewKeyLimit(orDefault(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
 	s.keyConns = session.NewKeyLimit(orDefault(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
@@ -243,6 +243,13 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.H
 		}
 		h(w, r, owner)
 	}
+}
+
+// RequireKey wraps h with the API key check of the /v1 routes: with Options.Keys set, a
+// request without a valid "Authorization: Bearer" key gets the same 401 error body as /v1.
+// tether serve -ui protects its API with it.
+func (s *Server) RequireKey(h http.Handler) http.Handler {
+	return s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { h.ServeHTTP(w, r) })
 }
 
 // Metrics returns the counters of the server's connections.
@@ -354,14 +361,14 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		return
 	}
 	c := session.NewConn(session.NewBudgetTransport(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner, quota))
-	if !s.track(c) {
+	shape, gauge := ShapePublic, &s.metrics.PublicConns
+	if appendShape {
+		shape, gauge = ShapeAppend, &s.metrics.AppendConns
+	}
+	if !s.track(c, connMeta{shape: shape, remote: r.RemoteAddr}) {
 		c.Drain(protocol.ReasonServerShutdown)
 	}
 	defer s.untrack(c)
-	shape, gauge := "public", &s.metrics.PublicConns
-	if appendShape {
-		shape, gauge = "append", &s.metrics.AppendConns
-	}
 	gauge.Add(1)
 	defer gauge.Add(-1)
 	s.log.Info("connection opened", "shape", shape, "remote", r.RemoteAddr)
@@ -413,10 +420,10 @@ func (s *Server) sessionOptions(owner, quota string) session.Options {
 	}
 }
 
-func (s *Server) track(c *session.Conn) bool {
+func (s *Server) track(c *session.Conn, m connMeta) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.conns[c] = struct{}{}
+	s.conns[c] = m
 	s.graceOver(c)
 	return !s.shutdown
 }
@@ -424,7 +431,7 @@ func (s *Server) track(c *session.Conn) bool {
 // trackHTTP registers the connection core of an HTTP request, so that Shutdown drains it too.
 func (s *Server) trackHTTP(c *session.Conn) func() {
 	s.mu.Lock()
-	s.conns[c] = struct{}{}
+	s.conns[c] = connMeta{shape: ShapeHTTP}
 	s.graceOver(c)
 	s.wg.Add(1)
 	s.mu.Unlock()

@@ -278,7 +278,7 @@ func startupAttrs(cfg *serveConfig, addr string) []any {
 	if cfg.apiKeys != "" {
 		keys = "required (" + cfg.apiKeys + ")"
 	}
-	return []any{"addr", addr, "version", versionLine(), "backend", backendLine(cfg), "model_speed", cfg.speed,
+	return []any{"addr", addr, "version", versionLine(), "backend", cfg.backend, "upstream", upstreamLine(cfg), "model_speed", cfg.speed,
 		"shapes", shapes, "api_keys", keys,
 		"store", storeLine(cfg),
 		"log_level", cfg.logLevel, "log_format", cfg.logFormat, "pprof", cfg.pprof, "shutdown_grace", cfg.shutdownGrace}
@@ -352,12 +352,12 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
 }
 
-// backendLine names the backend for the startup line.
-func backendLine(cfg *serveConfig) string {
+// upstreamLine names the upstream for the startup line ("none" for the sim).
+func upstreamLine(cfg *serveConfig) string {
 	if cfg.backend == "sim" {
-		return "sim"
+		return "none"
 	}
-	return cfg.backend + " (" + cfg.upstream + ")"
+	return cfg.upstream
 }
 
 // storeLine names the store for the startup line (a Redis URL without its password).

@@ -44,7 +44,7 @@ func (g *Guarded) Unwrap() Store { return g.s }
 func (g *Guarded) Errors() int64 { return g.errors.Load() }
 
 func (g *Guarded) check(op, id string, err error) error {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCursorNotFound) || errors.Is(err, ErrTooLarge) {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCursorNotFound) {
 		if g.down.CompareAndSwap(true, false) {
 			g.log.Info("store available again", "op", op)
 		}

@@ -32,7 +32,7 @@ type Memory struct {
 	bytes int64
 	keys  map[string]*keyUsage // by Response.Quota; deleted when its key holds nothing
 
-	evictedKey, evictedGlobal, refused atomic.Int64
+	evictedKey, evictedGlobal atomic.Int64
 }
 
 type memEntry struct {
@@ -66,10 +66,10 @@ func (s *Memory) SetKeyQuota(count int, bytes int64) {
 	s.keyCount, s.keyBytes = count, bytes
 }
 
-// Evictions reports how many responses were evicted over their key's quota (key), over the
-// store's bounds (global), and not stored because they alone exceed a byte bound (refused).
-func (s *Memory) Evictions() (key, global, refused int64) {
-	return s.evictedKey.Load(), s.evictedGlobal.Load(), s.refused.Load()
+// Evictions reports how many responses were evicted over their key's quota (key) and over
+// the store's bounds (global).
+func (s *Memory) Evictions() (key, global int64) {
+	return s.evictedKey.Load(), s.evictedGlobal.Load()
 }
 
 // Bytes reports the bytes (Size) of the stored responses.
@@ -81,18 +81,13 @@ func (s *Memory) Bytes() int64 {
 
 // Put stores r, replacing an earlier version, and evicts the least recently used responses
 // beyond the bounds: first those of r's quota key over its quota, then any beyond the store's
-// bounds (never r itself). A response larger than the store's byte bound, or its key's byte
-// quota, is not stored (ErrTooLarge).
+// bounds, but never r itself (a response larger than a bound alone is kept, alone).
 func (s *Memory) Put(_ context.Context, r *Response) error {
 	e := &memEntry{r: r, bytes: Size(r)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.byID[r.Response.ID]; ok {
 		s.removeLocked(old)
-	}
-	if e.bytes > s.maxBytes || (s.keyBytes > 0 && e.bytes > s.keyBytes) {
-		s.refused.Add(1)
-		return ErrTooLarge
 	}
 	el := s.lru.PushFront(e)
 	s.byID[r.Response.ID] = el

@@ -14,11 +14,6 @@ var (
 	// ErrCursorNotFound is returned by InputItems when Page.After names no input item of the
 	// response (the HTTP API answers it 400 invalid_value, param after).
 	ErrCursorNotFound = errors.New("store: no input item with the after id")
-
-	// ErrTooLarge is returned by Put for a response larger than the store's byte bound (or its
-	// key's byte quota): it is not stored, and a store:true response ends failed as for any
-	// Put error, but the store is not counted as unavailable.
-	ErrTooLarge = errors.New("store: response larger than the store's byte bound")
 )
 
 // Response is one stored Response (store:true): the Response object as last sent, the input

@@ -47,9 +47,9 @@ func (s *Server) metricsHandler() http.Handler {
 	if ms, ok := s.opts.Store.(*store.Memory); ok {
 		gauge("tether_store_responses", "Responses in the in-memory store.", nil, func() float64 { return float64(ms.Len()) })
 		gauge("tether_store_bytes", "Estimated bytes of the responses in the in-memory store.", nil, func() float64 { return float64(ms.Bytes()) })
-		for reason, i := range map[string]int{"key_quota": 0, "store_bound": 1, "too_large": 2} {
-			counter("tether_store_evictions_total", "Stored responses evicted: over their key's quota, over the store's bounds, or not stored because they alone exceed a byte bound.",
-				prometheus.Labels{"reason": reason}, func() float64 { k, g, r := ms.Evictions(); return float64([]int64{k, g, r}[i]) })
+		for reason, i := range map[string]int{"key_quota": 0, "store_bound": 1} {
+			counter("tether_store_evictions_total", "Stored responses evicted: over their key's quota, or over the store's bounds.",
+				prometheus.Labels{"reason": reason}, func() float64 { k, g := ms.Evictions(); return float64([]int64{k, g}[i]) })
 		}
 	}
 	b := s.budget

@@ -261,7 +261,7 @@ func planCalls(req *request, p *simParams) []*protocol.Tool {
 	set := req.Settings
 	var tools []*protocol.Tool
 	for i := range set.Tools {
-		if set.Tools[i].Type == protocol.ToolFunction && set.Tools[i].Name != "" {
+		if set.Tools[i].Type == protocol.ToolFunction && set.Tools[i].Name != "" && set.ToolChoice.Allows(set.Tools[i].Name) {
 			tools = append(tools, &set.Tools[i])
 		}
 	}

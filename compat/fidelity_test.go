@@ -168,4 +168,3 @@ func validate(t *testing.T, text string, schema any) {
 		t.Fatalf("answer %s does not validate: %v", text, err)
 	}
 }
-

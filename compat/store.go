@@ -170,3 +170,24 @@ func chainFromStore(s Store, id, owner string) ([]protocol.Item, bool) {
 	}
 	return items, true
 }
+
+// FindItem implements ItemFinder: it scans the stored responses of owner (their input and
+// output items) for id, O(stored items).
+func (s *MemoryStore) FindItem(id, owner string) (protocol.Item, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for el := s.lru.Front(); el != nil; el = el.Next() {
+		r := el.Value.(*storeEntry).r
+		if r.Owner != owner {
+			continue
+		}
+		for _, items := range [][]protocol.Item{r.Input, r.Response.Output} {
+			for i := range items {
+				if items[i].ID == id {
+					return items[i], true
+				}
+			}
+		}
+	}
+	return protocol.Item{}, false
+}

@@ -474,6 +474,9 @@ func (r *reader) item(p *path, it *Item) *Error {
 		}
 	}
 	it.Raw = compactCopy(r.data[start:r.pos])
+	if it.Type == ItemReference && it.ID == "" {
+		return errMissing(child(p, "id"))
+	}
 	return nil
 }
 

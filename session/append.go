@@ -105,6 +105,11 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	if err := a.c.CheckModel(p); err != nil {
 		return err
 	}
+	input, err := a.c.ResolveRefs(p.Input)
+	if err != nil {
+		return err
+	}
+	p.Input = input
 	var history []protocol.Item
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
 		var err *protocol.Error

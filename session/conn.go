@@ -54,6 +54,9 @@ type Options struct {
 	// its final Response, its input items (the create's and every append's, in order) and its
 	// whole chain (history, inputs and outputs). Nil means responses are not stored.
 	Save func(r *protocol.Response, input, chain []protocol.Item)
+	// FindItem resolves an item_reference that names no item of the connection's rollouts (the
+	// caller's stored items). Nil means none.
+	FindItem func(id string) (protocol.Item, bool)
 	// MaxFrame is the largest client frame in bytes (architecture §10 -max-frame), used in the
 	// websocket_message_too_large error. 0 means 32 MiB.
 	MaxFrame int64

@@ -309,6 +309,9 @@ func (s *Server) sessionOptions(owner string) session.Options {
 		Save: func(r *protocol.Response, input, chain []protocol.Item) {
 			compat.SaveAppend(o.Store, owner, r, input, chain)
 		},
+		FindItem: func(id string) (protocol.Item, bool) {
+			return compat.FindStoredItem(o.Store, id, owner)
+		},
 	}
 }
 

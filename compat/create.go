@@ -33,6 +33,9 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 		return nil, err
 	}
 	input, err := r.resolveRefs(p.Input)
+	if err == nil {
+		input, err = session.ExpandCompactions(input)
+	}
 	if err != nil {
 		return nil, err
 	}

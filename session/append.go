@@ -106,6 +106,9 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 		return err
 	}
 	input, err := a.c.ResolveRefs(p.Input)
+	if err == nil {
+		input, err = ExpandCompactions(input)
+	}
 	if err != nil {
 		return err
 	}

@@ -225,7 +225,7 @@ func TestDecodeCodexCreate(t *testing.T) {
 		Store:             ptr(false),
 		Stream:            true,
 		PromptCacheKey:    ptr("sess-1"),
-		Text:              &TextConfig{Verbosity: "low", Format: json.RawMessage(`{"type":"json_schema","name":"x","schema":{}}`)},
+		Text:              &TextConfig{Verbosity: "low", Format: json.RawMessage(`{"type":"json_schema","name":"x","description":null,"schema":{},"strict":false}`)},
 		Generate:          ptr(false),
 		ServiceTier:       ptr("priority"),
 		Metadata:          map[string]string{"sim.parallel": "2"},

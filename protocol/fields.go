@@ -99,9 +99,40 @@ func checkCreate(cp *CreateParams) *Error {
 		return err
 	}
 	if cp.Text != nil {
-		return checkFormat(cp.Text.Format)
+		if err := checkFormat(cp.Text.Format); err != nil {
+			return err
+		}
+		cp.Text.Format = fillFormat(cp.Text.Format)
 	}
 	return nil
+}
+
+// fillFormat gives a json_schema format every member the Response's JsonSchemaResponseFormat
+// requires: description (null when not sent) and strict (false when not sent), in the order
+// type, name, description, schema, strict. Other formats are returned as is.
+func fillFormat(raw json.RawMessage) json.RawMessage {
+	var f struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &f) != nil || f.Type != "json_schema" {
+		return raw
+	}
+	strict := f.Strict != nil && *f.Strict
+	b, err := json.Marshal(struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      bool            `json:"strict"`
+	}{f.Type, f.Name, f.Description, f.Schema, strict})
+	if err != nil {
+		return raw
+	}
+	return b
 }
 
 // checkFormat checks text.format: json_schema needs a name and a schema that compiles.

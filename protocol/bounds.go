@@ -227,6 +227,10 @@ func (r *reader) bounds(n *boundNode, p *path, typ string) *Error {
 	case c == '[':
 		return r.boundsArray(n, p, typ)
 	case c == '"':
+		if n.lengthOnly(r.data[r.pos:]) {
+			r.endString()
+			return nil
+		}
 		s := r.strBytes()
 		return n.checkString(s, p, typ)
 	case c == 't' || c == 'f' || c == 'n' || c == 0:
@@ -289,6 +293,32 @@ func (r *reader) boundsArray(n *boundNode, p *path, typ string) *Error {
 		count++
 	}
 	return n.checkCount(BoundItems, count, p)
+}
+
+// lengthOnly reports whether the string token at the start of data certainly meets n's rows
+// without decoding it: n has only maximum-length rows and the token's raw length is within the
+// smallest maximum (escapes only make the raw text longer than the decoded one).
+func (n *boundNode) lengthOnly(data []byte) bool {
+	if len(n.rows) == 0 {
+		return true
+	}
+	limit := -1.0
+	for _, b := range n.rows {
+		if b.Kind != BoundLength || b.HasMin || !b.HasMax {
+			return false
+		}
+		if limit < 0 || b.Max < limit {
+			limit = b.Max
+		}
+	}
+	return float64(len(data)) <= limit+2 || float64(rawStringLen(data)) <= limit
+}
+
+// rawStringLen returns the length of the string token's raw content at the start of data.
+func rawStringLen(data []byte) int {
+	r := reader{data: data}
+	content, _ := r.endString()
+	return len(content)
 }
 
 func applies(b *Bound, typ string) bool { return b.OnlyType == "" || b.OnlyType == typ }

@@ -168,3 +168,21 @@ func validate(t *testing.T, text string, schema any) {
 		t.Fatalf("answer %s does not validate: %v", text, err)
 	}
 }
+
+// TestAcceptedClientFields: what real clients send is accepted and echoed as requested —
+// service_tier, include reasoning.encrypted_content, reasoning {effort minimal, summary},
+// text.verbosity, prompt_cache_key, client_metadata, stream_options without obfuscation.
+func TestAcceptedClientFields(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	c := f.dial(t)
+	fs := turn(t, c, create("hi", map[string]any{"store": false, "service_tier": "priority",
+		"include": []string{"reasoning.encrypted_content"}, "reasoning": map[string]any{"effort": "minimal", "summary": "auto"},
+		"text": map[string]any{"verbosity": "low"}, "prompt_cache_key": "thread-1", "client_metadata": map[string]any{"x": "y"},
+		"stream_options": map[string]any{"include_obfuscation": false}, "prompt_cache_retention": "in-memory"}))
+	for _, fr := range []wstest.Frame{fs[0], final(fs)} {
+		if fr.Str("response", "service_tier") != "priority" || fr.Str("response", "reasoning", "effort") != "minimal" ||
+			fr.Str("response", "text", "verbosity") != "low" || fr.Str("response", "prompt_cache_key") != "thread-1" {
+			t.Fatalf("%s does not echo the request: %v", fr.Type(), fr.Get("response"))
+		}
+	}
+}

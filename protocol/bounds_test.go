@@ -187,6 +187,9 @@ func TestBoundViolations(t *testing.T) {
 		}
 	}
 	for _, tc := range examples {
+		if raceEnabled && len(tc.Body) > 1<<20 {
+			continue
+		}
 		_, err := DecodeCreateParams([]byte(tc.Body))
 		if err == nil || err.Code != tc.Code || err.Param != tc.Param || err.Status != 400 {
 			t.Errorf("%s: %.120s: got %v, want %s param %s", tc.Row, tc.Body, err, tc.Code, tc.Param)

@@ -27,7 +27,8 @@ type CompactResource struct {
 // compaction item standing for the whole window. Sending that output as the input of a new
 // chain gives the model exactly the window's context again. No model runs, so usage is zero.
 // The body takes model (required), input, previous_response_id, instructions and
-// prompt_cache_key; any other create field is unsupported_parameter.
+// prompt_cache_key, plus what the Codex CLI sends (see compactOnly); any other create field is
+// unsupported_parameter.
 func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 	max := h.MaxBody
 	if max <= 0 {
@@ -97,20 +98,23 @@ func (h *HTTP) window(p *protocol.CreateParams, owner string) ([]protocol.Item, 
 	return window, nil
 }
 
-// compactOnly rejects the create fields compactResponse does not take.
+// compactOnly rejects the create fields compactResponse does not take. The schema's fields
+// (model, input, previous_response_id, instructions, prompt_cache_key) are honoured; tools,
+// parallel_tool_calls, reasoning, service_tier and text, which the Codex CLI sends with every
+// compaction, are validated and accepted: they steer a model's compaction pass, and the sim's
+// compaction is lossless (no pass).
 func compactOnly(p *protocol.CreateParams) *protocol.Error {
 	for _, f := range []struct {
 		name string
 		set  bool
 	}{
-		{"tools", p.Tools != nil}, {"tool_choice", p.ToolChoice.Mode != "" || p.ToolChoice.Name != "" || p.ToolChoice.Raw != nil},
-		{"parallel_tool_calls", p.ParallelToolCalls != nil}, {"max_output_tokens", p.MaxOutputTokens != nil},
+		{"max_output_tokens", p.MaxOutputTokens != nil},
 		{"max_tool_calls", p.MaxToolCalls != nil}, {"metadata", p.Metadata != nil}, {"store", p.Store != nil},
 		{"stream", p.Stream}, {"temperature", p.Temperature != nil}, {"top_p", p.TopP != nil},
 		{"top_logprobs", p.TopLogprobs != nil}, {"presence_penalty", p.PresencePenalty != nil},
-		{"frequency_penalty", p.FrequencyPenalty != nil}, {"reasoning", p.Reasoning != nil}, {"text", p.Text != nil},
+		{"frequency_penalty", p.FrequencyPenalty != nil},
 		{"truncation", p.Truncation != nil}, {"user", p.User != nil}, {"safety_identifier", p.SafetyIdentifier != nil},
-		{"service_tier", p.ServiceTier != nil}, {"generate", p.Generate != nil}, {"background", p.Background != nil},
+		{"generate", p.Generate != nil}, {"background", p.Background != nil},
 		{"stream_id", p.StreamID != nil}, {"include", p.Include != nil}, {"stream_options", p.IncludeObfuscation != nil},
 	} {
 		if f.set {

@@ -80,8 +80,15 @@ func TestCompactErrors(t *testing.T) {
 	if st, e := post(t, url+"/compact", "sk-b", map[string]any{"model": "sim", "previous_response_id": r1.Str("id")}); st != 400 || e.Str("error", "code") != "previous_response_not_found" {
 		t.Fatalf("another key's parent: %d %v", st, e)
 	}
-	if st, e := post(t, url+"/compact", "sk-a", map[string]any{"model": "sim", "input": "hi", "tools": []any{weather}}); st != 400 || e.Str("error", "param") != "tools" {
-		t.Fatalf("tools on compact: %d %v", st, e)
+	if st, e := post(t, url+"/compact", "sk-a", map[string]any{"model": "sim", "input": "hi", "max_output_tokens": 64}); st != 400 || e.Str("error", "param") != "max_output_tokens" {
+		t.Fatalf("max_output_tokens on compact: %d %v", st, e)
+	}
+	// What the Codex CLI sends with a compaction (codex-api CompactionInput).
+	codex := map[string]any{"model": "sim", "input": []any{userMsg("one")}, "instructions": "Summarise.", "tools": []any{shell},
+		"parallel_tool_calls": true, "reasoning": map[string]any{"effort": "medium", "summary": "auto"}, "service_tier": "priority",
+		"prompt_cache_key": "thread-1", "text": map[string]any{"verbosity": "low"}}
+	if st, e := post(t, url+"/compact", "sk-a", codex); st != 200 || e.Str("object") != "response.compaction" {
+		t.Fatalf("Codex's compaction body: %d %v", st, e)
 	}
 	_, direct := post(t, url, "sk-a", map[string]any{"model": "sim", "store": false, "input": []any{userMsg("one"), userMsg("two")}})
 	_, cr := post(t, url+"/compact", "sk-a", map[string]any{"model": "sim", "input": []any{userMsg("one")}})

@@ -24,6 +24,9 @@ var compactionKey = func() []byte {
 	return k
 }()
 
+// compactionSummary is the Codex CLI's older name of the compaction item type.
+const compactionSummary = "compaction_summary"
+
 // compactionPrefix starts every encrypted_content Tether issues (format version 1).
 const compactionPrefix = "tcmp1."
 
@@ -52,13 +55,14 @@ func sign(body string) []byte {
 	return m.Sum(nil)
 }
 
-// ExpandCompactions returns input with every compaction item replaced by the items it stands
+// ExpandCompactions returns input with every compaction item (type "compaction", or Codex's
+// older "compaction_summary") replaced by the items it stands
 // for. A compaction item this server did not issue, or whose content was altered, is
 // invalid_compaction_item (400, param "input[i]"). input is returned as is when it holds none.
 func ExpandCompactions(input []protocol.Item) ([]protocol.Item, *protocol.Error) {
 	var out []protocol.Item
 	for i := range input {
-		if input[i].Type != protocol.ItemCompaction {
+		if input[i].Type != protocol.ItemCompaction && input[i].Type != compactionSummary {
 			if out != nil {
 				out = append(out, input[i])
 			}

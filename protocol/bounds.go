@@ -91,7 +91,7 @@ var CreateBounds = []Bound{
 	oneOf("text.verbosity", "low", "medium", "high"),
 	oneOf("text.format.type", "text", "json_schema", "json_object"),
 	{Param: "text.format.name", Kind: BoundLength, Min: 1, Max: 64, HasMin: true, HasMax: true, OnlyType: "json_schema", Source: "schema"},
-	{Param: "text.format.name", Kind: BoundPattern, Pattern: `^[a-zA-Z0-9_-]+$`, OnlyType: "json_schema", Source: "schema"},
+	{Param: "text.format.name", Kind: BoundPattern, Pattern: namePattern, OnlyType: "json_schema", Source: "schema"},
 	oneOf("truncation", "auto", "disabled"),
 	oneOf("service_tier", "auto", "default", "flex", "priority"),
 	oneOf("include[]", "reasoning.encrypted_content", "message.output_text.logprobs"),
@@ -103,7 +103,7 @@ var CreateBounds = []Bound{
 	oneOf("tool_choice.mode", "none", "auto", "required"),
 	between("tool_choice.tools", BoundItems, 1, 128, "schema"),
 	{Param: "tools[].name", Kind: BoundLength, Min: 1, Max: 64, HasMin: true, HasMax: true, OnlyType: ToolFunction, Source: "schema"},
-	{Param: "tools[].name", Kind: BoundPattern, Pattern: `^[a-zA-Z0-9_-]+$`, OnlyType: ToolFunction, Source: "schema"},
+	{Param: "tools[].name", Kind: BoundPattern, Pattern: namePattern, OnlyType: ToolFunction, Source: "schema"},
 	atMost("input", BoundLength, maxText),
 	oneOf("input[].role", "user", "assistant", "system", "developer"),
 	oneOf("input[].status", "in_progress", "completed", "incomplete"),
@@ -120,7 +120,7 @@ var CreateBounds = []Bound{
 	atMost("input[].encrypted_content", BoundLength, maxText),
 	between("input[].call_id", BoundLength, 1, 64, "schema"),
 	{Param: "input[].name", Kind: BoundLength, Min: 1, Max: 64, HasMin: true, HasMax: true, OnlyType: ItemFunctionCall, Source: "schema"},
-	{Param: "input[].name", Kind: BoundPattern, Pattern: `^[a-zA-Z0-9_-]+$`, OnlyType: ItemFunctionCall, Source: "schema"},
+	{Param: "input[].name", Kind: BoundPattern, Pattern: namePattern, OnlyType: ItemFunctionCall, Source: "schema"},
 	atMost("input[].output", BoundLength, maxText),
 	atMost("input[].output[].text", BoundLength, maxText),
 	atMost("input[].output[].image_url", BoundLength, 20971520),
@@ -321,6 +321,22 @@ func rawStringLen(data []byte) int {
 	return len(content)
 }
 
+// namePattern is the schema's pattern of function and format names.
+const namePattern = `^[a-zA-Z0-9_-]+$`
+
+// matchPattern matches s against pattern, without the regexp engine for namePattern.
+func matchPattern(pattern string, re *regexp.Regexp, s []byte) bool {
+	if pattern != namePattern {
+		return re.Match(s)
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
 func applies(b *Bound, typ string) bool { return b.OnlyType == "" || b.OnlyType == typ }
 
 func (n *boundNode) checkString(s []byte, p *path, typ string) *Error {
@@ -334,7 +350,7 @@ func (n *boundNode) checkString(s []byte, p *path, typ string) *Error {
 				return errValue(p, string(s), b.Enum)
 			}
 		case BoundPattern:
-			if !n.regexps[b].Match(s) {
+			if !matchPattern(b.Pattern, n.regexps[b], s) {
 				param := p.String()
 				return &Error{Status: 400, Type: TypeInvalidRequest, Code: b.ErrorCode(false), Param: param,
 					Message: fmt.Sprintf("Invalid '%s': string does not match pattern. Expected a string that matches the pattern '%s'.", param, b.Pattern)}

@@ -48,6 +48,9 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 	if perr == nil {
 		perr = compactOnly(p)
 	}
+	if perr == nil {
+		perr = session.CheckFormat(p)
+	}
 	var window []protocol.Item
 	if perr == nil {
 		window, perr = h.window(p, owner)

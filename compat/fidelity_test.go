@@ -10,6 +10,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session"
 )
 
 // rejection is a create body (POST shape) and the 400 it must get.
@@ -40,6 +41,7 @@ func fidelityRejections() []rejection {
 		rejection{"named tool not offered", `{"model":"sim","input":"hi",` + time + `,"tool_choice":{"type":"function","name":"get_weather"}}`, "invalid_value", "tool_choice.name"},
 		rejection{"allowed tool not offered", `{"model":"sim","input":"hi",` + time + `,"tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"get_time"},{"type":"function","name":"get_weather"}]}}`, "invalid_value", "tool_choice.tools[1].name"},
 		rejection{"invalid schema", `{"model":"sim","input":"hi","text":{"format":{"type":"json_schema","name":"person","schema":{"type":"object","properties":{"age":{"type":"integr"}}}}}}`, "invalid_json_schema", "text.format.schema"},
+		rejection{"schema with a file reference", `{"model":"sim","input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"$ref":"file:///etc/passwd"}}}}`, "invalid_json_schema", "text.format.schema"},
 		rejection{"schema missing", `{"model":"sim","input":"hi","text":{"format":{"type":"json_schema","name":"person"}}}`, "missing_required_parameter", "text.format.schema"},
 	)
 }
@@ -156,7 +158,7 @@ func TestStructuredOutput(t *testing.T) {
 func validate(t *testing.T, text string, schema any) {
 	t.Helper()
 	raw, _ := json.Marshal(schema)
-	s, err := protocol.CompileSchema(raw)
+	s, err := session.CompileSchema(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,8 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Field statuses of CreateFields.
@@ -135,7 +132,8 @@ func fillFormat(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-// checkFormat checks text.format: json_schema needs a name and a schema that compiles.
+// checkFormat checks text.format's shape: json_schema needs a name and a schema object (whether
+// the schema compiles is session.CheckFormat's call, outside this standard-library package).
 func checkFormat(raw json.RawMessage) *Error {
 	if len(raw) == 0 {
 		return nil
@@ -159,24 +157,7 @@ func checkFormat(raw json.RawMessage) *Error {
 	case f.Schema[0] != '{':
 		return Errorf(400, CodeInvalidType, "text.format.schema", "Invalid type for 'text.format.schema': expected an object.")
 	}
-	if _, err := CompileSchema(f.Schema); err != nil {
-		return Errorf(400, CodeInvalidSchema, "text.format.schema", "Invalid schema for response_format '%s': %s", clip(*f.Name), clip(err.Error()))
-	}
 	return nil
-}
-
-// CompileSchema compiles a JSON schema (draft 2020-12 unless $schema says otherwise; no remote
-// references are loaded).
-func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("mem:///format.json", doc); err != nil {
-		return nil, err
-	}
-	return c.Compile("mem:///format.json")
 }
 
 func (p *path) child(key string) *path { return child(p, key) }

@@ -1,13 +1,15 @@
 package compat
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // CompactResource is the reply of POST /v1/responses/compact (Open Responses
@@ -53,7 +55,7 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 	}
 	var window []protocol.Item
 	if perr == nil {
-		window, perr = h.window(p, owner)
+		window, perr = h.window(r.Context(), p, owner)
 	}
 	if perr != nil {
 		WriteError(w, perr)
@@ -63,17 +65,22 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		CreatedAt: time.Now().Unix(), Output: []protocol.Item{session.NewCompaction(window)}})
 }
 
-// window returns the items a compaction stands for: the parent's chain, then input.
-func (h *HTTP) window(p *protocol.CreateParams, owner string) ([]protocol.Item, *protocol.Error) {
+// window returns the items a compaction stands for: instructions (as a system message), the
+// parent's chain, then input.
+func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner string) ([]protocol.Item, *protocol.Error) {
+	st := h.Options.Store
 	var chain []protocol.Item
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
-		var ok bool
-		if h.store() != nil {
-			chain, ok = chainFromStore(h.store(), *p.PreviousResponseID, owner)
+		parent := *p.PreviousResponseID
+		err := store.ErrNotFound
+		if st != nil {
+			chain, err = st.Chain(ctx, parent, owner)
 		}
-		if !ok {
-			return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
-				"Previous response with id '%s' not found.", *p.PreviousResponseID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, previousNotFound(parent)
+		case err != nil:
+			return nil, session.StoreUnavailable()
 		}
 	}
 	input := p.Input
@@ -81,10 +88,9 @@ func (h *HTTP) window(p *protocol.CreateParams, owner string) ([]protocol.Item, 
 		if input[i].Type != protocol.ItemReference {
 			continue
 		}
-		it, ok := FindStoredItem(h.store(), input[i].ID, owner)
-		if !ok {
-			return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidItemReference, "input["+strconv.Itoa(i)+"]",
-				"Item with id '%s' not found.", input[i].ID)
+		it, err := session.FindStoredItem(ctx, st, input[i].ID, owner, i)
+		if err != nil {
+			return nil, err
 		}
 		input = append([]protocol.Item(nil), input...)
 		input[i] = it
@@ -93,7 +99,7 @@ func (h *HTTP) window(p *protocol.CreateParams, owner string) ([]protocol.Item, 
 	if err != nil {
 		return nil, err
 	}
-	window := append(append([]protocol.Item{}, chain...), withIDs(input)...)
+	window := append(append([]protocol.Item{}, chain...), session.WithIDs(input)...)
 	if p.Instructions != nil && *p.Instructions != "" {
 		window = append([]protocol.Item{{Type: protocol.ItemMessage, Role: protocol.RoleSystem,
 			Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: *p.Instructions}}}}, window...)

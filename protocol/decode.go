@@ -15,7 +15,6 @@ const (
 )
 
 var (
-	clientEventTypes = []string{EventCreate, EventAppend, EventCancel, EventProcessed, EventSteer}
 	roleValues       = []string{RoleUser, RoleAssistant, RoleSystem, RoleDeveloper}
 	statusValues     = []string{StatusInProgress, StatusCompleted, StatusIncomplete}
 	toolChoiceModes  = []string{ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired}
@@ -1194,4 +1193,13 @@ func (k *keySet) add(key []byte) *Error {
 	}
 	*k = append(*k, key)
 	return nil
+}
+
+// null consumes a null literal if one is next and reports whether it did.
+func (r *reader) null() bool {
+	if r.peek() == 'n' {
+		r.token()
+		return true
+	}
+	return false
 }

@@ -21,6 +21,12 @@
 // limit is disabled and frames are read through an io.LimitReader, so that an oversize frame
 // can be answered with websocket_message_too_large before the close with 1009 (architecture §8).
 //
+// Every create, on either shape, passes [CheckCreate] (which also compiles a text.format JSON
+// schema, [CheckFormat]), then has its item_reference items replaced by the items they name
+// ([Conn.ResolveRefs], [FindStoredItem]) and its compaction items by the window they stand for
+// ([ExpandCompactions]; [NewCompaction] issues them for POST /v1/responses/compact, signed
+// with a per-process key). See docs/fields.md.
+//
 // # How rollouts end
 //
 // A final answer ends a rollout with response.completed; response.cancel and the suspension
@@ -35,5 +41,15 @@
 //
 // Besides the codes of architecture §8 this package answers response_already_completed (409,
 // response.cancel of an ended rollout), response_in_progress (409, previous_response_id naming a
-// rollout that has not ended) and server_shutting_down (503, a create while draining).
+// rollout that has not ended), server_shutting_down (503, a create while draining) and
+// store_unavailable (503, a previous_response_id lookup the store failed; also response.error
+// of a store:true rollout the store did not accept, which then ends response.failed).
+//
+// # Stored responses
+//
+// [Options.Store] (a store.Store, given as a value) resolves previous_response_id beyond the
+// registry with one Chain call, and receives every store:true rollout that ends completed or
+// incomplete before its terminal event is sent. A rollout gives back the server-wide sampling
+// admission before its adapter writes to the store, so a slow store holds only its own
+// connection's slot, for at most the store's timeout.
 package session

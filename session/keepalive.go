@@ -6,23 +6,14 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// keepAlive watches the sampling rollout for silence: when its sink has sent nothing for
-// interval, the sink sends a keepalive frame (sampler.Rollout.KeepAlive). A long prefill (tens of seconds at the sim's 65 tokens/s preset,
-// or a real engine's) would otherwise look dead to clients that time out on idle streams.
-// Suspended and queued rollouts get none: nothing is in flight for them.
-func (c *Conn) keepAlive(interval time.Duration) {
-	defer c.rollouts.Done()
-	t := time.NewTicker(max(interval/4, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case now := <-t.C:
-			if r := c.samplingRollout(); r != nil {
-				r.KeepAlive(now, interval)
-			}
-		}
+// keepAlive asks the sampling rollout, if any, for a keepalive: its sink sends one when it has
+// sent nothing for interval (sampler.Rollout.KeepAlive). A long prefill (tens of seconds at
+// the sim's 65 tokens/s preset, or a real engine's) would otherwise look dead to clients that
+// time out on idle streams. Suspended and queued rollouts get none: nothing is in flight for
+// them. Called by the watchdog a few times per interval.
+func (c *Conn) keepAlive(now time.Time, interval time.Duration) {
+	if r := c.samplingRollout(); r != nil {
+		r.KeepAlive(now, interval)
 	}
 }
 

@@ -19,7 +19,14 @@ import (
 // TETHER_NODE_CLIENTS and returns its stdout. The script exits non-zero on any failure.
 func runNode(t *testing.T, f *fixture, script string) string {
 	t.Helper()
-	dir := nodeClients(t, "openai/package.json", "ws/package.json")
+	return runNodeWith(t, f, script, nil, "openai/package.json", "ws/package.json")
+}
+
+// runNodeWith is runNode with extra environment variables, for a script that needs the npm
+// packages at paths (relative to node_modules).
+func runNodeWith(t *testing.T, f *fixture, script string, env []string, paths ...string) string {
+	t.Helper()
+	dir := nodeClients(t, paths...)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is not installed, but %s=%s is set: %v", envNodeClients, dir, err)
@@ -32,6 +39,7 @@ func runNode(t *testing.T, f *fixture, script string) string {
 	}
 	cmd := exec.CommandContext(ctx, node, path)
 	cmd.Env = append(os.Environ(), envNodeClients+"="+dir, "TETHER_BASE_URL="+f.base, "NO_COLOR=1")
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

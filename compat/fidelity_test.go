@@ -76,6 +76,22 @@ func TestFidelityRejectionsEveryTransport(t *testing.T) {
 			c.ExpectError(400, r.code, r.param)
 		}
 	}
+	// One text-limit example at full size (10 MiB + 1 characters) over HTTP; the others of its
+	// kind are checked by the protocol package's tests.
+	for _, e := range protocol.BoundExamples() {
+		if e.Row != "input" {
+			continue
+		}
+		resp, err := http.Post(f.base+"/responses", "application/json", strings.NewReader(e.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(raw), `"string_above_max_length"`) {
+			t.Errorf("HTTP input of 10 MiB + 1 characters: %d %.200s", resp.StatusCode, raw)
+		}
+	}
 	for _, c := range []*wstest.Client{pub, app} {
 		c.Send(create("still there?", map[string]any{"store": false}))
 		c.Until("response.completed", "response.done")

@@ -75,8 +75,8 @@ func TestBadCreate(t *testing.T) {
 			got = err
 		}
 		e, ok := client.AsError(got)
-		if !ok || e.Code != "invalid_type" || e.Param != "max_output_tokens" {
-			t.Fatalf("Events error %#v, want invalid_type on max_output_tokens", got)
+		if !ok || e.Code != "integer_below_min_value" || e.Param != "max_output_tokens" {
+			t.Fatalf("Events error %#v, want integer_below_min_value on max_output_tokens", got)
 		}
 		if err := r.Append(ctx); !errors.Is(err, client.ErrEnded) {
 			t.Errorf("append to a rejected create: %v, want ErrEnded", err)

@@ -34,6 +34,14 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	if err := r.conn.CheckModel(p); err != nil {
 		return nil, err
 	}
+	input, err := r.resolveRefs(p.Input)
+	if err == nil {
+		input, err = session.ExpandCompactions(input)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.Input = input
 	id := session.NewID("resp")
 	ps := &pendingSegment{
 		seg:     &segment{id: id, settings: settingsKey(p)},

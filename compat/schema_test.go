@@ -19,6 +19,7 @@ const schemaFile = "../../shared/reference/openresponses-openapi-2026-04-24.json
 type eventSchemas struct {
 	byType   map[string]*jsonschema.Schema // streaming event type → its schema
 	response *jsonschema.Schema            // ResponseResource
+	compact  *jsonschema.Schema            // CompactResource
 }
 
 var (
@@ -75,6 +76,9 @@ func compileSchemas(file string) (*eventSchemas, error) {
 		s.byType[enum[0].(string)] = sch
 	}
 	if s.response, err = c.Compile(url + "#/components/schemas/ResponseResource"); err != nil {
+		return nil, err
+	}
+	if s.compact, err = c.Compile(url + "#/components/schemas/CompactResource"); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -157,4 +161,36 @@ func jsonSame(a, b []byte) bool {
 	p, _ := json.Marshal(x)
 	q, _ := json.Marshal(y)
 	return string(p) == string(q)
+}
+
+// TestFidelityMatchesOpenResponsesSchema: the events of allowed_tools, structured-output and
+// item_reference turns match their schemas, and so does the reply of POST /v1/responses/compact.
+func TestFidelityMatchesOpenResponsesSchema(t *testing.T) {
+	s := loadSchemas(t)
+	f := newFixture(t, server.Options{})
+	c := f.dial(t)
+	var all []wstest.Frame
+	r1 := turn(t, c, create("What time is it?", map[string]any{"tools": []any{weather, clockTool}, "tool_choice": map[string]any{
+		"type": "allowed_tools", "mode": "required", "tools": []any{map[string]any{"type": "function", "name": "get_time"}}}}))
+	all = append(all, r1...)
+	all = append(all, turn(t, c, create("Describe Ada", map[string]any{"text": map[string]any{"format": personFormat}}))...)
+	out, _ := final(r1).Get("response", "output").([]any)
+	call := wstest.Frame(out[0].(map[string]any))
+	all = append(all, turn(t, c, create([]any{ref(call.Str("id")), toolOutput(call.Str("call_id"), "noon")}, map[string]any{"tools": []any{clockTool}}))...)
+	for _, ev := range all {
+		// The schema's JsonSchemaResponseFormat allows only null for an echoed text.format.schema;
+		// Tether echoes the schema as sent, as OpenAI does (docs/fields.md). Everything else of
+		// the format must match.
+		if fm, ok := ev.Get("response", "text", "format").(map[string]any); ok && fm["type"] == "json_schema" {
+			fm["schema"] = nil
+		}
+		s.validate(t, ev)
+	}
+	var cr map[string]any
+	httpJSON(t, "POST", f.base+"/responses/compact", map[string]any{"model": "sim", "input": []any{userMsg("one")}, "instructions": "Be brief."}, 200, &cr)
+	b, _ := json.Marshal(cr)
+	v, _ := jsonschema.UnmarshalJSON(bytesReader(b))
+	if err := s.compact.Validate(v); err != nil {
+		t.Errorf("compact reply does not match CompactResource: %v\n%s", err, b)
+	}
 }

@@ -76,8 +76,10 @@ func errInvalidType(t *T) {
 	p.rejects(400, "invalid_type", "input[0].content[0].text",
 		fmt.Sprintf(`{"type":"response.create","model":%q,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":5}]}]}`, m))
 	p.rejects(400, "invalid_type", "max_output_tokens",
-		fmt.Sprintf(`{"type":"response.create","model":%q,"input":"hi","max_output_tokens":"ten"}`, m),
-		fmt.Sprintf(`{"type":"response.create","model":%q,"input":"hi","max_output_tokens":-1}`, m))
+		fmt.Sprintf(`{"type":"response.create","model":%q,"input":"hi","max_output_tokens":"ten"}`, m))
+	p.rejects(400, "integer_below_min_value", "max_output_tokens",
+		fmt.Sprintf(`{"type":"response.create","model":%q,"input":"hi","max_output_tokens":-1}`, m),
+		fmt.Sprintf(`{"type":"response.create","model":%q,"input":"hi","max_output_tokens":1}`, m))
 	p.rejects(400, "invalid_type", "temperature", fmt.Sprintf(`{"type":"response.create","model":%q,"input":"hi","temperature":1e400}`, m))
 	p.rejects(400, "invalid_type", "tools[0].name", fmt.Sprintf(`{"type":"response.create","model":%q,"input":"hi","tools":[{"type":"function","name":7}]}`, m))
 	if t.isAppend() {

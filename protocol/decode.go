@@ -59,7 +59,14 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 	}
 	switch string(typ) {
 	case EventCreate:
+		start := r.pos
 		cp, err := r.create(true)
+		if err == nil {
+			err = checkBounds(data, start)
+		}
+		if err == nil {
+			err = checkCreate(cp)
+		}
 		if err != nil {
 			return ClientEvent{}, err
 		}
@@ -98,7 +105,18 @@ func DecodeCreateParams(data []byte) (*CreateParams, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.create(false)
+	start := r.pos
+	cp, err := r.create(false)
+	if err == nil {
+		err = checkBounds(data, start)
+	}
+	if err == nil {
+		err = checkCreate(cp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cp, nil
 }
 
 // newObjectReader checks that data is one JSON object and returns a reader at its '{'.
@@ -199,11 +217,11 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 		case "parallel_tool_calls":
 			cp.ParallelToolCalls, err = r.optBool(p)
 		case "max_output_tokens":
-			cp.MaxOutputTokens, err = r.optInt(p, 1)
+			cp.MaxOutputTokens, err = r.optInt(p, -maxExactInt)
 		case "max_tool_calls":
-			cp.MaxToolCalls, err = r.optInt(p, 0)
+			cp.MaxToolCalls, err = r.optInt(p, -maxExactInt)
 		case "top_logprobs":
-			cp.TopLogprobs, err = r.optInt(p, 0)
+			cp.TopLogprobs, err = r.optInt(p, -maxExactInt)
 		case "metadata":
 			cp.Metadata, err = r.metadata(p)
 		case "store":
@@ -240,10 +258,22 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 			cp.ServiceTier, err = r.optStr(p)
 		case "stream_id":
 			cp.StreamID, err = r.optStr(p)
+		case "include":
+			cp.Include, err = r.strings(p)
+		case "stream_options":
+			cp.IncludeObfuscation, err = r.streamOptions(p)
+		case "prompt_cache_retention":
+			var v *string
+			if v, err = r.optStr(p); v != nil && *v != "in-memory" && *v != "in_memory" {
+				err = Errorf(400, CodeUnsupportedParameter, "prompt_cache_retention",
+					"Unsupported value: 'prompt_cache_retention' '%s'; this server keeps its cache in memory only ('in-memory').", clip(*v))
+			}
+		case "conversation", "prompt", "context_management", "moderation", "prompt_cache_options":
+			if !r.null() {
+				return nil, errUnsupported(string(key))
+			}
 		default:
-			// stream_options, event_id, client_metadata, include, prompt_cache_options,
-			// prompt_cache_retention, context_management, moderation, conversation, prompt
-			// and unknown members: accepted and ignored.
+			// event_id, client_metadata and unknown members: accepted (see CreateFields).
 			err = r.skipChecked(p)
 		}
 		if err != nil {
@@ -443,6 +473,9 @@ func (r *reader) item(p *path, it *Item) *Error {
 		}
 	}
 	it.Raw = compactCopy(r.data[start:r.pos])
+	if it.Type == ItemReference && it.ID == "" {
+		return errMissing(child(p, "id"))
+	}
 	return nil
 }
 
@@ -844,6 +877,9 @@ func (r *reader) toolChoice(p *path) (ToolChoice, *Error) {
 	if !found {
 		return tc, errMissing(child(p, "type"))
 	}
+	if string(typ) == ToolChoiceAllowed {
+		return r.allowedTools(p)
+	}
 	if string(typ) != ToolFunction {
 		start := r.pos
 		if err := r.skipChecked(p); err != nil {
@@ -877,6 +913,143 @@ func (r *reader) toolChoice(p *path) (ToolChoice, *Error) {
 		return tc, errMissing(child(p, "name"))
 	}
 	return tc, nil
+}
+
+// allowedTools reads {"type":"allowed_tools","mode":…,"tools":[{"type":"function","name":…}]}:
+// Mode is the mode ("auto" when omitted), Allowed the tools' names (hosted tools without a name
+// are skipped), Raw the object for the echo.
+func (r *reader) allowedTools(p *path) (ToolChoice, *Error) {
+	tc := ToolChoice{Mode: ToolChoiceAuto, Allowed: []string{}}
+	start := r.pos
+	haveTools := false
+	r.open()
+	for {
+		key, ok := r.member()
+		if !ok {
+			break
+		}
+		kp := path{parent: p, key: key, index: -1}
+		var err *Error
+		switch string(key) {
+		case "mode":
+			var m *string
+			if m, err = r.optEnum(&kp, toolChoiceModes); m != nil {
+				tc.Mode = *m
+			}
+		case "tools":
+			if c := r.peek(); c != '[' {
+				return tc, errType(&kp, "an array", c)
+			}
+			haveTools = true
+			r.open()
+			for i := 0; r.elem(); i++ {
+				ep := path{parent: &kp, index: i}
+				var t Tool
+				if err = r.allowedTool(&ep, &t); err != nil {
+					return tc, err
+				}
+				tc.Allowed = append(tc.Allowed, t.Name)
+			}
+		default:
+			err = r.skipChecked(&kp)
+		}
+		if err != nil {
+			return tc, err
+		}
+	}
+	if !haveTools {
+		return tc, errMissing(child(p, "tools"))
+	}
+	tc.Raw = compactCopy(r.data[start:r.pos])
+	return tc, nil
+}
+
+// allowedTool reads one entry of allowed_tools.tools: {"type", "name"?}.
+func (r *reader) allowedTool(p *path, t *Tool) *Error {
+	c := r.peek()
+	if c != '{' {
+		return errType(p, "an object", c)
+	}
+	haveType := false
+	r.open()
+	for {
+		key, ok := r.member()
+		if !ok {
+			break
+		}
+		kp := path{parent: p, key: key, index: -1}
+		var err *Error
+		switch string(key) {
+		case "type":
+			err = r.reqStr(&kp, &t.Type, &haveType)
+		case "name":
+			t.Name, err = r.strOrNull(&kp)
+		default:
+			err = r.skipChecked(&kp)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case !haveType:
+		return errMissing(child(p, "type"))
+	case t.Type == ToolFunction && t.Name == "":
+		return errMissing(child(p, "name"))
+	}
+	return nil
+}
+
+// strings reads an array of strings, or null (nil).
+func (r *reader) strings(p *path) ([]string, *Error) {
+	switch c := r.peek(); c {
+	case 'n':
+		r.token()
+		return nil, nil
+	case '[':
+	default:
+		return nil, errType(p, "an array of strings", c)
+	}
+	out := []string{}
+	r.open()
+	for i := 0; r.elem(); i++ {
+		if c := r.peek(); c != '"' {
+			return nil, errType(&path{parent: p, index: i}, "a string", c)
+		}
+		out = append(out, r.str())
+	}
+	return out, nil
+}
+
+// streamOptions reads stream_options {include_obfuscation?}, or null; it returns
+// include_obfuscation.
+func (r *reader) streamOptions(p *path) (*bool, *Error) {
+	switch c := r.peek(); c {
+	case 'n':
+		r.token()
+		return nil, nil
+	case '{':
+	default:
+		return nil, errType(p, "an object", c)
+	}
+	var v *bool
+	r.open()
+	for {
+		key, ok := r.member()
+		if !ok {
+			return v, nil
+		}
+		kp := path{parent: p, key: key, index: -1}
+		var err *Error
+		if string(key) == "include_obfuscation" {
+			v, err = r.optBool(&kp)
+		} else {
+			err = r.skipChecked(&kp)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // metadata reads an object of strings (at most MaxMetadataKeys keys of at most
@@ -1020,4 +1193,13 @@ func (k *keySet) add(key []byte) *Error {
 	}
 	*k = append(*k, key)
 	return nil
+}
+
+// null consumes a null literal if one is next and reports whether it did.
+func (r *reader) null() bool {
+	if r.peek() == 'n' {
+		r.token()
+		return true
+	}
+	return false
 }

@@ -60,11 +60,16 @@ var badFrames = []struct {
 	{"tool_choice number", `{"type":"response.create","model":"m","tool_choice":1}`, 400, CodeInvalidType, "tool_choice"},
 	{"tool_choice function without name", `{"type":"response.create","model":"m","tool_choice":{"type":"function"}}`, 400, CodeMissingRequiredParameter, "tool_choice.name"},
 	{"max_output_tokens string", `{"type":"response.create","model":"m","max_output_tokens":"10"}`, 400, CodeInvalidType, "max_output_tokens"},
-	{"max_output_tokens negative", `{"type":"response.create","model":"m","max_output_tokens":-1}`, 400, CodeInvalidType, "max_output_tokens"},
-	{"max_output_tokens zero", `{"type":"response.create","model":"m","max_output_tokens":0}`, 400, CodeInvalidType, "max_output_tokens"},
+	{"max_output_tokens negative", `{"type":"response.create","model":"m","max_output_tokens":-1}`, 400, CodeIntegerBelowMin, "max_output_tokens"},
+	{"max_output_tokens zero", `{"type":"response.create","model":"m","max_output_tokens":0}`, 400, CodeIntegerBelowMin, "max_output_tokens"},
+	{"max_output_tokens 1", `{"type":"response.create","model":"m","input":"Hello","max_output_tokens":1}`, 400, CodeIntegerBelowMin, "max_output_tokens"},
+	{"top_p above 1", `{"type":"response.create","model":"m","top_p":1.5}`, 400, CodeDecimalAboveMax, "top_p"},
+	{"effort unknown", `{"type":"response.create","model":"m","reasoning":{"effort":"max"}}`, 400, CodeInvalidValue, "reasoning.effort"},
+	{"prompt_cache_key too long", `{"type":"response.create","model":"m","prompt_cache_key":"` + strings.Repeat("k", 65) + `"}`, 400, CodeStringAboveMaxLength, "prompt_cache_key"},
+	{"empty call_id", `{"type":"response.create","model":"m","input":[{"type":"function_call_output","call_id":"","output":"x"}]}`, 400, CodeStringBelowMinLength, "input[0].call_id"},
 	{"max_output_tokens fraction", `{"type":"response.create","model":"m","max_output_tokens":10.5}`, 400, CodeInvalidType, "max_output_tokens"},
 	{"max_output_tokens huge", `{"type":"response.create","model":"m","max_output_tokens":1e300}`, 400, CodeInvalidType, "max_output_tokens"},
-	{"max_tool_calls negative", `{"type":"response.create","model":"m","max_tool_calls":-2}`, 400, CodeInvalidType, "max_tool_calls"},
+	{"max_tool_calls negative", `{"type":"response.create","model":"m","max_tool_calls":-2}`, 400, CodeIntegerBelowMin, "max_tool_calls"},
 	{"temperature 1e400", `{"type":"response.create","model":"m","temperature":1e400}`, 400, CodeInvalidType, "temperature"},
 	{"temperature string", `{"type":"response.create","model":"m","temperature":"hot"}`, 400, CodeInvalidType, "temperature"},
 	{"1e400 in unknown field", `{"type":"response.create","model":"m","x_future":{"a":[1,-1e400]}}`, 400, CodeInvalidType, "x_future.a[1]"},
@@ -138,7 +143,7 @@ func TestDecodeErrorMessages(t *testing.T) {
 		{`{"type":`, "The frame is not valid JSON: unexpected end of JSON input."},
 		{`[]`, "The frame is not valid JSON: expected an object, but got an array."},
 		{`{"type":"response.create","model":"m","temperature":1e400}`, "Invalid type for 'temperature': the number 1e400 is out of range."},
-		{`{"type":"response.create","model":"m","max_output_tokens":0}`, "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 1, but got 0 instead."},
+		{`{"type":"response.create","model":"m","max_output_tokens":0}`, "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got 0 instead."},
 	} {
 		_, err := DecodeClientEvent([]byte(tc.frame))
 		if err == nil || err.Message != tc.msg {
@@ -160,7 +165,7 @@ const codexCreate = `{
     {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
     {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "exec_command", "arguments": "{\"cmd\":\"ls\"}"},
     {"type": "function_call_output", "call_id": "call_1", "output": "a.go\nb.go\n"},
-    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Two files.", "annotations": []}], "phase": "final"},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Two files.", "annotations": []}], "phase": "final_answer"},
     {"role": "user", "content": "and now?"}
   ],
   "tools": [
@@ -183,8 +188,7 @@ const codexCreate = `{
   "service_tier": "priority",
   "metadata": {"sim.parallel": "2"},
   "event_id": "evt_1",
-  "prompt_cache_retention": "24h",
-  "context_management": [{"type": "compaction"}],
+  "prompt_cache_retention": "in-memory",
   "some_future_field": {"nested": [1, 2.5, true, null]}
 }`
 
@@ -221,10 +225,11 @@ func TestDecodeCodexCreate(t *testing.T) {
 		Store:             ptr(false),
 		Stream:            true,
 		PromptCacheKey:    ptr("sess-1"),
-		Text:              &TextConfig{Verbosity: "low", Format: json.RawMessage(`{"type":"json_schema","name":"x","schema":{}}`)},
+		Text:              &TextConfig{Verbosity: "low", Format: json.RawMessage(`{"type":"json_schema","name":"x","description":null,"schema":{},"strict":false}`)},
 		Generate:          ptr(false),
 		ServiceTier:       ptr("priority"),
 		Metadata:          map[string]string{"sim.parallel": "2"},
+		Include:           []string{"reasoning.encrypted_content"},
 	}
 	if ev.Type != EventCreate || !reflect.DeepEqual(ev.Create, want) {
 		t.Errorf("got  %#v\nwant %#v", ev.Create, want)
@@ -251,13 +256,14 @@ func TestDecodeGoodFrames(t *testing.T) {
 				{Type: ItemMessage, Role: RoleAssistant, Content: []ContentPart{{Type: PartOutputText, Text: "Hi <b>&</b>"}}},
 				{Type: ItemMessage, Role: RoleUser, Content: []ContentPart{}},
 			}}}},
-		{"settings", `{"type":"response.create","model":"sim","temperature":0.2,"top_p":1,"top_logprobs":0,"max_output_tokens":1e3,"max_tool_calls":5.0,"truncation":"auto","tool_choice":{"type":"function","name":"get_time"},"background":false,"stream_id":"main","user":"u","safety_identifier":"s","previous_response_id":"resp_1","presence_penalty":-0.5,"frequency_penalty":0}`,
+		{"settings", `{"type":"response.create","model":"sim","temperature":0.2,"top_p":1,"top_logprobs":0,"max_output_tokens":1e3,"max_tool_calls":5.0,"truncation":"auto","tools":[{"type":"function","name":"get_time"}],"tool_choice":{"type":"function","name":"get_time"},"background":false,"stream_id":"main","user":"u","safety_identifier":"s","previous_response_id":"resp_1","presence_penalty":-0.5,"frequency_penalty":0}`,
 			ClientEvent{Type: EventCreate, Create: &CreateParams{Model: "sim", Temperature: ptr(0.2), TopP: ptr(1.0), TopLogprobs: ptr(0),
-				MaxOutputTokens: ptr(1000), MaxToolCalls: ptr(5), Truncation: ptr("auto"), ToolChoice: ToolChoice{Name: "get_time"},
+				MaxOutputTokens: ptr(1000), MaxToolCalls: ptr(5), Truncation: ptr("auto"), ToolChoice: ToolChoice{Name: "get_time"}, Tools: []Tool{{Type: ToolFunction, Name: "get_time"}},
 				Background: ptr(false), StreamID: ptr("main"), User: ptr("u"), SafetyIdentifier: ptr("s"), PreviousResponseID: ptr("resp_1"),
 				PresencePenalty: ptr(-0.5), FrequencyPenalty: ptr(0.0)}}},
-		{"tool_choice allowed_tools", `{"type":"response.create","model":"sim","tool_choice":{"type":"allowed_tools","mode":"auto","tools":[]}}`,
-			ClientEvent{Type: EventCreate, Create: &CreateParams{Model: "sim", ToolChoice: ToolChoice{Raw: json.RawMessage(`{"type":"allowed_tools","mode":"auto","tools":[]}`)}}}},
+		{"tool_choice allowed_tools", `{"type":"response.create","model":"sim","tools":[{"type":"function","name":"get_time"}],"tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"get_time"}]}}`,
+			ClientEvent{Type: EventCreate, Create: &CreateParams{Model: "sim", Tools: []Tool{{Type: ToolFunction, Name: "get_time"}},
+				ToolChoice: ToolChoice{Mode: ToolChoiceRequired, Allowed: []string{"get_time"}, Raw: json.RawMessage(`{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"get_time"}]}`)}}}},
 		{"append", `{"type":"response.append","response_id":"resp_A","input":[{"type":"function_call_output","call_id":"call_b","output":"14:05"},{"type":"function_call_output","call_id":"call_a","output":[{"type":"input_text","text":"18"},{"type":"input_image","file_id":"f"},{"type":"input_text","text":"C"}]},{"role":"user","content":"thanks"}]}`,
 			ClientEvent{Type: EventAppend, ResponseID: "resp_A", Input: []Item{
 				{Type: ItemFunctionCallOutput, CallID: "call_b", Output: "14:05"},

@@ -75,10 +75,27 @@
 //	type missing or null                                400    missing_required_parameter           type
 //	unknown event type                                  400    unknown_event_type                   type
 //	required field missing (e.g. model)                 400    missing_required_parameter           the field
-//	wrong type / out-of-range number (1e400, -1 tokens) 400    invalid_type                         the path
+//	wrong type / number that does not fit (1e400, 1.5   400    invalid_type                         the path
+//	  for an integer)
 //	value outside an enum (role "wizard"), metadata     400    invalid_value                        the path
-//	  over its limits
-//	background:true, stream_id, generate:false (append) 400    unsupported_parameter                the field
+//	  over its limits, a pattern mismatch, a tool_choice
+//	  function or allowed tool not among tools
+//	integer under / over its CreateBounds range         400    integer_below_min_value /            the path
+//	  (max_output_tokens 1; top_logprobs 21)                   integer_above_max_value
+//	number under / over its range (temperature 3)       400    decimal_below_min_value /            the path
+//	                                                           decimal_above_max_value
+//	string over / under its length (prompt_cache_key    400    string_above_max_length /            the path
+//	  of 65 characters; an empty call_id)                      string_below_min_length
+//	array over / under its length (tool_choice.tools)   400    array_above_max_length /             the path
+//	                                                           array_below_min_length
+//	background:true, stream_id, generate:false          400    unsupported_parameter                the field
+//	  (append), and every value CreateFields rejects
+//	  (top_logprobs > 0, conversation, …)
+//	text.format json_schema whose schema does not       400    invalid_json_schema                  text.format.schema
+//	  compile
+//	item_reference to an id unknown to the connection   400    invalid_item_reference               input[i]
+//	  and to the caller's stored items
+//	compaction item Tether did not issue, or altered    400    invalid_compaction_item              input[i]
 //	parent unknown, evicted or on another connection    400    previous_response_not_found          previous_response_id
 //	function_call_output for a call not in the chain    400    tool_call_not_found                  input
 //	continuation leaving a call without output          400    missing_tool_output                  input
@@ -125,9 +142,11 @@
 //
 //   - Every number anywhere in a frame must fit a float64, including in ignored members:
 //     1e400 is invalid_type at its path (encoding/json could not decode it later).
-//   - Integer fields accept integral numbers in any notation (5.0, 1e3); fractions, values
-//     below the minimum (max_output_tokens ≥ 1, max_tool_calls and top_logprobs ≥ 0) and
-//     values beyond ±2^53 are invalid_type.
+//   - Integer fields accept integral numbers in any notation (5.0, 1e3); fractions and values
+//     beyond ±2^53 are invalid_type. Ranges, enums and lengths are the rows of CreateBounds,
+//     checked after decoding (docs/fields.md); the first violation in document order wins.
+//   - CreateFields gives every create field's status; its rejected values are
+//     unsupported_parameter, decided in the decoder, so every transport answers alike.
 //   - A null member is the same as an absent one; a required member that is null is missing.
 //     model "" is missing.
 //   - Input items: message (also without "type" when "role" is present), function_call and

@@ -93,6 +93,37 @@ const (
 	// CodeQuotaExceeded: a create or upgrade over a per-key quota (suspended rollouts,
 	// connections). 429.
 	CodeQuotaExceeded = "quota_exceeded"
+
+	// Bounds of CreateBounds (OpenAI's codes), all 400 with param the value's path.
+
+	// CodeIntegerBelowMin: an integer under its minimum (max_output_tokens < 16).
+	CodeIntegerBelowMin = "integer_below_min_value"
+	// CodeIntegerAboveMax: an integer over its maximum (top_logprobs > 20).
+	CodeIntegerAboveMax = "integer_above_max_value"
+	// CodeDecimalBelowMin: a number under its minimum (temperature < 0).
+	CodeDecimalBelowMin = "decimal_below_min_value"
+	// CodeDecimalAboveMax: a number over its maximum (top_p > 1).
+	CodeDecimalAboveMax = "decimal_above_max_value"
+	// CodeStringAboveMaxLength: a string over its maxLength in characters (prompt_cache_key > 64).
+	CodeStringAboveMaxLength = "string_above_max_length"
+	// CodeStringBelowMinLength: a string under its minLength (an empty call_id).
+	CodeStringBelowMinLength = "string_below_min_length"
+	// CodeArrayAboveMaxLength: an array over its maxItems (tool_choice.tools > 128).
+	CodeArrayAboveMaxLength = "array_above_max_length"
+	// CodeArrayBelowMinLength: an array under its minItems (an empty tool_choice.tools).
+	CodeArrayBelowMinLength = "array_below_min_length"
+	// CodeObjectAboveMaxProperties: an object over its maxProperties (CreateBounds has none
+	// today: metadata keeps invalid_value).
+	CodeObjectAboveMaxProperties = "object_above_max_properties"
+	// CodeInvalidItemReference (400, param "input[i]"): an item_reference to an id that is not
+	// among the caller's stored items or the connection's cached ones.
+	CodeInvalidItemReference = "invalid_item_reference"
+	// CodeInvalidCompaction (400, param "input[i]"): a compaction item this server did not
+	// issue, or whose content was altered.
+	CodeInvalidCompaction = "invalid_compaction_item"
+	// CodeInvalidSchema (400, param "text.format.schema"): a json_schema format whose schema
+	// does not compile.
+	CodeInvalidSchema = "invalid_json_schema"
 )
 
 // Error types (error.type): TypeInvalidRequest for 4xx, TypeServer for 5xx.

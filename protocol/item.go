@@ -10,6 +10,12 @@ const (
 	ItemFunctionCall       = "function_call"
 	ItemFunctionCallOutput = "function_call_output"
 	ItemReasoning          = "reasoning"
+	// ItemReference is an input item {"type":"item_reference","id"} naming an earlier item; the
+	// shapes replace it by that item before the model sees it.
+	ItemReference = "item_reference"
+	// ItemCompaction is a compaction item {"type":"compaction","id","encrypted_content"} issued
+	// by POST /v1/responses/compact; it stands for the items it compacted.
+	ItemCompaction = "compaction"
 )
 
 // Item statuses.

@@ -35,6 +35,11 @@ type CreateParams struct {
 	Generate           *bool   // WebSocket only; false = warm-up (public shape)
 	Background         *bool   // true is rejected: unsupported_parameter
 	StreamID           *string // lanes are not built: rejected with unsupported_parameter
+	// Include lists the extra output data asked for; message.output_text.logprobs is rejected
+	// (unsupported_parameter), reasoning.encrypted_content accepted.
+	Include []string
+	// IncludeObfuscation is stream_options.include_obfuscation; true is rejected.
+	IncludeObfuscation *bool
 }
 
 // ParallelCalls reports parallel_tool_calls with its default (true).

@@ -109,6 +109,14 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	if err := a.c.CheckModel(p); err != nil {
 		return err
 	}
+	input, err := a.c.ResolveRefs(p.Input)
+	if err == nil {
+		input, err = ExpandCompactions(input)
+	}
+	if err != nil {
+		return err
+	}
+	p.Input = input
 	var history []protocol.Item
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
 		var err *protocol.Error
@@ -144,9 +152,13 @@ const (
 
 // CheckCreate rejects what a create may not carry where it arrives (architecture §8, §9), all
 // unsupported_parameter (400) with the field as param: background:true and stream_id
-// everywhere; generate:false on an append connection; generate at all over HTTP. The backend's own checks are
+// everywhere; generate:false on an append connection; generate at all over HTTP. It also
+// rejects a text.format schema that does not compile (CheckFormat). The backend's own checks are
 // Conn.CheckModel.
 func CheckCreate(p *protocol.CreateParams, where Where) *protocol.Error {
+	if err := CheckFormat(p); err != nil {
+		return err
+	}
 	switch {
 	case p.Background != nil && *p.Background:
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "background",

@@ -33,6 +33,12 @@
 // MaxRolloutBytes (ended rollouts are evicted first). [KeyLimit] bounds what one quota key
 // ([QuotaKey]) holds at once.
 //
+// Every create, on either shape, passes [CheckCreate] (which also compiles a text.format JSON
+// schema, [CheckFormat]), then has its item_reference items replaced by the items they name
+// ([Conn.ResolveRefs], [FindStoredItem]) and its compaction items by the window they stand for
+// ([ExpandCompactions]; [NewCompaction] issues them for POST /v1/responses/compact, signed
+// with a per-process key). See docs/fields.md.
+//
 // # How rollouts end
 //
 // A final answer ends a rollout with response.completed; response.cancel and the suspension

@@ -37,6 +37,10 @@
 // when it starts and when it ends. go-redis reconnects by itself, so a Redis that comes back
 // is used again without a restart.
 //
+// [FindItem] (the optional [ItemFinder], implemented by Memory, Redis and Guarded) finds an
+// input or output item of the owner's stored responses by id, for item_reference input items;
+// there is no item index, so it scans the owner's responses.
+//
 // # Durability before acknowledgement
 //
 // The adapters write a store:true response before they send its terminal event; when the

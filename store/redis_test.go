@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,38 @@ func TestRedisHonoursContextDeadline(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "resp_1", ""); err != nil {
 		t.Fatalf("Get after Redis answers again: %v", err)
+	}
+}
+
+// TestRedisFindItem: an item of the owner's stored responses is found by id; another owner's
+// is not.
+func TestRedisFindItem(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s, err := store.NewRedis(ctx, srv.URL(), store.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 300 { // more than one SCAN batch
+		r := &store.Response{Owner: "a", Input: []protocol.Item{{Type: protocol.ItemMessage, ID: fmt.Sprintf("msg_%d", i), Role: "user",
+			Content: []protocol.ContentPart{{Type: "input_text", Text: "hi"}}}}}
+		r.Response = protocol.Response{ID: fmt.Sprintf("resp_%d", i), Status: protocol.ResponseCompleted,
+			Output: []protocol.Item{{Type: protocol.ItemFunctionCall, ID: fmt.Sprintf("fc_%d", i), CallID: "call_1", Name: "f", Arguments: "{}"}}}
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if it, err := store.FindItem(ctx, s, "fc_299", "a"); err != nil || it.CallID != "call_1" {
+		t.Fatalf("output item: %+v %v", it, err)
+	}
+	if _, err := store.FindItem(ctx, s, "msg_7", "a"); err != nil {
+		t.Fatalf("input item: %v", err)
+	}
+	if _, err := store.FindItem(ctx, s, "fc_1", "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another owner's item: %v", err)
+	}
+	if _, err := store.FindItem(ctx, s, "fc_nope", "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown item: %v", err)
 	}
 }

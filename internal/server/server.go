@@ -220,6 +220,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
 	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("GET /slots", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeSlots(w, r) }))
+	s.mux.HandleFunc("POST /v1/responses/compact", s.auth(s.http.Compact))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.Get(w, r, r.PathValue("id"), owner)
 	}))

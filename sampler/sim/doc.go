@@ -38,7 +38,9 @@
 // Sim is deterministic: its output is a pure function of the context's text and the settings
 // (never of ids). In each step it either calls tools or answers.
 //
-// Tool choice: only function tools are callable (never namespace, custom or hosted tools).
+// Tool choice: only function tools are callable (never namespace, custom or hosted tools), and
+// of those only the ones tool_choice allows (a named function, or the allowed_tools set, whose
+// mode — auto, required, none — then applies as below).
 // tool_choice "none" → never call; "required" or a named function → call in every step (a
 // named function that is not offered → answer); "auto" → call while the current user turn (the
 // items since the last user message) has had fewer than sim.calls tool-call steps. It calls
@@ -55,7 +57,13 @@
 // number/integer → 1, boolean → true, array → [], object → its required properties,
 // recursively; anyOf/oneOf take the first non-null option.
 //
-// The answer quotes every user text and tool output of the context, one line each (`user: "…"`,
+// text.format shapes the answer: json_schema → a JSON value synthesised from the schema as
+// arguments are (const/enum first, strings the last word of the last user text repeated up to
+// minLength, numbers 1 clamped into minimum/maximum, arrays of minItems elements, objects their
+// required properties, local $refs followed), so it validates against the schema; json_object →
+// {"answer": the plain answer below}. Both are streamed as output_text deltas.
+//
+// The plain answer quotes every user text and tool output of the context, one line each (`user: "…"`,
 // `tool: "…"`, Go-quoted, cut to 64 characters plus "…"), then optional filler (sim.answer_tokens),
 // and ends with the context fingerprint, Fingerprint(Context.Tokens()):
 // "[ctx N tokens 0xHHHHHHHHHHHHHHHH]" (token count, FNV-64a of the token ids). It is streamed

@@ -3,7 +3,10 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/tetherd/tether/protocol"
 )
@@ -18,6 +21,16 @@ type schema struct {
 	Const      json.RawMessage    `json:"const"`
 	AnyOf      []*schema          `json:"anyOf"`
 	OneOf      []*schema          `json:"oneOf"`
+	AllOf      []*schema          `json:"allOf"`
+	Ref        string             `json:"$ref"`
+	Defs       map[string]*schema `json:"$defs"`
+	Defns      map[string]*schema `json:"definitions"`
+	Minimum    *float64           `json:"minimum"`
+	Maximum    *float64           `json:"maximum"`
+	MinLength  int                `json:"minLength"`
+	MinItems   int                `json:"minItems"`
+
+	root *schema // the document's root, for local $refs
 }
 
 func parseSchema(raw json.RawMessage) *schema {
@@ -93,6 +106,7 @@ func synthArguments(t *protocol.Tool, marker, word string) string {
 		if prop == nil {
 			prop = &schema{}
 		}
+		prop.root = s
 		if name == cmd {
 			if prop.typ() == "array" {
 				b.WriteString(`["echo",`)
@@ -111,7 +125,43 @@ func synthArguments(t *protocol.Tool, marker, word string) string {
 
 const maxSchemaDepth = 8
 
+// resolve follows a local $ref ("#", "#/$defs/X", "#/definitions/X") against root.
+func (s *schema) resolve(root *schema) *schema {
+	for i := 0; s.Ref != "" && i < maxSchemaDepth; i++ {
+		var next *schema
+		switch ref := s.Ref; {
+		case ref == "#":
+			next = root
+		case strings.HasPrefix(ref, "#/$defs/"):
+			next = root.Defs[strings.TrimPrefix(ref, "#/$defs/")]
+		case strings.HasPrefix(ref, "#/definitions/"):
+			next = root.Defns[strings.TrimPrefix(ref, "#/definitions/")]
+		}
+		if next == nil {
+			return &schema{}
+		}
+		s = next
+	}
+	return s
+}
+
+// writeValue writes a value valid for s: const or the first enum value; anyOf/oneOf take the
+// first non-null option, allOf its first member; string → word (repeated up to minLength),
+// number/integer → 1 moved into [minimum, maximum], boolean → true, array → minItems
+// elements, object → its required properties. Local $refs are followed.
 func writeValue(b *bytes.Buffer, s *schema, word string, depth int) {
+	root := s.root
+	if root == nil {
+		root = s
+	}
+	s = s.resolve(root)
+	sub := func(x *schema) *schema {
+		if x == nil {
+			return &schema{root: root}
+		}
+		x.root = root
+		return x
+	}
 	switch {
 	case len(s.Const) > 0:
 		b.Write(compact(s.Const))
@@ -120,10 +170,13 @@ func writeValue(b *bytes.Buffer, s *schema, word string, depth int) {
 		b.Write(compact(s.Enum[0]))
 		return
 	case len(s.AnyOf) > 0:
-		writeValue(b, firstNonNull(s.AnyOf), word, depth+1)
+		writeValue(b, sub(firstNonNull(s.AnyOf)), word, depth+1)
 		return
 	case len(s.OneOf) > 0:
-		writeValue(b, firstNonNull(s.OneOf), word, depth+1)
+		writeValue(b, sub(firstNonNull(s.OneOf)), word, depth+1)
+		return
+	case len(s.AllOf) > 0 && s.typ() == "" && s.Properties == nil:
+		writeValue(b, sub(s.AllOf[0]), word, depth+1)
 		return
 	}
 	typ := s.typ()
@@ -132,11 +185,18 @@ func writeValue(b *bytes.Buffer, s *schema, word string, depth int) {
 	}
 	switch typ {
 	case "number", "integer":
-		b.WriteByte('1')
+		b.WriteString(strconv.FormatFloat(s.number(typ == "integer"), 'f', -1, 64))
 	case "boolean":
 		b.WriteString("true")
 	case "array":
-		b.WriteString("[]")
+		b.WriteByte('[')
+		for i := 0; i < s.MinItems && depth < maxSchemaDepth; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeValue(b, sub(s.Items), word, depth+1)
+		}
+		b.WriteByte(']')
 	case "null":
 		b.WriteString("null")
 	case "object":
@@ -148,17 +208,44 @@ func writeValue(b *bytes.Buffer, s *schema, word string, depth int) {
 				}
 				writeString(b, name)
 				b.WriteByte(':')
-				prop := s.Properties[name]
-				if prop == nil {
-					prop = &schema{}
-				}
-				writeValue(b, prop, word, depth+1)
+				writeValue(b, sub(s.Properties[name]), word, depth+1)
 			}
 		}
 		b.WriteByte('}')
 	default: // string, or no type
-		writeString(b, word)
+		w := word
+		for utf8.RuneCountInString(w) < s.MinLength {
+			w += " " + word
+		}
+		writeString(b, w)
 	}
+}
+
+// number returns 1 moved into [minimum, maximum] (rounded up to an integer when integral).
+func (s *schema) number(integral bool) float64 {
+	v := 1.0
+	if s.Minimum != nil && v < *s.Minimum {
+		v = *s.Minimum
+		if integral {
+			v = math.Ceil(v)
+		}
+	}
+	if s.Maximum != nil && v > *s.Maximum {
+		v = *s.Maximum
+		if integral {
+			v = math.Floor(v)
+		}
+	}
+	return v
+}
+
+// synthValue returns a JSON value valid for the schema raw (the text.format json_schema
+// answer), strings filled with word.
+func synthValue(raw json.RawMessage, word string) string {
+	s := parseSchema(raw)
+	var b bytes.Buffer
+	writeValue(&b, s, word, 0)
+	return b.String()
 }
 
 func firstNonNull(list []*schema) *schema {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -252,8 +253,29 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 	if len(calls) > 0 {
 		return result(), nil
 	}
-	err := st.stream(answer(req.Context, p.answerTokens), out.Text)
+	err := st.stream(formatAnswer(req.Settings.TextFormat, req.Context, p.answerTokens), out.Text)
 	return result(), err
+}
+
+// formatAnswer shapes the answer by text.format: json_schema → a value synthesised from the
+// schema (strings are the last word of the last user text), json_object →
+// {"answer": the plain answer}, anything else the plain answer.
+func formatAnswer(format json.RawMessage, c *Context, padTokens int) string {
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if len(format) > 0 {
+		_ = json.Unmarshal(format, &f)
+	}
+	switch f.Type {
+	case "json_schema":
+		return synthValue(f.Schema, keyword(c.LastUserText()))
+	case "json_object":
+		b, _ := json.Marshal(map[string]string{"answer": answer(c, padTokens)})
+		return string(b)
+	}
+	return answer(c, padTokens)
 }
 
 // planCalls returns the tools to call in this step, in order; none means answer.
@@ -261,7 +283,7 @@ func planCalls(req *request, p *simParams) []*protocol.Tool {
 	set := req.Settings
 	var tools []*protocol.Tool
 	for i := range set.Tools {
-		if set.Tools[i].Type == protocol.ToolFunction && set.Tools[i].Name != "" {
+		if set.Tools[i].Type == protocol.ToolFunction && set.Tools[i].Name != "" && set.ToolChoice.Allows(set.Tools[i].Name) {
 			tools = append(tools, &set.Tools[i])
 		}
 	}

@@ -1,0 +1,135 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
+)
+
+// CompactResource is the reply of POST /v1/responses/compact (Open Responses
+// CompactResource): the compacted window as output items.
+type CompactResource struct {
+	ID        string          `json:"id"`
+	Object    string          `json:"object"` // always "response.compaction"
+	CreatedAt int64           `json:"created_at"`
+	Output    []protocol.Item `json:"output"`
+	Usage     protocol.Usage  `json:"usage"`
+}
+
+// Compact serves POST /v1/responses/compact (Open Responses compactResponse) for owner: the
+// window is the chain of previous_response_id (from the Store, owner-checked) followed by
+// input (item_references resolved, compaction items expanded), after instructions as a system
+// message (rendered as instructions are); the reply's output is one
+// compaction item standing for the whole window. Sending that output as the input of a new
+// chain gives the model exactly the window's context again. No model runs, so usage is zero.
+// The body takes model (required), input, previous_response_id, instructions and
+// prompt_cache_key, plus what the Codex CLI sends (see compactOnly); any other create field is
+// unsupported_parameter.
+func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
+	max := h.MaxBody
+	if max <= 0 {
+		max = session.DefaultMaxFrame
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	switch {
+	case err != nil:
+		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err))
+		return
+	case int64(len(body)) > max:
+		WriteError(w, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
+			"The request body exceeds the limit of %d bytes.", max))
+		return
+	}
+	p, perr := protocol.DecodeCreateParams(body)
+	if perr == nil {
+		perr = compactOnly(p)
+	}
+	if perr == nil {
+		perr = session.CheckFormat(p)
+	}
+	var window []protocol.Item
+	if perr == nil {
+		window, perr = h.window(r.Context(), p, owner)
+	}
+	if perr != nil {
+		WriteError(w, perr)
+		return
+	}
+	writeJSON(w, http.StatusOK, &CompactResource{ID: session.NewID("resp"), Object: "response.compaction",
+		CreatedAt: time.Now().Unix(), Output: []protocol.Item{session.NewCompaction(window)}})
+}
+
+// window returns the items a compaction stands for: instructions (as a system message), the
+// parent's chain, then input.
+func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner string) ([]protocol.Item, *protocol.Error) {
+	st := h.Options.Store
+	var chain []protocol.Item
+	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
+		parent := *p.PreviousResponseID
+		err := store.ErrNotFound
+		if st != nil {
+			chain, err = st.Chain(ctx, parent, owner)
+		}
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, previousNotFound(parent)
+		case err != nil:
+			return nil, session.StoreUnavailable()
+		}
+	}
+	input := p.Input
+	for i := range input {
+		if input[i].Type != protocol.ItemReference {
+			continue
+		}
+		it, err := session.FindStoredItem(ctx, st, input[i].ID, owner, i)
+		if err != nil {
+			return nil, err
+		}
+		input = append([]protocol.Item(nil), input...)
+		input[i] = it
+	}
+	input, err := session.ExpandCompactions(input)
+	if err != nil {
+		return nil, err
+	}
+	window := append(append([]protocol.Item{}, chain...), session.WithIDs(input)...)
+	if p.Instructions != nil && *p.Instructions != "" {
+		window = append([]protocol.Item{{Type: protocol.ItemMessage, Role: protocol.RoleSystem,
+			Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: *p.Instructions}}}}, window...)
+	}
+	return window, nil
+}
+
+// compactOnly rejects the create fields compactResponse does not take. The schema's fields
+// (model, input, previous_response_id, instructions, prompt_cache_key) are honoured; tools,
+// parallel_tool_calls, reasoning, service_tier and text, which the Codex CLI sends with every
+// compaction, are validated and accepted: they steer a model's compaction pass, and the sim's
+// compaction is lossless (no pass).
+func compactOnly(p *protocol.CreateParams) *protocol.Error {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"max_output_tokens", p.MaxOutputTokens != nil},
+		{"max_tool_calls", p.MaxToolCalls != nil}, {"metadata", p.Metadata != nil}, {"store", p.Store != nil},
+		{"stream", p.Stream}, {"temperature", p.Temperature != nil}, {"top_p", p.TopP != nil},
+		{"top_logprobs", p.TopLogprobs != nil}, {"presence_penalty", p.PresencePenalty != nil},
+		{"frequency_penalty", p.FrequencyPenalty != nil},
+		{"truncation", p.Truncation != nil}, {"user", p.User != nil}, {"safety_identifier", p.SafetyIdentifier != nil},
+		{"generate", p.Generate != nil}, {"background", p.Background != nil},
+		{"stream_id", p.StreamID != nil}, {"include", p.Include != nil}, {"stream_options", p.IncludeObfuscation != nil},
+	} {
+		if f.set {
+			return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, f.name,
+				"Unsupported parameter: '%s' is not taken by POST /v1/responses/compact.", f.name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,444 @@
+package protocol
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// BoundKind says what a Bound constrains and which error code a violation gets.
+type BoundKind int
+
+const (
+	// BoundInteger: a number in [Min, Max] — integer_below_min_value / integer_above_max_value.
+	BoundInteger BoundKind = iota
+	// BoundDecimal: a number in [Min, Max] — decimal_below_min_value / decimal_above_max_value.
+	BoundDecimal
+	// BoundEnum: a string in Enum — invalid_value.
+	BoundEnum
+	// BoundLength: a string of Min…Max characters (Unicode code points) —
+	// string_below_min_length / string_above_max_length.
+	BoundLength
+	// BoundItems: an array of Min…Max elements — array_below_min_length / array_above_max_length.
+	BoundItems
+	// BoundProperties: an object of at most Max members — object_above_max_properties.
+	BoundProperties
+	// BoundPattern: a string matching Pattern (RE2) — invalid_value.
+	BoundPattern
+)
+
+// Bound is one row of CreateBounds: a constraint on the values at Param of a create request.
+// Param is a path pattern: member names joined by ".", "[]" for every element of an array, "*"
+// for every member of an object ("input[].content[].text", "metadata.*"). Min and Max apply
+// when HasMin / HasMax are set. OnlyType limits the row to objects whose "type" member is that
+// string (tools[].name of function tools only). Code, when set, replaces the kind's code.
+// Source says where the bound comes from: "schema" (the Open Responses schema), "openai"
+// (OpenAI's documented range, in the schema's description only) or "tether".
+type Bound struct {
+	Param          string
+	Kind           BoundKind
+	Min, Max       float64
+	HasMin, HasMax bool
+	Enum           []string
+	Pattern        string
+	OnlyType       string
+	Code           string
+	Source         string
+}
+
+// maxText is the schema's maxLength of text inputs (10 MiB of characters).
+const maxText = 10485760
+
+func between(param string, kind BoundKind, lo, hi float64, src string) Bound {
+	return Bound{Param: param, Kind: kind, Min: lo, Max: hi, HasMin: true, HasMax: true, Source: src}
+}
+
+func atLeast(param string, kind BoundKind, lo float64) Bound {
+	return Bound{Param: param, Kind: kind, Min: lo, HasMin: true, Source: "schema"}
+}
+
+func atMost(param string, kind BoundKind, hi float64) Bound {
+	return Bound{Param: param, Kind: kind, Max: hi, HasMax: true, Source: "schema"}
+}
+
+func oneOf(param string, values ...string) Bound {
+	return Bound{Param: param, Kind: BoundEnum, Enum: values, Source: "schema"}
+}
+
+// ReasoningEfforts are the accepted reasoning.effort values: the schema's enum plus "minimal",
+// which OpenAI accepts (gpt-5).
+var ReasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
+
+// CreateBounds is the table of ranges, enums and length limits every create request is held
+// to (HTTP body and response.create on both WebSocket shapes), checked right after decoding.
+// It mirrors every numeric bound, multi-valued enum, length and count limit and pattern of the
+// Open Responses schema's CreateResponseBody (a test walks the schema and fails on a missing
+// row), plus OpenAI's documented ranges of temperature, top_p and the penalties.
+// Single-valued enums of "type" and "role" discriminate union members and are not bounds.
+var CreateBounds = []Bound{
+	atLeast("max_output_tokens", BoundInteger, 16),
+	atLeast("max_tool_calls", BoundInteger, 1),
+	between("top_logprobs", BoundInteger, 0, 20, "schema"),
+	between("temperature", BoundDecimal, 0, 2, "openai"),
+	between("top_p", BoundDecimal, 0, 1, "openai"),
+	between("presence_penalty", BoundDecimal, -2, 2, "openai"),
+	between("frequency_penalty", BoundDecimal, -2, 2, "openai"),
+	{Param: "reasoning.effort", Kind: BoundEnum, Enum: ReasoningEfforts, Source: "schema"},
+	oneOf("reasoning.summary", "concise", "detailed", "auto"),
+	oneOf("text.verbosity", "low", "medium", "high"),
+	oneOf("text.format.type", "text", "json_schema", "json_object"),
+	{Param: "text.format.name", Kind: BoundLength, Min: 1, Max: 64, HasMin: true, HasMax: true, OnlyType: "json_schema", Source: "schema"},
+	{Param: "text.format.name", Kind: BoundPattern, Pattern: namePattern, OnlyType: "json_schema", Source: "schema"},
+	oneOf("truncation", "auto", "disabled"),
+	oneOf("service_tier", "auto", "default", "flex", "priority"),
+	oneOf("include[]", "reasoning.encrypted_content", "message.output_text.logprobs"),
+	atMost("safety_identifier", BoundLength, 64),
+	atMost("prompt_cache_key", BoundLength, 64),
+	{Param: "metadata", Kind: BoundProperties, Max: MaxMetadataKeys, HasMax: true, Code: CodeInvalidValue, Source: "schema"},
+	{Param: "metadata.*", Kind: BoundLength, Max: MaxMetadataValueLen, HasMax: true, Code: CodeInvalidValue, Source: "schema"},
+	oneOf("tool_choice", "none", "auto", "required"),
+	oneOf("tool_choice.mode", "none", "auto", "required"),
+	between("tool_choice.tools", BoundItems, 1, 128, "schema"),
+	{Param: "tools[].name", Kind: BoundLength, Min: 1, Max: 64, HasMin: true, HasMax: true, OnlyType: ToolFunction, Source: "schema"},
+	{Param: "tools[].name", Kind: BoundPattern, Pattern: namePattern, OnlyType: ToolFunction, Source: "schema"},
+	atMost("input", BoundLength, maxText),
+	oneOf("input[].role", "user", "assistant", "system", "developer"),
+	oneOf("input[].status", "in_progress", "completed", "incomplete"),
+	oneOf("input[].phase", "commentary", "final_answer"),
+	atMost("input[].content", BoundLength, maxText),
+	atMost("input[].content[].text", BoundLength, maxText),
+	atMost("input[].content[].refusal", BoundLength, maxText),
+	atMost("input[].content[].image_url", BoundLength, 20971520),
+	atMost("input[].content[].file_data", BoundLength, 33554432),
+	oneOf("input[].content[].detail", "low", "high", "auto"),
+	atLeast("input[].content[].annotations[].start_index", BoundInteger, 0),
+	atLeast("input[].content[].annotations[].end_index", BoundInteger, 0),
+	atMost("input[].summary[].text", BoundLength, maxText),
+	atMost("input[].encrypted_content", BoundLength, maxText),
+	between("input[].call_id", BoundLength, 1, 64, "schema"),
+	{Param: "input[].name", Kind: BoundLength, Min: 1, Max: 64, HasMin: true, HasMax: true, OnlyType: ItemFunctionCall, Source: "schema"},
+	{Param: "input[].name", Kind: BoundPattern, Pattern: namePattern, OnlyType: ItemFunctionCall, Source: "schema"},
+	atMost("input[].output", BoundLength, maxText),
+	atMost("input[].output[].text", BoundLength, maxText),
+	atMost("input[].output[].image_url", BoundLength, 20971520),
+	atMost("input[].output[].file_data", BoundLength, 33554432),
+	oneOf("input[].output[].detail", "low", "high", "auto"),
+}
+
+// ErrorCode returns the code a violation of b gets; below tells a lower bound from an upper one.
+func (b *Bound) ErrorCode(below bool) string {
+	if b.Code != "" {
+		return b.Code
+	}
+	switch b.Kind {
+	case BoundInteger:
+		return pick(below, CodeIntegerBelowMin, CodeIntegerAboveMax)
+	case BoundDecimal:
+		return pick(below, CodeDecimalBelowMin, CodeDecimalAboveMax)
+	case BoundLength:
+		return pick(below, CodeStringBelowMinLength, CodeStringAboveMaxLength)
+	case BoundItems:
+		return pick(below, CodeArrayBelowMinLength, CodeArrayAboveMaxLength)
+	case BoundProperties:
+		return CodeObjectAboveMaxProperties
+	}
+	return CodeInvalidValue
+}
+
+func pick(below bool, lo, hi string) string {
+	if below {
+		return lo
+	}
+	return hi
+}
+
+// boundNode is one level of the compiled CreateBounds: the rows that apply at a path and the
+// nodes below it.
+type boundNode struct {
+	rows     []*Bound
+	children map[string]*boundNode // member name, "[]" or "*"
+	regexps  map[*Bound]*regexp.Regexp
+}
+
+var boundTree = compileBounds(CreateBounds)
+
+func compileBounds(rows []Bound) *boundNode {
+	root := &boundNode{}
+	for i := range rows {
+		b := &rows[i]
+		n := root
+		for _, seg := range splitParam(b.Param) {
+			if n.children == nil {
+				n.children = map[string]*boundNode{}
+			}
+			c := n.children[seg]
+			if c == nil {
+				c = &boundNode{}
+				n.children[seg] = c
+			}
+			n = c
+		}
+		n.rows = append(n.rows, b)
+		if b.Kind == BoundPattern {
+			if n.regexps == nil {
+				n.regexps = map[*Bound]*regexp.Regexp{}
+			}
+			n.regexps[b] = regexp.MustCompile(b.Pattern)
+		}
+	}
+	return root
+}
+
+// splitParam splits "input[].content[].text" into input, [], content, [], text.
+func splitParam(param string) []string {
+	var segs []string
+	for _, part := range strings.Split(param, ".") {
+		name, arrays, _ := strings.Cut(part, "[]")
+		if name != "" {
+			segs = append(segs, name)
+		}
+		if part != name {
+			segs = append(segs, "[]")
+			for strings.HasPrefix(arrays, "[]") {
+				segs = append(segs, "[]")
+				arrays = arrays[2:]
+			}
+		}
+	}
+	return segs
+}
+
+// checkBounds checks the object at r.pos (a create request) against CreateBounds and returns
+// the first violation in document order.
+func checkBounds(data []byte, start int) *Error {
+	r := reader{data: data, pos: start}
+	return r.bounds(boundTree, nil, "")
+}
+
+// bounds checks the value at r.pos against node n (its rows and the nodes below it) and moves
+// past it. typ is the "type" of the object holding the value.
+func (r *reader) bounds(n *boundNode, p *path, typ string) *Error {
+	switch c := r.peek(); {
+	case c == '{':
+		return r.boundsObject(n, p, typ)
+	case c == '[':
+		return r.boundsArray(n, p, typ)
+	case c == '"':
+		if n.lengthOnly(r.data[r.pos:]) {
+			r.endString()
+			return nil
+		}
+		s := r.strBytes()
+		return n.checkString(s, p, typ)
+	case c == 't' || c == 'f' || c == 'n' || c == 0:
+		r.token()
+		return nil
+	default:
+		num := r.token()
+		f, err := strconv.ParseFloat(string(num), 64)
+		if err != nil {
+			return nil // the decoder reports numbers out of range
+		}
+		return n.checkNumber(f, p, typ)
+	}
+}
+
+func (r *reader) boundsObject(n *boundNode, p *path, _ string) *Error {
+	own := ""
+	if len(n.children) > 0 {
+		if t, found, _, _ := r.findType(p); found {
+			own = string(t)
+		}
+	}
+	r.open()
+	count := 0
+	for {
+		key, ok := r.member()
+		if !ok {
+			break
+		}
+		count++
+		c := n.children[string(key)]
+		if c == nil {
+			c = n.children["*"]
+		}
+		if c == nil {
+			r.skip()
+			continue
+		}
+		kp := path{parent: p, key: key, index: -1}
+		if err := r.bounds(c, &kp, own); err != nil {
+			return err
+		}
+	}
+	return n.checkCount(BoundProperties, count, p)
+}
+
+func (r *reader) boundsArray(n *boundNode, p *path, typ string) *Error {
+	c := n.children["[]"]
+	r.open()
+	count := 0
+	for r.elem() {
+		if c == nil {
+			r.skip()
+		} else {
+			ep := path{parent: p, index: count}
+			if err := r.bounds(c, &ep, typ); err != nil {
+				return err
+			}
+		}
+		count++
+	}
+	return n.checkCount(BoundItems, count, p)
+}
+
+// lengthOnly reports whether the string token at the start of data certainly meets n's rows
+// without decoding it: n has only maximum-length rows and the token's raw length is within the
+// smallest maximum (escapes only make the raw text longer than the decoded one).
+func (n *boundNode) lengthOnly(data []byte) bool {
+	if len(n.rows) == 0 {
+		return true
+	}
+	limit := -1.0
+	for _, b := range n.rows {
+		if b.Kind != BoundLength || b.HasMin || !b.HasMax {
+			return false
+		}
+		if limit < 0 || b.Max < limit {
+			limit = b.Max
+		}
+	}
+	return float64(len(data)) <= limit+2 || float64(rawStringLen(data)) <= limit
+}
+
+// rawStringLen returns the length of the string token's raw content at the start of data.
+func rawStringLen(data []byte) int {
+	r := reader{data: data}
+	content, _ := r.endString()
+	return len(content)
+}
+
+// namePattern is the schema's pattern of function and format names.
+const namePattern = `^[a-zA-Z0-9_-]+$`
+
+// matchPattern matches s against pattern, without the regexp engine for namePattern.
+func matchPattern(pattern string, re *regexp.Regexp, s []byte) bool {
+	if pattern != namePattern {
+		return re.Match(s)
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+func applies(b *Bound, typ string) bool { return b.OnlyType == "" || b.OnlyType == typ }
+
+func (n *boundNode) checkString(s []byte, p *path, typ string) *Error {
+	for _, b := range n.rows {
+		if !applies(b, typ) {
+			continue
+		}
+		switch b.Kind {
+		case BoundEnum:
+			if !inEnum(string(s), b.Enum) {
+				return errValue(p, string(s), b.Enum)
+			}
+		case BoundPattern:
+			if !matchPattern(b.Pattern, n.regexps[b], s) {
+				param := p.String()
+				return &Error{Status: 400, Type: TypeInvalidRequest, Code: b.ErrorCode(false), Param: param,
+					Message: fmt.Sprintf("Invalid '%s': string does not match pattern. Expected a string that matches the pattern '%s'.", param, b.Pattern)}
+			}
+		case BoundLength:
+			if err := lengthError(b, utf8.RuneCount(s), p, "string", "a string", "length"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (n *boundNode) checkCount(kind BoundKind, count int, p *path) *Error {
+	for _, b := range n.rows {
+		if b.Kind != kind {
+			continue
+		}
+		noun, what, unit := "array", "an array", "length"
+		if kind == BoundProperties {
+			noun, what, unit = "object", "an object", "properties"
+		}
+		if err := lengthError(b, count, p, noun, what, unit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func lengthError(b *Bound, n int, p *path, noun, what, unit string) *Error {
+	var rel, lim string
+	var limit float64
+	switch {
+	case b.HasMin && float64(n) < b.Min:
+		rel, lim, limit = "too short", "minimum", b.Min
+	case b.HasMax && float64(n) > b.Max:
+		rel, lim, limit = "too long", "maximum", b.Max
+		if unit == "properties" {
+			rel = "too many properties"
+		}
+	default:
+		return nil
+	}
+	param := p.String()
+	return &Error{Status: 400, Type: TypeInvalidRequest, Code: b.ErrorCode(lim == "minimum"), Param: param,
+		Message: fmt.Sprintf("Invalid '%s': %s %s. Expected %s with %s %s %d, but got %s with %s %d instead.",
+			param, noun, rel, what, lim, unit, int64(limit), what, unit, n)}
+}
+
+func (n *boundNode) checkNumber(f float64, p *path, typ string) *Error {
+	for _, b := range n.rows {
+		if !applies(b, typ) || (b.Kind != BoundInteger && b.Kind != BoundDecimal) {
+			continue
+		}
+		noun := "integer"
+		if b.Kind == BoundDecimal {
+			noun = "decimal"
+		}
+		var rel, op string
+		var limit float64
+		switch {
+		case b.HasMin && f < b.Min:
+			rel, op, limit = "below minimum", ">=", b.Min
+		case b.HasMax && f > b.Max:
+			rel, op, limit = "above maximum", "<=", b.Max
+		default:
+			continue
+		}
+		param := p.String()
+		return &Error{Status: 400, Type: TypeInvalidRequest, Code: b.ErrorCode(op == ">="), Param: param,
+			Message: fmt.Sprintf("Invalid '%s': %s %s value. Expected a value %s %s, but got %s instead.",
+				param, noun, rel, op, fmtNum(limit), fmtNum(f))}
+	}
+	return nil
+}
+
+func fmtNum(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+func inEnum(s string, values []string) bool {
+	for _, v := range values {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,69 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/store"
+)
+
+// ResolveRefs returns input with every item_reference replaced by the item it names: an item
+// of one of the connection's rollouts, else one of the owner's stored responses
+// (store.FindItem). An id found nowhere is invalid_item_reference (400, param "input[i]"); a
+// failing store is store_unavailable. input is returned as is when it holds no reference.
+func (c *Conn) ResolveRefs(input []protocol.Item) ([]protocol.Item, *protocol.Error) {
+	var out []protocol.Item
+	for i := range input {
+		if input[i].Type != protocol.ItemReference {
+			continue
+		}
+		if out == nil {
+			out = append([]protocol.Item(nil), input...)
+		}
+		it, ok := c.connItem(input[i].ID)
+		if !ok {
+			var err *protocol.Error
+			if it, err = FindStoredItem(c.ctx, c.opts.Store, input[i].ID, c.opts.Owner, i); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = it
+	}
+	if out == nil {
+		return input, nil
+	}
+	return out, nil
+}
+
+// FindStoredItem returns the stored item id of owner for the item_reference input[i]:
+// invalid_item_reference when st is nil or does not hold it, store_unavailable when st fails.
+func FindStoredItem(ctx context.Context, st store.Store, id, owner string, i int) (protocol.Item, *protocol.Error) {
+	if st != nil {
+		it, err := store.FindItem(ctx, st, id, owner)
+		switch {
+		case err == nil:
+			return it, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return protocol.Item{}, StoreUnavailable()
+		}
+	}
+	return protocol.Item{}, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidItemReference, fmt.Sprintf("input[%d]", i),
+		"Item with id '%s' not found.", id)
+}
+
+// connItem looks id up among the items of the connection's rollouts.
+func (c *Conn) connItem(id string) (protocol.Item, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range c.reg {
+		for j := range h.items {
+			if h.items[j].ID == id {
+				return h.items[j], true
+			}
+		}
+	}
+	return protocol.Item{}, false
+}

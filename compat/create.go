@@ -31,9 +31,6 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	if err := session.CheckCreate(p, where); err != nil {
 		return nil, err
 	}
-	if err := r.conn.CheckModel(p); err != nil {
-		return nil, err
-	}
 	input, err := r.resolveRefs(p.Input)
 	if err == nil {
 		input, err = session.ExpandCompactions(input)
@@ -42,6 +39,9 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 		return nil, err
 	}
 	p.Input = input
+	if err := r.conn.CheckModel(p); err != nil { // the backend sees the items it will get
+		return nil, err
+	}
 	id := session.NewID("resp")
 	ps := &pendingSegment{
 		seg:     &segment{id: id, settings: settingsKey(p)},

@@ -106,9 +106,6 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	if err := CheckCreate(p, AppendWebSocket); err != nil {
 		return err
 	}
-	if err := a.c.CheckModel(p); err != nil {
-		return err
-	}
 	input, err := a.c.ResolveRefs(p.Input)
 	if err == nil {
 		input, err = ExpandCompactions(input)
@@ -117,6 +114,9 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 		return err
 	}
 	p.Input = input
+	if err := a.c.CheckModel(p); err != nil { // the backend sees the items it will get
+		return err
+	}
 	var history []protocol.Item
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
 		var err *protocol.Error

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
@@ -166,6 +167,17 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 	switch cfg.backend {
 	case "sim":
 		return sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true}), nil
+	case "responses":
+		key, err := upstreamKey(cfg)
+		if err != nil {
+			return nil, err
+		}
+		m, err := responses.New(responses.Options{URL: cfg.upstream, APIKey: key, Timeout: cfg.upstreamTO})
+		if err != nil {
+			return nil, fmt.Errorf("-upstream: %w", err)
+		}
+		log.Info("backend responses", "upstream", m.URL())
+		return m, nil
 	}
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
 }

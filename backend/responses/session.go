@@ -1,0 +1,249 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+)
+
+// session is one rollout's upstream chain.
+type session struct {
+	up       *upstream
+	connID   string
+	settings *sampler.Settings
+
+	// prev is the upstream Response of the previous step, valid on socket generation gen
+	// ("" until a step completed): the next step's previous_response_id.
+	prev string
+	gen  int
+	// chain is the settings of the current upstream chain: max_tool_calls and tool_choice are
+	// what remained of the rollout's when the chain started.
+	chain sampler.Settings
+	// pending holds items for the next hot step that no step has sent yet (a Prefill's).
+	pending []protocol.Item
+	// lastCalls are the upstream call_ids of the previous step's function_calls, in order;
+	// callIDs maps a Tether call_id to the upstream's where the rollout replaced it.
+	lastCalls []string
+	callIDs   map[string]string
+	closed    bool
+}
+
+// maxAttempts bounds the transparent restarts of one step (a stale socket, then the
+// connection-age limit, then a lost previous response).
+const maxAttempts = 3
+
+// Prefill implements sampler.ModelSession: the items are kept for the next step (an upstream
+// warm-up would cost a round trip and pin nothing on another Tether).
+func (s *session) Prefill(_ context.Context, input []protocol.Item) error {
+	s.pending = append(s.pending, input...)
+	return nil
+}
+
+// Sample implements sampler.ModelSession: one response.create on the connection's socket,
+// streamed into out (see the package doc for the hot path and recovery).
+func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
+	if err := s.up.acquire(ctx); err != nil {
+		return sampler.StepResult{}, err
+	}
+	defer s.up.unlock()
+	s.mapCalls(step.Output)
+	s.pending = append(s.pending, step.Input...)
+	full := false
+	for attempt := 1; ; attempt++ {
+		res, err, retry := s.attempt(ctx, step, out, full)
+		if err == nil {
+			s.pending = s.pending[:0]
+			return res, nil
+		}
+		if retry == noRetry || attempt == maxAttempts {
+			return res, err
+		}
+		full = retry == retryFull
+	}
+}
+
+// retry says whether and how a failed attempt may run again.
+type retry int
+
+const (
+	noRetry   retry = iota
+	retryNew        // on a new socket (the chain is gone with the old one)
+	retryFull       // on the same socket, with the full context
+)
+
+// attempt sends the step once and reads its events up to the terminal one.
+func (s *session) attempt(ctx context.Context, step *sampler.Step, out sampler.Output, full bool) (sampler.StepResult, error, retry) {
+	c, gen, fresh, err := s.up.socket(ctx)
+	if err != nil {
+		return sampler.StepResult{}, err, noRetry
+	}
+	f := s.create(step, gen, full)
+	st := &stream{out: out}
+	res, id, err, clean := s.run(ctx, c, f, st)
+	if err == nil {
+		s.prev, s.gen, s.lastCalls = id, gen, st.calls
+		return res, nil, noRetry
+	}
+	if !clean {
+		s.up.drop(c)
+	}
+	return res, err, s.retryOf(err, st, fresh, f.PreviousResponseID != "")
+}
+
+// retryOf classifies a failed attempt: the connection-age limit, a going-away close or a
+// socket found dead before it answered (not one dialled for this attempt) retry on a new
+// socket; a lost previous response retries with the full context. Nothing retries once the
+// client saw output of the step.
+func (s *session) retryOf(err error, st *stream, fresh, hot bool) retry {
+	if st.streamed {
+		return noRetry
+	}
+	var ue *UpstreamError
+	var se *socketError
+	switch {
+	case errors.As(err, &ue) && ue.Code == codeConnectionLimit:
+		return retryNew
+	case errors.As(err, &ue) && ue.Code == codePreviousNotFound && hot:
+		return retryFull
+	case errors.As(err, &se) && (se.status == websocket.StatusGoingAway || !fresh && !se.answered):
+		return retryNew
+	}
+	return noRetry
+}
+
+// create returns the step's response.create: a hot continuation of the upstream chain when
+// the previous step's Response lives on this socket, else a new chain with the full context.
+func (s *session) create(step *sampler.Step, gen int, full bool) *createFrame {
+	if !full && s.prev != "" && s.gen == gen {
+		return newCreate(&s.chain, s.chain.MaxToolCalls, s.prev, inputItems(s.pending, s.callIDs))
+	}
+	s.chain = *s.settings
+	if m := s.settings.MaxToolCalls; m > 0 {
+		s.chain.MaxToolCalls = m - step.Calls
+		if s.chain.MaxToolCalls <= 0 {
+			s.chain.MaxToolCalls = 0
+			s.chain.ToolChoice = protocol.ToolChoice{Mode: protocol.ToolChoiceNone}
+		}
+	}
+	s.callIDs = nil // the full context carries Tether's call_ids on both sides
+	s.lastCalls = nil
+	return newCreate(&s.chain, s.chain.MaxToolCalls, "", inputItems(step.Context, nil))
+}
+
+// mapCalls records where the rollout replaced the upstream's call_ids of the previous step
+// (output holds the function_calls as the client saw them, in the upstream's order).
+func (s *session) mapCalls(output []protocol.Item) {
+	i := 0
+	for _, it := range output {
+		if it.Type != protocol.ItemFunctionCall || i >= len(s.lastCalls) {
+			continue
+		}
+		if up := s.lastCalls[i]; up != "" && up != it.CallID {
+			if s.callIDs == nil {
+				s.callIDs = map[string]string{}
+			}
+			s.callIDs[it.CallID] = up
+		}
+		i++
+	}
+	s.lastCalls = nil
+}
+
+// Close implements sampler.ModelSession: it drops the session's share of the socket (the
+// last session of the connection closes it).
+func (s *session) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.up.m.release(s.connID, s.up)
+}
+
+// socketError is a step's socket failure: a read or write error, or a close frame (status).
+type socketError struct {
+	status   websocket.StatusCode // -1 when the socket failed without a close frame
+	answered bool                 // the upstream had sent a frame of this step
+	err      error
+}
+
+func (e *socketError) Error() string { return e.err.Error() }
+func (e *socketError) Unwrap() error { return e.err }
+
+// run writes f and streams the step's events. clean reports that the socket is at a frame
+// boundary with no response in flight (a terminal event or an error frame was read).
+func (s *session) run(ctx context.Context, c *websocket.Conn, f *createFrame, st *stream) (res sampler.StepResult, id string, err error, clean bool) {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return res, "", fmt.Errorf("encode response.create: %w", err), false
+	}
+	if err := s.write(ctx, c, data); err != nil {
+		return res, "", err, false
+	}
+	for answered := false; ; answered = true {
+		ev, err := s.read(ctx, c, answered)
+		if err != nil {
+			return res, "", err, false
+		}
+		if ev.Response != nil && ev.Response.ID != "" {
+			id = ev.Response.ID
+		}
+		switch ev.Type {
+		case "error":
+			return res, "", frameError(ev), true
+		case "response.completed", "response.incomplete", "response.failed":
+			res, err = result(ev.Response, ev.Type)
+			return res, id, err, true
+		}
+		if err := st.event(ev); err != nil {
+			return res, "", err, false
+		}
+	}
+}
+
+// write sends one frame within the silence timeout.
+func (s *session) write(ctx context.Context, c *websocket.Conn, data []byte) error {
+	wctx, cancel := context.WithTimeout(ctx, s.up.m.opts.Timeout)
+	defer cancel()
+	if err := c.Write(wctx, websocket.MessageText, data); err != nil {
+		return s.socketErr(ctx, err, false)
+	}
+	return nil
+}
+
+// read returns the next upstream event within the silence timeout.
+func (s *session) read(ctx context.Context, c *websocket.Conn, answered bool) (*serverEvent, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.up.m.opts.Timeout)
+	defer cancel()
+	typ, data, err := c.Read(rctx)
+	if err != nil {
+		return nil, s.socketErr(ctx, err, answered)
+	}
+	if typ != websocket.MessageText {
+		return nil, fmt.Errorf("upstream sent a binary frame")
+	}
+	return decodeEvent(data)
+}
+
+// socketErr explains a socket failure: the step's ctx ending, the silence timeout, a close
+// frame or a dropped socket.
+func (s *session) socketErr(ctx context.Context, err error, answered bool) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	se := &socketError{status: websocket.CloseStatus(err), answered: answered, err: err}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		se.err = fmt.Errorf("upstream silent for %v", s.up.m.opts.Timeout)
+	case se.status != -1:
+		se.err = fmt.Errorf("upstream closed the WebSocket (close %d %s)", int(se.status), se.status)
+	default:
+		se.err = fmt.Errorf("upstream WebSocket lost: %v", err)
+	}
+	return se
+}

@@ -33,12 +33,24 @@ func upstream(t *testing.T, opts server.Options) string {
 // ws URL) and returns its base URL.
 func front(t *testing.T, upURL string, timeout time.Duration) string {
 	t.Helper()
+	_, url := startFront(t, server.Options{Model: newModel(t, upURL, timeout)})
+	return url
+}
+
+// newModel returns the responses backend on upURL.
+func newModel(t *testing.T, upURL string, timeout time.Duration) *responses.Model {
+	t.Helper()
 	m, err := responses.New(responses.Options{URL: upURL, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, url := servertest.Start(t, server.Options{Model: m})
-	return url
+	return m
+}
+
+// startFront starts the front Tether.
+func startFront(t *testing.T, opts server.Options) (*server.Server, string) {
+	t.Helper()
+	return servertest.Start(t, opts)
 }
 
 func wsURL(base string) string { return "ws" + strings.TrimPrefix(base, "http") + "/v1/responses" }

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // Options configure the backend. URL is required.
@@ -91,6 +93,14 @@ func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.Model
 	}
 	up.refs++
 	return &session{up: up, settings: info.Settings, connID: info.ConnID}, nil
+}
+
+// CheckRequest implements sampler.RequestChecker: "sim.*" metadata keys are checked as the
+// sim checks them (sim.CheckMetadata). They are forwarded upstream, where a Tether running the
+// sim would reject a bad one only after this server had started the response; other
+// upstreams ignore them. Everything else is the upstream's to judge.
+func (m *Model) CheckRequest(p *protocol.CreateParams) *protocol.Error {
+	return sim.CheckMetadata(p.Metadata)
 }
 
 // release drops a session's reference to its connection's upstream; the last one closes it.

@@ -26,6 +26,8 @@ type createFrame struct {
 	Reasoning          *reasoningParam      `json:"reasoning,omitempty"`
 	Metadata           map[string]string    `json:"metadata,omitempty"`
 	Store              bool                 `json:"store"`
+	// Generate false is a warm-up (reference §3.2); nil: generate.
+	Generate *bool `json:"generate,omitempty"`
 }
 
 type textParam struct {

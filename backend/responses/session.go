@@ -31,18 +31,39 @@ type session struct {
 	// callIDs maps a Tether call_id to the upstream's where the rollout replaced it.
 	lastCalls []string
 	callIDs   map[string]string
-	closed    bool
+	// started reports that an exchange succeeded (a chain exists, live or not).
+	started bool
+	closed  bool
 }
 
 // maxAttempts bounds the transparent restarts of one step (a stale socket, then the
 // connection-age limit, then a lost previous response).
 const maxAttempts = 3
 
-// Prefill implements sampler.ModelSession: the items are kept for the next step (an upstream
-// warm-up would cost a round trip and pin nothing on another Tether).
-func (s *session) Prefill(_ context.Context, input []protocol.Item) error {
+// Prefill implements sampler.ModelSession with an upstream warm-up (response.create with
+// generate:false): the items go upstream at once, as a new chain for the rollout's first
+// Prefill (its items are the whole context) or as a continuation of a live chain. A later
+// Prefill whose chain is gone with its socket keeps the items for the next step, which sends
+// the full context anyway.
+func (s *session) Prefill(ctx context.Context, input []protocol.Item) error {
+	if err := s.up.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.up.unlock()
 	s.pending = append(s.pending, input...)
-	return nil
+	if s.started && !s.live() {
+		return nil
+	}
+	full := s.pending
+	if s.started {
+		full = nil // a live chain: retried with the full context, it is left to the next step
+	}
+	_, err := s.exchange(ctx, full, 0, discard{}, false)
+	if err != nil && s.started {
+		s.prev = ""
+		return nil
+	}
+	return err
 }
 
 // Sample implements sampler.ModelSession: one response.create on the connection's socket,
@@ -54,19 +75,41 @@ func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Ou
 	defer s.up.unlock()
 	s.mapCalls(step.Output)
 	s.pending = append(s.pending, step.Input...)
-	full := false
+	return s.exchange(ctx, step.Context, step.Calls, out, true)
+}
+
+// exchange sends the pending items (hot) or full, the rollout's whole context (a new chain;
+// nil: no new chain may start), and streams the upstream's answer into out. calls is the
+// number of calls the rollout made before. It restarts the exchange as the package doc says.
+func (s *session) exchange(ctx context.Context, full []protocol.Item, calls int, out sampler.Output, generate bool) (sampler.StepResult, error) {
+	restart := false
 	for attempt := 1; ; attempt++ {
-		res, err, retry := s.attempt(ctx, step, out, full)
+		res, err, retry := s.attempt(ctx, full, calls, out, restart, generate)
 		if err == nil {
 			s.pending = s.pending[:0]
+			s.started = true
 			return res, nil
 		}
-		if retry == noRetry || attempt == maxAttempts {
+		if retry == noRetry || attempt == maxAttempts || full == nil {
 			return res, err
 		}
-		full = retry == retryFull
+		restart = retry == retryFull
 	}
 }
+
+// live reports that the previous exchange's Response lives on the current socket.
+func (s *session) live() bool {
+	s.up.mu.Lock()
+	defer s.up.mu.Unlock()
+	return s.prev != "" && s.up.conn != nil && s.gen == s.up.gen
+}
+
+// discard is the Output of a warm-up, which generates nothing.
+type discard struct{}
+
+func (discard) Text(string) error         { return nil }
+func (discard) Call(string, string) error { return nil }
+func (discard) Arguments(string) error    { return nil }
 
 // retry says whether and how a failed attempt may run again.
 type retry int
@@ -78,16 +121,22 @@ const (
 )
 
 // attempt sends the step once and reads its events up to the terminal one.
-func (s *session) attempt(ctx context.Context, step *sampler.Step, out sampler.Output, full bool) (sampler.StepResult, error, retry) {
+func (s *session) attempt(ctx context.Context, full []protocol.Item, calls int, out sampler.Output, restart, generate bool) (sampler.StepResult, error, retry) {
 	c, gen, fresh, err := s.up.socket(ctx)
 	if err != nil {
 		return sampler.StepResult{}, err, noRetry
 	}
-	f := s.create(step, gen, full)
+	f := s.create(full, calls, gen, restart)
+	if !generate {
+		f.Generate = &generate
+	}
 	st := &stream{out: out}
 	res, id, err, clean := s.run(ctx, c, f, st)
 	if err == nil {
-		s.prev, s.gen, s.lastCalls = id, gen, st.calls
+		s.prev, s.gen = id, gen
+		if generate {
+			s.lastCalls = st.calls
+		}
 		return res, nil, noRetry
 	}
 	if !clean {
@@ -119,13 +168,13 @@ func (s *session) retryOf(err error, st *stream, fresh, hot bool) retry {
 
 // create returns the step's response.create: a hot continuation of the upstream chain when
 // the previous step's Response lives on this socket, else a new chain with the full context.
-func (s *session) create(step *sampler.Step, gen int, full bool) *createFrame {
-	if !full && s.prev != "" && s.gen == gen {
+func (s *session) create(full []protocol.Item, calls, gen int, restart bool) *createFrame {
+	if !restart && s.prev != "" && s.gen == gen || full == nil {
 		return newCreate(&s.chain, s.chain.MaxToolCalls, s.prev, inputItems(s.pending, s.callIDs))
 	}
 	s.chain = *s.settings
 	if m := s.settings.MaxToolCalls; m > 0 {
-		s.chain.MaxToolCalls = m - step.Calls
+		s.chain.MaxToolCalls = m - calls
 		if s.chain.MaxToolCalls <= 0 {
 			s.chain.MaxToolCalls = 0
 			s.chain.ToolChoice = protocol.ToolChoice{Mode: protocol.ToolChoiceNone}
@@ -133,7 +182,7 @@ func (s *session) create(step *sampler.Step, gen int, full bool) *createFrame {
 	}
 	s.callIDs = nil // the full context carries Tether's call_ids on both sides
 	s.lastCalls = nil
-	return newCreate(&s.chain, s.chain.MaxToolCalls, "", inputItems(step.Context, nil))
+	return newCreate(&s.chain, s.chain.MaxToolCalls, "", inputItems(full, nil))
 }
 
 // mapCalls records where the rollout replaced the upstream's call_ids of the previous step

@@ -139,7 +139,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if keys.Open() {
 		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
 	}
-	log.Info("tether listening", "addr", ln.Addr().String(), "model", "sim", "speed", cfg.speed,
+	log.Info("tether listening", "addr", ln.Addr().String(), "model", cfg.backend, "speed", cfg.speed,
 		"append", "OpenAI-Beta: "+server.AppendBeta)
 	select {
 	case err := <-errc:

@@ -366,3 +366,26 @@ func waitMetric(t *testing.T, base, name string, want float64) {
 		}
 	}
 }
+
+// TestUpstreamAPIKey: the key goes upstream on the upgrade; a wrong one fails the step with
+// the upstream's HTTP status, and the client's own key is never what the upstream sees.
+func TestUpstreamAPIKey(t *testing.T) {
+	_, up := servertest.Start(t, server.Options{Keys: server.NewKeys("sk-upstream")})
+	for key, ok := range map[string]bool{"sk-upstream": true, "sk-wrong": false} {
+		m, err := responses.New(responses.Options{URL: up + "/v1", APIKey: key, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, fr := startFront(t, server.Options{Model: m})
+		c := wstest.Dial(t, wsURL(fr), nil)
+		c.Send(map[string]any{"type": "response.create", "model": "sim", "input": "hi"})
+		fs := c.Until("response.completed", "response.failed")
+		last := fs[len(fs)-1]
+		if got := last.Type() == "response.completed"; got != ok {
+			t.Fatalf("key %s: %v", key, last)
+		}
+		if !ok && !strings.Contains(last.Str("response", "error", "message"), "HTTP 401") {
+			t.Fatalf("key %s: the error does not name the upstream's 401: %v", key, last.Get("response", "error"))
+		}
+	}
+}

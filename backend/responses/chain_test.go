@@ -389,3 +389,24 @@ func TestUpstreamAPIKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspendedKeepsUpstreamAlive: while a rollout is suspended longer than the upstream's
+// ping interval, the backend still answers the upstream's pings, so the next step continues
+// the upstream chain on its hot path instead of starting a new one on a new socket.
+func TestSuspendedKeepsUpstreamAlive(t *testing.T) {
+	up := upstream(t, server.Options{PingInterval: 100 * time.Millisecond})
+	fr := front(t, up+"/v1", 10*time.Second)
+	c := wstest.Dial(t, wsURL(fr), appendHeader)
+	c.Send(create("ping", 1, nil))
+	fs := c.Until("response.done")
+	time.Sleep(500 * time.Millisecond) // five upstream ping intervals while suspended
+	n := 0
+	c.Send(map[string]any{"type": "response.append", "response_id": fs[len(fs)-1].Str("response_id"), "input": outputs(fs[len(fs)-1], &n)})
+	fs = c.Until("response.completed", "response.failed")
+	if last := fs[len(fs)-1]; last.Type() != "response.completed" {
+		t.Fatalf("rollout: %v", last)
+	}
+	if hot, fresh := metric(t, up, hotMetric), metric(t, up, newMetric); hot != 1 || fresh != 1 {
+		t.Fatalf("upstream continuations: hot %v new %v, want 1 and 1 (one socket, one chain)", hot, fresh)
+	}
+}

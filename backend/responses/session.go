@@ -226,7 +226,7 @@ func (e *socketError) Unwrap() error { return e.err }
 
 // run writes f and streams the step's events. clean reports that the socket is at a frame
 // boundary with no response in flight (a terminal event or an error frame was read).
-func (s *session) run(ctx context.Context, c *websocket.Conn, f *createFrame, st *stream) (res sampler.StepResult, id string, err error, clean bool) {
+func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream) (res sampler.StepResult, id string, err error, clean bool) {
 	data, err := json.Marshal(f)
 	if err != nil {
 		return res, "", fmt.Errorf("encode response.create: %w", err), false
@@ -256,27 +256,23 @@ func (s *session) run(ctx context.Context, c *websocket.Conn, f *createFrame, st
 }
 
 // write sends one frame within the silence timeout.
-func (s *session) write(ctx context.Context, c *websocket.Conn, data []byte) error {
-	wctx, cancel := context.WithTimeout(ctx, s.up.m.opts.Timeout)
-	defer cancel()
-	if err := c.Write(wctx, websocket.MessageText, data); err != nil {
+func (s *session) write(ctx context.Context, c *socket, data []byte) error {
+	if err := c.write(ctx, s.up.m.opts.Timeout, data); err != nil {
 		return s.socketErr(ctx, err, false)
 	}
 	return nil
 }
 
 // read returns the next upstream event within the silence timeout.
-func (s *session) read(ctx context.Context, c *websocket.Conn, answered bool) (*serverEvent, error) {
-	rctx, cancel := context.WithTimeout(ctx, s.up.m.opts.Timeout)
-	defer cancel()
-	typ, data, err := c.Read(rctx)
-	if err != nil {
-		return nil, s.socketErr(ctx, err, answered)
+func (s *session) read(ctx context.Context, c *socket, answered bool) (*serverEvent, error) {
+	f := c.next(ctx, s.up.m.opts.Timeout)
+	if f.err != nil {
+		return nil, s.socketErr(ctx, f.err, answered)
 	}
-	if typ != websocket.MessageText {
+	if f.typ != websocket.MessageText {
 		return nil, fmt.Errorf("upstream sent a binary frame")
 	}
-	return decodeEvent(data)
+	return decodeEvent(f.data)
 }
 
 // socketErr explains a socket failure: the step's ctx ending, the silence timeout, a close
@@ -287,7 +283,7 @@ func (s *session) socketErr(ctx context.Context, err error, answered bool) error
 	}
 	se := &socketError{status: websocket.CloseStatus(err), answered: answered, err: err}
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, errSilent), errors.Is(err, context.DeadlineExceeded):
 		se.err = fmt.Errorf("upstream silent for %v", s.up.m.opts.Timeout)
 	case se.status != -1:
 		se.err = fmt.Errorf("upstream closed the WebSocket (close %d %s)", int(se.status), se.status)

@@ -18,8 +18,8 @@ type upstream struct {
 	refs int // guarded by Model.mu
 
 	mu   sync.Mutex
-	conn *websocket.Conn // nil until dialled, and after drop
-	gen  int             // counts dials: a previous_response_id lives on one socket only
+	conn *socket // nil until dialled, and after drop
+	gen  int     // counts dials: a previous_response_id lives on one socket only
 }
 
 func newUpstream(m *Model) *upstream {
@@ -41,17 +41,18 @@ func (u *upstream) unlock() { <-u.sem }
 
 // socket returns the open socket and its generation, dialling one when there is none; fresh
 // reports a socket dialled by this call.
-func (u *upstream) socket(ctx context.Context) (c *websocket.Conn, gen int, fresh bool, err error) {
+func (u *upstream) socket(ctx context.Context) (c *socket, gen int, fresh bool, err error) {
 	u.mu.Lock()
 	c, gen = u.conn, u.gen
 	u.mu.Unlock()
 	if c != nil {
 		return c, gen, false, nil
 	}
-	c, err = u.dial(ctx)
+	wc, err := u.dial(ctx)
 	if err != nil {
 		return nil, 0, false, err
 	}
+	c = newSocket(wc)
 	u.mu.Lock()
 	u.conn = c
 	u.gen++
@@ -83,13 +84,13 @@ func (u *upstream) dial(ctx context.Context) (*websocket.Conn, error) {
 }
 
 // drop closes c if it is still the current socket; the next step dials again.
-func (u *upstream) drop(c *websocket.Conn) {
+func (u *upstream) drop(c *socket) {
 	u.mu.Lock()
 	if u.conn == c {
 		u.conn = nil
 	}
 	u.mu.Unlock()
-	_ = c.CloseNow()
+	c.close()
 }
 
 // close closes the socket, if any (the last session of the connection closed).
@@ -99,6 +100,6 @@ func (u *upstream) close() {
 	u.conn = nil
 	u.mu.Unlock()
 	if c != nil {
-		_ = c.CloseNow()
+		c.close()
 	}
 }

@@ -410,3 +410,56 @@ func TestSuspendedKeepsUpstreamAlive(t *testing.T) {
 		t.Fatalf("upstream continuations: hot %v new %v, want 1 and 1 (one socket, one chain)", hot, fresh)
 	}
 }
+
+// TestPreviousResponseNotFound: the upstream remembers one response per connection, so
+// two interleaved rollouts of one client connection evict each other's upstream chain; each
+// continuation gets previous_response_not_found upstream and is sent again with the full
+// context, unseen by the client.
+func TestPreviousResponseNotFound(t *testing.T) {
+	up := upstream(t, server.Options{CacheResponses: 1})
+	fr := front(t, up+"/v1", 10*time.Second)
+	c := wstest.Dial(t, wsURL(fr), appendHeader)
+	var dones []wstest.Frame
+	for _, text := range []string{"first rollout", "second rollout"} {
+		c.Send(create(text, 1, nil))
+		fs := c.Until("response.done")
+		dones = append(dones, fs[len(fs)-1])
+	}
+	n := 0
+	for i, d := range dones {
+		c.Send(map[string]any{"type": "response.append", "response_id": d.Str("response_id"), "input": outputs(d, &n)})
+		fs := c.Until("response.completed", "response.failed")
+		last := fs[len(fs)-1]
+		if last.Type() != "response.completed" || !strings.Contains(answer(last), fmt.Sprintf(`tool: "out-%d"`, i+1)) {
+			t.Fatalf("rollout %d: %v", i, last)
+		}
+	}
+	if hot, fresh := metric(t, up, hotMetric), metric(t, up, newMetric); hot != 0 || fresh != 4 {
+		t.Fatalf("upstream continuations: hot %v new %v, want 0 and 4", hot, fresh)
+	}
+}
+
+// TestUpstreamErrorFrame: an upstream error frame fails the step with response.failed
+// (server_error) naming the upstream's status, code and message; the connection goes on.
+func TestUpstreamErrorFrame(t *testing.T) {
+	up := upstream(t, server.Options{MaxSuspended: 1}) // one live rollout per upstream socket
+	fr := front(t, up+"/v1", 10*time.Second)
+	c := wstest.Dial(t, wsURL(fr), appendHeader)
+	c.Send(create("first", 1, nil))
+	first := c.Until("response.done")
+	c.Send(create("second", 1, nil))
+	fs := c.Until("response.failed", "response.done")
+	last := fs[len(fs)-1]
+	msg := last.Str("response", "error", "message")
+	if last.Type() != "response.failed" || last.Str("response", "error", "code") != "server_error" ||
+		!strings.Contains(msg, "upstream error 429 rollout_limit_reached") {
+		t.Fatalf("want response.failed naming the upstream's 429 rollout_limit_reached, got %v", last)
+	}
+	n := 0
+	d := first[len(first)-1]
+	c.Send(map[string]any{"type": "response.append", "response_id": d.Str("response_id"), "input": outputs(d, &n)})
+	fs = c.Until("response.completed", "response.failed")
+	if last := fs[len(fs)-1]; last.Type() != "response.completed" {
+		t.Fatalf("the first rollout after the error: %v", last)
+	}
+}

@@ -13,7 +13,9 @@
 // of the ConnID closes, or at once when a step is abandoned (cancel, disconnect, a failed
 // Output call, a timeout, an upstream failure): the upstream's public shape has no
 // response.cancel, so closing the socket is what stops its generation. The next Sample dials
-// again.
+// again. A reader goroutine per socket reads all the time, also while the rollouts are
+// suspended, so the upstream's pings are answered and an idle socket stays alive (Tether
+// drops a peer that misses a pong); frames wait in a small buffer for the next step.
 //
 // # Steps
 //

@@ -45,15 +45,21 @@
 // # Recovery
 //
 // An error frame websocket_connection_limit_reached (the connection-age limit), a close 1001
-// (going away) before the step streamed anything, a socket that is found dead when a step
-// starts, and previous_response_not_found make the step start again, once, on a fresh socket
+// (going away) or a response.incomplete for the upstream's shutdown or connection limit
+// before the step streamed anything, a socket that is found dead when a step starts, and
+// previous_response_not_found make the step start again, once, on a fresh socket
 // (or the same one for previous_response_not_found) with the full context converted to input
 // items and no previous_response_id: a store:false previous response does not survive its
 // socket. The client sees nothing of it. Any other close, a socket that drops after output
 // was streamed, or upstream silence longer than Options.Timeout fails the step.
 //
+// An error frame with status 401 or 403 fails the step with a fixed message: the upstream's
+// may quote the server's key.
+//
 // # Caveats
 //
+//   - Abandoning a step closes the connection's socket, so its other suspended rollouts lose
+//     their upstream chains and continue with the full context.
 //   - cached_tokens is the upstream's figure: after a reconnect it is what the upstream reused
 //     of the resent context (0 for another Tether, which rebuilds on its cold path).
 //   - Settings the rollout does not see (max_tool_calls' remainder) are sent for the chain as a

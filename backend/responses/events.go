@@ -78,12 +78,25 @@ func (e *UpstreamError) Error() string {
 	return fmt.Sprintf("upstream %s %s: %s", what, code, e.Message)
 }
 
+// incompleteError is a step the upstream ended incomplete for a reason other than
+// max_output_tokens (e.g. its shutdown or connection limit).
+type incompleteError struct{ reason string }
+
+func (e *incompleteError) Error() string {
+	return fmt.Sprintf("upstream response incomplete (reason %q)", e.reason)
+}
+
 // frameError returns the error of an error frame, nested or flat.
 func frameError(ev *serverEvent) *UpstreamError {
+	e := &UpstreamError{Status: ev.Status, Code: ev.Code, Message: ev.Message}
 	if d := ev.Error; d != nil {
-		return &UpstreamError{Status: ev.Status, Type: d.Type, Code: d.Code, Message: d.Message}
+		e = &UpstreamError{Status: ev.Status, Type: d.Type, Code: d.Code, Message: d.Message}
 	}
-	return &UpstreamError{Status: ev.Status, Code: ev.Code, Message: ev.Message}
+	if e.Status == 401 || e.Status == 403 {
+		// The upstream's message may quote the server's key: never pass it on.
+		e.Message = "the upstream refused the server's API key (-upstream-api-key-file): a server configuration error"
+	}
+	return e
 }
 
 // stream turns the events of one upstream step into Output calls.
@@ -185,7 +198,7 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 			res.Incomplete = reason
 			return res, nil
 		}
-		return res, fmt.Errorf("upstream response incomplete (reason %q)", reason)
+		return res, &incompleteError{reason: reason}
 	case "response.failed":
 		ue := &UpstreamError{Code: "server_error", Message: "no error given"}
 		if d := r.Error; d != nil {

@@ -139,10 +139,11 @@ func (s *session) attempt(ctx context.Context, full []protocol.Item, calls int, 
 		}
 		return res, nil, noRetry
 	}
-	if !clean {
+	r := s.retryOf(err, st, fresh, f.PreviousResponseID != "")
+	if !clean || r == retryNew {
 		s.up.drop(c)
 	}
-	return res, err, s.retryOf(err, st, fresh, f.PreviousResponseID != "")
+	return res, err, r
 }
 
 // retryOf classifies a failed attempt: the connection-age limit, a going-away close or a
@@ -155,8 +156,11 @@ func (s *session) retryOf(err error, st *stream, fresh, hot bool) retry {
 	}
 	var ue *UpstreamError
 	var se *socketError
+	var ie *incompleteError
 	switch {
 	case errors.As(err, &ue) && ue.Code == codeConnectionLimit:
+		return retryNew
+	case errors.As(err, &ie) && (ie.reason == protocol.ReasonConnectionLimit || ie.reason == protocol.ReasonServerShutdown):
 		return retryNew
 	case errors.As(err, &ue) && ue.Code == codePreviousNotFound && hot:
 		return retryFull

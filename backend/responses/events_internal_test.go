@@ -74,3 +74,21 @@ func TestResult(t *testing.T) {
 		t.Fatalf("401 frame: %v", e)
 	}
 }
+
+// TestCallIDMap: when the rollout replaced an upstream call_id, the tool output goes upstream
+// with the upstream's id; ids and statuses of items are not sent.
+func TestCallIDMap(t *testing.T) {
+	s := &session{lastCalls: []string{"call_up1", "call_up2"}}
+	s.mapCalls([]protocol.Item{
+		{Type: protocol.ItemFunctionCall, ID: "fc_1", CallID: "call_up1"},
+		{Type: protocol.ItemFunctionCall, ID: "fc_2", CallID: "call_tether2"}, // replaced
+	})
+	in := inputItems([]protocol.Item{
+		{Type: protocol.ItemFunctionCallOutput, ID: "fco_1", CallID: "call_up1", Output: "a"},
+		{Type: protocol.ItemFunctionCallOutput, CallID: "call_tether2", Output: "b", Status: "completed"},
+		{Type: protocol.ItemMessage, ID: "msg_1", Role: "user", Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: "hi"}}},
+	}, s.callIDs)
+	if in[0].CallID != "call_up1" || in[1].CallID != "call_up2" || in[0].ID != "" || in[1].Status != "" || in[2].ID != "" {
+		t.Fatalf("converted input: %+v", in)
+	}
+}

@@ -3,16 +3,17 @@
 // Tether on its public shape) and implements sampler.Model (issue 9 §3).
 //
 // Entry points: New(Options) returns the Model; WebSocketURL derives the upstream's ws(s) URL
-// from the -upstream flag.
+// from the -upstream flag; Model.CheckRequest refuses bad "sim.*" metadata before a response
+// starts (a sim upstream would refuse it only after).
 //
 // # Connections
 //
 // A client connection (sampler.RolloutInfo.ConnID) gets one upstream WebSocket, shared by the
-// sessions of its rollouts (which sample one at a time). It is dialled on the first Sample,
-// with "Authorization: Bearer KEY" when Options.APIKey is set, and closed when the last session
-// of the ConnID closes, or at once when a step is abandoned (cancel, disconnect, a failed
-// Output call, a timeout, an upstream failure): the upstream's public shape has no
-// response.cancel, so closing the socket is what stops its generation. The next Sample dials
+// sessions of its rollouts (which sample one at a time). It is dialled on the first Prefill
+// or Sample, with "Authorization: Bearer KEY" when Options.APIKey is set, and closed when the
+// last session of the ConnID closes, or at once when a step is abandoned (cancel, disconnect,
+// a failed Output call, a timeout, an upstream failure): the upstream's public shape has no
+// response.cancel, so closing the socket is what stops its generation. The next step dials
 // again. A reader goroutine per socket reads all the time, also while the rollouts are
 // suspended, so the upstream's pings are answered and an idle socket stays alive (Tether
 // drops a peer that misses a pong); frames wait in a small buffer for the next step.

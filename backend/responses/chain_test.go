@@ -394,12 +394,12 @@ func TestUpstreamAPIKey(t *testing.T) {
 // ping interval, the backend still answers the upstream's pings, so the next step continues
 // the upstream chain on its hot path instead of starting a new one on a new socket.
 func TestSuspendedKeepsUpstreamAlive(t *testing.T) {
-	up := upstream(t, server.Options{PingInterval: 100 * time.Millisecond})
+	up := upstream(t, server.Options{PingInterval: 200 * time.Millisecond})
 	fr := front(t, up+"/v1", 10*time.Second)
 	c := wstest.Dial(t, wsURL(fr), appendHeader)
 	c.Send(create("ping", 1, nil))
 	fs := c.Until("response.done")
-	time.Sleep(500 * time.Millisecond) // five upstream ping intervals while suspended
+	time.Sleep(time.Second) // five upstream ping intervals while suspended
 	n := 0
 	c.Send(map[string]any{"type": "response.append", "response_id": fs[len(fs)-1].Str("response_id"), "input": outputs(fs[len(fs)-1], &n)})
 	fs = c.Until("response.completed", "response.failed")

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // Counters count how public continuations ran (architecture §3): Hot resumed a suspended
@@ -69,7 +71,7 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 // acceptLocked records ps as in flight until its terminal event.
 func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = true }
 
-// resolve finds the parent: the connection's segments first, then the Store. It validates
+// resolve finds the parent: the connection's segments first, then the store. It validates
 // the continuation, and takes the hot path when the parent is the latest segment of a
 // suspended rollout, the input answers exactly its pending calls (then messages) and the
 // settings are unchanged. A failed continuation evicts its parent.
@@ -83,19 +85,7 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 	}
 	if parent == nil {
 		r.mu.Unlock()
-		var ok bool
-		if r.store == nil {
-			ok = false
-		} else if chain, ok = chainFromStore(r.store, ps.parent, r.owner); ok {
-			if err := session.CheckContinuation(chain, p.Input); err != nil {
-				return nil, false, err
-			}
-		}
-		if !ok {
-			return nil, false, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
-				"Previous response with id '%s' not found.", ps.parent)
-		}
-		return chain, false, nil
+		return r.fromStore(ps.parent, p.Input)
 	}
 	chain = parent.chain
 	if err := session.CheckContinuation(chain, p.Input); err != nil {
@@ -134,6 +124,31 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 		return nil, false, err
 	}
 	return nil, true, nil
+}
+
+// fromStore resolves a parent that is not on the connection from the Store (the cold path),
+// in one Chain call under the store's timeout: previous_response_not_found when it is not
+// stored (or not the owner's), store_unavailable when the store fails.
+func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.Item, bool, *protocol.Error) {
+	if r.store == nil {
+		return nil, false, previousNotFound(parent)
+	}
+	chain, err := r.store.Chain(r.conn.Context(), parent, r.owner)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, false, previousNotFound(parent)
+	case err != nil:
+		return nil, false, session.StoreUnavailable()
+	}
+	if perr := session.CheckContinuation(chain, input); perr != nil {
+		return nil, false, perr
+	}
+	return chain, false, nil
+}
+
+func previousNotFound(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
+		"Previous response with id '%s' not found.", id)
 }
 
 // start runs ps on a new rollout whose context is history (the cold path's chain) + input.

@@ -4,8 +4,11 @@
 //
 // Entry points: [ServeWebSocket] runs response.create over a WebSocket (reference §2–§8);
 // [HTTP] serves POST /v1/responses (JSON, or SSE with stream:true), GET and DELETE
-// /v1/responses/{id} and GET /v1/responses/{id}/input_items (reference §9); [Store] keeps
-// store:true responses, with [MemoryStore] as the bounded in-memory default.
+// /v1/responses/{id} and GET /v1/responses/{id}/input_items (reference §9). Stored responses
+// (store:true) live in a store.Store ([Options.Store]): a store:true segment is written before
+// its terminal event is sent, and when the store fails or times out the segment ends
+// response.failed with store_unavailable instead (the connection and its segments stay
+// usable); store:false segments are never written.
 //
 // # Segments, hot path, cold path
 //
@@ -21,7 +24,7 @@
 // parallel_tool_calls, reasoning, text, temperature, top_p, max_output_tokens, max_tool_calls,
 // truncation and metadata equal the parent's: the rollout resumes and only the new items are
 // validated and rendered. Anything else — an older parent (a fork), changed settings, an ended
-// or evicted rollout, a parent from the Store — takes the cold path: a new rollout whose context
+// or evicted rollout, a parent from the store — takes the cold path: a new rollout whose context
 // is rebuilt from the chain's items. Both give the model the same context (the sim's context
 // fingerprint proves it); input_tokens_details.cached_tokens and [Counters] show which path ran.
 //
@@ -29,8 +32,9 @@
 //
 //   - previous_response_id resolves from the connection's segments (bounded by
 //     [Options.CacheResponses] and [Options.CacheBytes], the latest segment of every suspended
-//     rollout always kept), then from the Store for store:true responses of the same owner; else
-//     previous_response_not_found and no response.created.
+//     rollout always kept), then from the store for store:true responses of the same owner (one
+//     store.Store.Chain call); else previous_response_not_found and no response.created; a store
+//     failure is store_unavailable (503).
 //   - A failed continuation — an error frame or response.failed — evicts its parent.
 //   - Continuations are checked with session.CheckContinuation: tool_call_not_found,
 //     duplicate_tool_output, missing_tool_output ("No tool output found for function call

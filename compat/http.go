@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // HTTP serves the HTTP side of the public shape (reference §9): POST /v1/responses (JSON, or
@@ -149,92 +151,83 @@ func (idleTransport) Write(context.Context, []byte) error      { return nil }
 func (idleTransport) Close(websocket.StatusCode, string) error { return nil }
 func (idleTransport) Abort() error                             { return nil }
 
-func (h *HTTP) store() Store { return h.Options.Store }
-
 func notFound(id string) *protocol.Error {
 	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "", "Response with id '%s' not found.", id)
 }
 
-// Get serves GET /v1/responses/{id}: the stored Response, or 404.
-func (h *HTTP) Get(w http.ResponseWriter, id, owner string) {
-	sr, ok := h.lookup(id, owner)
-	if !ok {
+// storeError answers a store error: 404 response_not_found, or 503 store_unavailable.
+func storeError(w http.ResponseWriter, id string, err error) {
+	if errors.Is(err, store.ErrNotFound) {
 		WriteError(w, notFound(id))
+		return
+	}
+	WriteError(w, session.StoreUnavailable())
+}
+
+// Get serves GET /v1/responses/{id}: the stored Response, or 404.
+func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
+	st := h.Options.Store
+	if st == nil {
+		WriteError(w, notFound(id))
+		return
+	}
+	sr, err := st.Get(r.Context(), id, owner)
+	if err != nil {
+		storeError(w, id, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, &sr.Response)
 }
 
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
-func (h *HTTP) Delete(w http.ResponseWriter, id, owner string) {
-	if _, ok := h.lookup(id, owner); !ok || !h.store().Delete(id) {
+func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) {
+	st := h.Options.Store
+	if st == nil {
 		WriteError(w, notFound(id))
 		return
 	}
+	if err := st.Delete(r.Context(), id, owner); err != nil {
+		storeError(w, id, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
-}
-
-func (h *HTTP) lookup(id, owner string) (*StoredResponse, bool) {
-	if h.store() == nil {
-		return nil, false
-	}
-	sr, ok := h.store().Get(id)
-	if !ok || sr.Owner != owner {
-		return nil, false
-	}
-	return sr, true
 }
 
 // InputItems serves GET /v1/responses/{id}/input_items: {"object":"list","data","first_id",
 // "last_id","has_more"} with limit (1–100, default 20), order (asc|desc, default desc) and
 // after (an item id) as in the reference (§9).
 func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner string) {
-	sr, ok := h.lookup(id, owner)
-	if !ok {
-		WriteError(w, notFound(id))
-		return
-	}
 	q := r.URL.Query()
-	limit := 20
+	page := store.Page{Limit: 20, Desc: true, After: q.Get("after")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
 			WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "limit", "limit must be an integer from 1 to 100."))
 			return
 		}
-		limit = n
+		page.Limit = n
 	}
-	order := q.Get("order")
-	if order == "" {
-		order = "desc"
-	}
-	if order != "asc" && order != "desc" {
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		page.Desc = false
+	default:
 		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "order", "order must be 'asc' or 'desc'."))
 		return
 	}
-	items := append([]protocol.Item(nil), sr.Input...)
-	if order == "desc" {
-		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
-			items[i], items[j] = items[j], items[i]
-		}
+	st := h.Options.Store
+	if st == nil {
+		WriteError(w, notFound(id))
+		return
 	}
-	if after := q.Get("after"); after != "" {
-		at := -1
-		for i := range items {
-			if items[i].ID == after {
-				at = i
-				break
-			}
-		}
-		if at < 0 {
-			WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "after", "No input item with id '%s' in this response.", after))
-			return
-		}
-		items = items[at+1:]
+	got, err := st.InputItems(r.Context(), id, owner, page)
+	if errors.Is(err, store.ErrCursorNotFound) {
+		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "after", "No input item with id '%s' in this response.", page.After))
+		return
 	}
-	more := len(items) > limit
-	if more {
-		items = items[:limit]
+	if err != nil {
+		storeError(w, id, err)
+		return
 	}
 	list := struct {
 		Object  string          `json:"object"`
@@ -242,12 +235,12 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 		FirstID *string         `json:"first_id"`
 		LastID  *string         `json:"last_id"`
 		HasMore bool            `json:"has_more"`
-	}{Object: "list", Data: items, HasMore: more}
+	}{Object: "list", Data: got.Items, HasMore: got.HasMore}
 	if list.Data == nil {
 		list.Data = []protocol.Item{}
 	}
-	if len(items) > 0 {
-		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+	if n := len(list.Data); n > 0 {
+		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
 	}
 	writeJSON(w, http.StatusOK, list)
 }

@@ -46,8 +46,9 @@ func (s *segments) get(id string) *segment {
 	return seg
 }
 
-// put adds seg and returns the rollouts whose latest segment was evicted to make room.
-func (s *segments) put(seg *segment) (orphans []string) {
+// put adds seg and returns the rollouts whose latest segment was evicted to make room, and
+// how many segments were evicted.
+func (s *segments) put(seg *segment) (orphans []string, evicted int) {
 	s.stamp++
 	seg.stamp = s.stamp
 	s.byID[seg.id] = seg
@@ -74,7 +75,7 @@ func (s *segments) remove(id string) (seg *segment, wasLatest bool) {
 // isLatest reports whether seg is the latest segment of a suspended rollout.
 func (s *segments) isLatest(seg *segment) bool { return s.latest[seg.rollout] == seg.id }
 
-func (s *segments) evict() (orphans []string) {
+func (s *segments) evict() (orphans []string, evicted int) {
 	for len(s.byID) > s.maxCount || s.bytes > s.maxBytes {
 		var oldest *segment
 		for _, seg := range s.byID {
@@ -86,11 +87,12 @@ func (s *segments) evict() (orphans []string) {
 			}
 		}
 		if oldest == nil {
-			return orphans
+			return orphans, evicted
 		}
+		evicted++
 		if _, wasLatest := s.remove(oldest.id); wasLatest {
 			orphans = append(orphans, oldest.rollout)
 		}
 	}
-	return orphans
+	return orphans, evicted
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // emitter sends one public Response's events: WebSocket frames, SSE events, or (for a JSON
@@ -51,7 +52,7 @@ type rolloutSink struct {
 // registry is the state shared by a connection's reader and its rollout sinks.
 type registry struct {
 	conn  *session.Conn
-	store Store
+	store store.Store
 	owner string // API key of the connection
 
 	mu       sync.Mutex // guards segs, next and inflight
@@ -60,8 +61,8 @@ type registry struct {
 	inflight map[string]bool            // ids of segments accepted and not yet ended
 }
 
-func newRegistry(conn *session.Conn, store Store, owner string, maxCount int, maxBytes int64) *registry {
-	return &registry{conn: conn, store: store, owner: owner, segs: newSegments(maxCount, maxBytes),
+func newRegistry(conn *session.Conn, st store.Store, owner string, maxCount int, maxBytes int64) *registry {
+	return &registry{conn: conn, store: st, owner: owner, segs: newSegments(maxCount, maxBytes),
 		next: make(map[string]*pendingSegment), inflight: make(map[string]bool)}
 }
 
@@ -105,6 +106,22 @@ func (s *rolloutSink) begin() {
 	}
 }
 
+// KeepAlive implements sampler.KeepAliver. A hot-path segment that has sent nothing yet (its
+// lifecycle events wait for its first output event) begins now: response.created and
+// response.in_progress; otherwise a repeated response.in_progress of the segment being
+// sampled, with its next sequence_number. A warm-up sends nothing; a JSON POST's emitter
+// keeps only the terminal Response.
+func (s *rolloutSink) KeepAlive() bool {
+	if !s.take() || s.cur.warmup {
+		return false
+	}
+	if !s.begun {
+		s.begin()
+		return true
+	}
+	return s.send(&protocol.Event{Type: protocol.EventInProgress, Response: &s.cur.resp}) == nil
+}
+
 func (s *rolloutSink) Started() {
 	if s.take() {
 		s.begin()
@@ -133,7 +150,11 @@ func (s *rolloutSink) Suspended(sp sampler.Suspension) {
 	s.finish(ps, protocol.ResponseCompleted, "", nil, output, sp.StepUsage, sp.Context, sp.PendingCallIDs, true)
 }
 
+// Ended answers the rollout's end. The rollout then leaves the connection core's registry
+// (Conn.Forget): the public shape keeps the items of ended segments in its own registry, so
+// one bounded registry holds them, not two (issue 10 §1).
 func (s *rolloutSink) Ended(e sampler.Ending) {
+	defer s.owner.conn.Forget(s.key)
 	if !s.take() {
 		// Ended behind a completed segment: silent; its items stay for the cold path.
 		s.owner.mu.Lock()
@@ -158,38 +179,51 @@ func (s *rolloutSink) Ended(e sampler.Ending) {
 	s.finish(ps, e.Status, e.Reason, e.Error, output, e.StepUsage, e.Context, nil, false)
 }
 
-// finish sends the segment's terminal event and records it for previous_response_id.
+// finish stores a store:true segment, then sends its terminal event and records it for
+// previous_response_id. When the store does not accept it the segment ends response.failed
+// (store_unavailable), its parent is kept, and a suspended rollout behind it is cancelled.
 func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *protocol.ResponseError,
 	output []protocol.Item, usage protocol.Usage, chain []protocol.Item, pending []string, suspended bool) {
 	if ps.warmup {
 		usage = protocol.Usage{}
 	}
-	final := session.Finish(ps.resp, status, reason, rerr, output, usage, time.Now().Unix())
+	now := time.Now().Unix()
+	final := session.Finish(ps.resp, status, reason, rerr, output, usage, now)
+	r := s.owner
+	storeFailed := false
+	if ps.store && status != protocol.ResponseFailed && r.store != nil {
+		sr := &store.Response{Response: final, Input: session.WithIDs(ps.input), Owner: r.owner}
+		if err := r.store.Put(r.conn.Context(), sr); err != nil {
+			status, storeFailed = protocol.ResponseFailed, true
+			final = session.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
+		}
+	}
 	seg := ps.seg
 	seg.chain = chain
 	seg.pending = pending
 	seg.bytes = session.ItemsBytes(ps.input) + session.ItemsBytes(output) + 256
-	r := s.owner
 	r.mu.Lock()
-	if suspended {
+	if suspended && !storeFailed {
 		r.segs.latest[s.key] = seg.id
 	} else {
 		delete(r.segs.latest, s.key)
 	}
 	if status == protocol.ResponseFailed {
-		if ps.parent != "" {
+		if ps.parent != "" && !storeFailed {
 			r.evictLocked(ps.parent)
 		}
 	} else {
-		for _, key := range r.segs.put(seg) {
+		orphans, evicted := r.segs.put(seg)
+		r.conn.CountEvictions(evicted)
+		for _, key := range orphans {
 			if key != s.key {
 				_ = r.conn.Cancel(key, protocol.ReasonCancelled)
 			}
 		}
 	}
 	r.mu.Unlock()
-	if ps.store && status != protocol.ResponseFailed && r.store != nil {
-		r.store.Put(&StoredResponse{Response: final, Input: withIDs(ps.input), Owner: r.owner})
+	if storeFailed && suspended {
+		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
 	_ = s.send(&protocol.Event{Type: session.TerminalEvent(status), Response: &final})
 	s.cur = nil
@@ -210,24 +244,4 @@ func (r *registry) evictLocked(id string) {
 	if seg, wasLatest := r.segs.remove(id); seg != nil && wasLatest {
 		_ = r.conn.Cancel(seg.rollout, protocol.ReasonCancelled)
 	}
-}
-
-// withIDs returns items with an id on every item that had none (for input_items).
-func withIDs(items []protocol.Item) []protocol.Item {
-	out := make([]protocol.Item, len(items))
-	copy(out, items)
-	for i := range out {
-		if out[i].ID != "" {
-			continue
-		}
-		switch out[i].Type {
-		case protocol.ItemMessage:
-			out[i].ID = session.NewID("msg")
-		case protocol.ItemFunctionCall:
-			out[i].ID = session.NewID("fc")
-		case protocol.ItemFunctionCallOutput:
-			out[i].ID = session.NewID("fco")
-		}
-	}
-	return out
 }

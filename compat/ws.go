@@ -8,13 +8,15 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // Options configures the public shape. The zero value works.
 type Options struct {
 	// Store keeps store:true responses; nil means none (continuations resolve only on the
-	// connection).
-	Store Store
+	// connection). Each segment is written before its terminal event; wrap the store with
+	// store.Guard for a timeout.
+	Store store.Store
 	// CacheResponses and CacheBytes bound a connection's registry of segments (entries, bytes of
 	// item text); the latest segment of every suspended rollout is always kept. 0 means 128 and
 	// 64 MiB (architecture §10).

@@ -30,7 +30,9 @@ func (s idSet) add(kind, id string) bool {
 //
 //   - sequence_number is contiguous from 0 per response (public shape) or per rollout, over
 //     every event including response.done (append shape); error frames carry none;
-//   - response.created comes first and once; response.in_progress, if sent, right after it;
+//   - response.created comes first and once; response.in_progress, if sent, right after it,
+//     and again at any point before the terminal event as a keepalive during a long silence
+//     (with status in_progress);
 //   - each output item is opened by output_item.added and closed by output_item.done before
 //     the next opens; output_index counts 0, 1, 2 … per response (per rollout);
 //   - deltas concatenate to the .done text or arguments, and to the item in output_item.done;
@@ -224,7 +226,11 @@ func (g *grammar) event(r *rstate, typ string, f Frame) string {
 		if len(f.List("response", "output")) != 0 {
 			return "response.created with a non-empty output"
 		}
-	case "response.in_progress", "response.queued":
+	case "response.in_progress":
+		if st := f.Str("response", "status"); st != "in_progress" {
+			return fmt.Sprintf("response.in_progress with status %q", st)
+		}
+	case "response.queued":
 		if r.index > 0 || it != nil {
 			return fmt.Sprintf("%s after output started: lifecycle events come before the output (a resumed rollout sends none)", typ)
 		}

@@ -15,7 +15,6 @@ const (
 )
 
 var (
-	clientEventTypes = []string{EventCreate, EventAppend, EventCancel, EventProcessed, EventSteer}
 	roleValues       = []string{RoleUser, RoleAssistant, RoleSystem, RoleDeveloper}
 	statusValues     = []string{StatusInProgress, StatusCompleted, StatusIncomplete}
 	toolChoiceModes  = []string{ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired}

@@ -103,6 +103,10 @@
 //	upgrade with -websocket=false (HTTP)                426    websocket_disabled                   null
 //	missing or wrong API key (HTTP, upgrade)            401    invalid_api_key                      null
 //	method not served on /v1/responses (HTTP)           405    method_not_allowed                   null
+//	the store failed or timed out (-store-timeout):     503    store_unavailable (type server_error) null
+//	  a lookup of previous_response_id or a GET/DELETE
+//	  /v1/responses/{id}; a store:true response whose
+//	  write fails ends response.failed with this code
 //
 // Failures after response.created are not error frames but response.failed with
 // response.error {code, message}.

@@ -78,6 +78,11 @@ const (
 	CodeInvalidAPIKey = "invalid_api_key"
 	// CodeMethodNotAllowed: a method /v1/responses does not serve. 405 (HTTP).
 	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeStoreUnavailable: the store of stored responses (-store) failed or did not answer
+	// within -store-timeout. 503, type server_error: an error frame or HTTP error for a lookup
+	// (previous_response_id, GET/DELETE /v1/responses/{id}); response.error.code of a store:true
+	// response that ends response.failed because it could not be stored.
+	CodeStoreUnavailable = "store_unavailable"
 )
 
 // Error types (error.type): TypeInvalidRequest for 4xx, TypeServer for 5xx.

@@ -261,20 +261,11 @@ func (r *reader) checkValue() (segs []path, num []byte, ok bool) {
 // an exponent and under 300 digits always do; underflow (1e-400) rounds to 0 as in
 // encoding/json.
 func numberFits(num []byte) bool {
-	if len(num) < 300 && bytes.IndexAny(num, "eE") < 0 {
+	if len(num) < 300 && !bytes.ContainsAny(num, "eE") {
 		return true
 	}
 	_, err := strconv.ParseFloat(string(num), 64)
 	return err == nil
-}
-
-// null consumes a null literal if one is next and reports whether it did.
-func (r *reader) null() bool {
-	if r.peek() == 'n' {
-		r.token()
-		return true
-	}
-	return false
 }
 
 // optStr reads a string or null (nil).

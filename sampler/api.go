@@ -63,6 +63,14 @@ type Sink interface {
 	Ended(e Ending)
 }
 
+// KeepAliver is an optional interface of a Sink: KeepAlive sends an application-level frame
+// that tells the client the response is still in flight (the shapes send a repeated
+// response.in_progress) and reports whether it sent one. It is called by Rollout.KeepAlive,
+// never concurrently with the Sink's other methods.
+type KeepAliver interface {
+	KeepAlive() bool
+}
+
 // Suspension describes a suspended rollout.
 type Suspension struct {
 	PendingCallIDs []string        // call_ids the next Resume must answer, in output order

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,14 @@ type Rollout struct {
 	// state is the rollout's phase (stateRunning, …), written by the loop and by Resume's
 	// compare-and-swap from suspended to resuming.
 	state atomic.Int32
+
+	// sinkMu is held around every Sink call, so that KeepAlive (another goroutine) never
+	// interleaves with the rollout's own events; inStep is guarded by it.
+	sinkMu    sync.Mutex
+	inStep    bool      // a sampling step is running: KeepAlive may send
+	sinkCalls int       // Sink calls made
+	seenCalls int       // sinkCalls at the last KeepAlive check
+	quietFrom time.Time // when KeepAlive last saw sinkCalls change (or sent)
 
 	// Owned by the loop
 	items     []protocol.Item     // the context: history, inputs and model items, append-only
@@ -157,7 +166,10 @@ func (r *Rollout) run() {
 	e.Context = r.context()
 	e.Sampling = r.holding
 	r.state.Store(stateEnded)
+	r.sinkMu.Lock()
+	r.sinkCalls++
 	r.cfg.Sink.Ended(e)
+	r.sinkMu.Unlock()
 	if r.ticket != nil {
 		r.ticket.Release() // after Ended: this rollout's last event precedes the next one's first
 	}
@@ -183,7 +195,7 @@ func (r *Rollout) loop() Ending {
 				return r.interrupted()
 			}
 			r.started = true
-			r.cfg.Sink.Started()
+			r.sinkStarted()
 			return failed(err, protocol.Usage{})
 		}
 		if e, ok := r.suspend(); !ok {
@@ -199,7 +211,7 @@ func (r *Rollout) loop() Ending {
 		r.holding = true
 		if !r.started {
 			r.started = true
-			r.cfg.Sink.Started()
+			r.sinkStarted()
 		}
 		if e, end := r.sample(); end {
 			return e
@@ -238,7 +250,9 @@ func (r *Rollout) sample() (e Ending, end bool) {
 		}
 		r.fed, r.stepOut = len(r.items), 0
 		r.step++
+		r.setInStep(true)
 		res, err = r.sampleModel(&step)
+		r.setInStep(false)
 	}
 
 	interrupted := r.ctx.Err() != nil
@@ -298,7 +312,10 @@ func (r *Rollout) suspend() (Ending, bool) {
 	}
 	r.suspendAt = len(r.output)
 	r.state.Store(stateSuspended)
+	r.sinkMu.Lock()
+	r.sinkCalls++
 	r.cfg.Sink.Suspended(s)
+	r.sinkMu.Unlock()
 	if r.ticket != nil {
 		r.ticket.Release() // after Suspended: response.done precedes the next rollout's events
 		r.ticket = nil
@@ -366,7 +383,11 @@ func (m *emitter) check() error {
 }
 
 func (m *emitter) send() error {
-	if err := m.r.cfg.Sink.Event(&m.ev); err != nil {
+	m.r.sinkMu.Lock()
+	m.r.sinkCalls++
+	err := m.r.cfg.Sink.Event(&m.ev)
+	m.r.sinkMu.Unlock()
+	if err != nil {
 		m.err = fmt.Errorf("sampler: sink: %w", err)
 		return m.err
 	}
@@ -500,4 +521,39 @@ func (m *emitter) closeOpen(status string, quiet bool) error {
 	m.item = *it
 	m.ev = protocol.Event{Type: protocol.EventOutputItemDone, OutputIndex: idx, Item: &m.item}
 	return m.send()
+}
+
+func (r *Rollout) sinkStarted() {
+	r.sinkMu.Lock()
+	r.sinkCalls++
+	r.cfg.Sink.Started()
+	r.sinkMu.Unlock()
+}
+
+func (r *Rollout) setInStep(v bool) {
+	r.sinkMu.Lock()
+	r.inStep = v
+	r.sinkMu.Unlock()
+}
+
+// KeepAlive asks the rollout's Sink for a keepalive event (KeepAliver) when a sampling step
+// runs and the Sink has been called for nothing since interval before now. The caller polls
+// it (the session, a few times per interval); a poll that finds a Sink call in progress, or
+// new calls since the last poll, sends nothing. Safe for concurrent use; it reports whether
+// the sink sent one.
+func (r *Rollout) KeepAlive(now time.Time, interval time.Duration) bool {
+	if !r.sinkMu.TryLock() {
+		return false
+	}
+	defer r.sinkMu.Unlock()
+	if r.sinkCalls != r.seenCalls || r.quietFrom.IsZero() {
+		r.seenCalls, r.quietFrom = r.sinkCalls, now
+		return false
+	}
+	k, ok := r.cfg.Sink.(KeepAliver)
+	if !r.inStep || !ok || now.Sub(r.quietFrom) < interval {
+		return false
+	}
+	r.quietFrom = now
+	return k.KeepAlive()
 }

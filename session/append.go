@@ -9,6 +9,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/store"
 )
 
 // ServeAppend runs the append shape (architecture §4) on c: it reads client frames until the
@@ -261,6 +262,12 @@ func (s *appendSink) Started() {
 
 func (s *appendSink) Event(ev *protocol.Event) error { return s.emit(ev) }
 
+// KeepAlive implements sampler.KeepAliver: a repeated response.in_progress with the next
+// sequence_number (docs/append-protocol.md, keepalive).
+func (s *appendSink) KeepAlive() bool {
+	return s.started && s.emit(&protocol.Event{Type: protocol.EventInProgress, Response: &s.resp}) == nil
+}
+
 func (s *appendSink) Suspended(sp sampler.Suspension) {
 	usage := sp.Usage
 	output := sp.Output
@@ -275,11 +282,16 @@ func (s *appendSink) Ended(e sampler.Ending) {
 	if !s.started {
 		s.Started()
 	}
-	final := Finish(s.resp, e.Status, e.Reason, e.Error, e.Output, e.Usage, time.Now().Unix())
-	if save := s.c.opts.Save; save != nil && final.Store && e.Status != protocol.ResponseFailed {
-		save(&final, rolloutInput(e.Context[min(s.history, len(e.Context)):], e.Output), e.Context)
+	now := time.Now().Unix()
+	final := Finish(s.resp, e.Status, e.Reason, e.Error, e.Output, e.Usage, now)
+	if st := s.c.opts.Store; st != nil && final.Store && e.Status != protocol.ResponseFailed {
+		r := &store.Response{Response: final, Owner: s.c.opts.Owner, Chain: e.Context,
+			Input: WithIDs(rolloutInput(e.Context[min(s.history, len(e.Context)):], e.Output))}
+		if err := st.Put(s.c.ctx, r); err != nil {
+			final = Finish(s.resp, protocol.ResponseFailed, "", StoreFailed(), e.Output, e.Usage, now)
+		}
 	}
-	_ = s.emit(&protocol.Event{Type: TerminalEvent(e.Status), Response: &final})
+	_ = s.emit(&protocol.Event{Type: TerminalEvent(final.Status), Response: &final})
 }
 
 // rolloutInput returns the items of ctx that are not model output: the rollout's inputs.

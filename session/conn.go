@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/store"
 )
 
 // Defaults of Options (architecture §10).
@@ -23,6 +24,7 @@ const (
 	DefaultCacheBytes     = 64 << 20
 	DefaultShutdownGrace  = 30 * time.Second
 	DefaultWriteTimeout   = 30 * time.Second
+	DefaultKeepAlive      = 5 * time.Second
 )
 
 // Options configures a connection. The zero value works: each field's default is given.
@@ -36,7 +38,8 @@ type Options struct {
 	QueueDepth int
 	// CacheResponses and CacheBytes bound the registry of finished rollouts kept for
 	// previous_response_id (entries, bytes of item text). 0 means 128 and 64 MiB. Live rollouts
-	// are never evicted.
+	// are never evicted. An adapter with its own registry of ended responses (the public shape's
+	// segments) calls Forget when a rollout ends, so that one registry holds their items.
 	CacheResponses int
 	CacheBytes     int64
 	// MaxAge is the connection age limit (architecture §4): when it passes, the connection drains
@@ -46,13 +49,15 @@ type Options struct {
 	// ShutdownGrace is how long sampling rollouts may finish when the connection drains.
 	// 0 means 30 seconds; negative means no grace (they are ended at once).
 	ShutdownGrace time.Duration
-	// Lookup resolves a previous_response_id that is not in the connection's registry (the
-	// store of stored responses). It returns the chain's items. Nil means no store.
-	Lookup func(id string) ([]protocol.Item, bool)
-	// Save receives every store:true append-shape rollout that ended completed or incomplete:
-	// its final Response, its input items (the create's and every append's, in order) and its
-	// whole chain (history, inputs and outputs). Nil means responses are not stored.
-	Save func(r *protocol.Response, input, chain []protocol.Item)
+	// Store keeps stored responses (issue 10 §1): it resolves a previous_response_id that is
+	// not in the connection's registry (Store.Chain), and every store:true append-shape rollout
+	// that ends completed or incomplete is written to it (Store.Put) before its terminal event
+	// is sent. Nil means none. Calls run with the connection's context: wrap the store with
+	// store.Guard for a timeout (the server does, -store-timeout).
+	Store store.Store
+	// Owner is the API key of the connection ("" when the server is open): the scope of its
+	// stored responses.
+	Owner string
 	// MaxFrame is the largest client frame in bytes (architecture §10 -max-frame), used in the
 	// websocket_message_too_large error. 0 means 32 MiB.
 	MaxFrame int64
@@ -74,6 +79,12 @@ type Options struct {
 	// Metrics. Over either, a create is answered rollout_limit_reached (429). 0 means no limit.
 	MaxSuspended      int
 	MaxSuspendedTotal int64
+	// KeepAlive is the longest silence a client sees while a response samples: after it, the
+	// sampling response gets an application-level keepalive frame (a repeated
+	// response.in_progress, see docs/append-protocol.md §keepalive), because real clients
+	// (the Codex CLI's stream_idle_timeout) and proxies count only messages, not protocol
+	// pings. 0 means DefaultKeepAlive (5 seconds); negative means none.
+	KeepAlive time.Duration
 	// Admission, shared by a server's connections, bounds the sampling steps running at once
 	// across all of them (-max-sampling). Nil means no bound.
 	Admission *Admission
@@ -113,6 +124,9 @@ func (o *Options) withDefaults() Options {
 	if r.WriteTimeout == 0 {
 		r.WriteTimeout = DefaultWriteTimeout
 	}
+	if r.KeepAlive == 0 {
+		r.KeepAlive = DefaultKeepAlive
+	}
 	return r
 }
 
@@ -132,18 +146,21 @@ type Conn struct {
 	gate   *gate
 	closed chan struct{} // closed by Close
 
-	mu       sync.Mutex // guards reg, stamp, draining, drainWhy, closing
-	reg      map[string]*Rollout
-	stamp    uint64
-	draining bool
-	drainWhy string
-	closing  bool
-	changed  chan struct{} // signalled (non-blocking) when a rollout suspends or ends
+	mu         sync.Mutex // guards reg, stamp, draining, drainWhy, closing, graceEnded
+	reg        map[string]*Rollout
+	stamp      uint64
+	draining   bool
+	drainWhy   string
+	closing    bool
+	graceEnded bool          // EndGrace was called
+	changed    chan struct{} // signalled (non-blocking) when a rollout suspends or ends
 
 	rollouts sync.WaitGroup // one per started rollout goroutine, the age limit, the pinger, the watchdog
 
 	wmu        sync.Mutex   // serialises Write, so that writeStart times the one write in progress
 	writeStart atomic.Int64 // unix nanoseconds when the write in progress began; 0 when none
+
+	framesSent, bytesSent atomic.Int64 // not yet added to Options.Metrics (flushCounts)
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
@@ -167,9 +184,9 @@ func NewConn(tr Transport, opts Options) *Conn {
 		c.rollouts.Add(1)
 		go c.ageLimit(o.MaxAge)
 	}
-	if o.WriteTimeout > 0 {
+	if o.WriteTimeout > 0 || o.KeepAlive > 0 {
 		c.rollouts.Add(1)
-		go c.writeWatchdog(o.WriteTimeout)
+		go c.watchdog(o.WriteTimeout, o.KeepAlive)
 	}
 	if p, ok := tr.(Pinger); ok && o.PingInterval > 0 {
 		c.rollouts.Add(1)
@@ -204,21 +221,32 @@ func (c *Conn) pinger(p Pinger, interval time.Duration) {
 	}
 }
 
-// writeWatchdog drops the peer when one write has been in progress longer than timeout: a
-// client that stops reading fills the socket buffers and would otherwise pin the writing
-// rollout, and the memory it holds, for ever. It checks every timeout/4.
-func (c *Conn) writeWatchdog(timeout time.Duration) {
+// watchdog is the connection's one timer goroutine. It drops the peer when one write has been
+// in progress longer than writeTimeout (a client that stops reading fills the socket buffers
+// and would otherwise pin the writing rollout, and the memory it holds, for ever), and sends
+// keepalives (keepAlive). It checks every quarter of the shorter of the two.
+func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 	defer c.rollouts.Done()
-	t := time.NewTicker(max(timeout/4, time.Millisecond))
+	tick := time.Duration(1<<63 - 1)
+	for _, d := range []time.Duration{writeTimeout, keepAlive} {
+		if d > 0 {
+			tick = min(tick, max(d/4, time.Millisecond))
+		}
+	}
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case now := <-t.C:
-			if start := c.writeStart.Load(); start != 0 && now.Sub(time.Unix(0, start)) > timeout {
+			c.flushCounts()
+			if start := c.writeStart.Load(); writeTimeout > 0 && start != 0 && now.Sub(time.Unix(0, start)) > writeTimeout {
 				c.dropPeer("write timeout: the client is not reading")
 				return
+			}
+			if keepAlive > 0 {
+				c.keepAlive(now, keepAlive)
 			}
 		}
 	}
@@ -267,11 +295,26 @@ func (c *Conn) Write(frame []byte) error {
 	if err != nil {
 		return err
 	}
-	if m := c.opts.Metrics; m != nil {
-		m.Frames.Add(1)
-		m.Bytes.Add(int64(len(frame)))
+	c.bytesSent.Add(int64(len(frame)))
+	if c.framesSent.Add(1) >= flushFrames {
+		c.flushCounts()
 	}
 	return nil
+}
+
+// flushFrames is how many frames a connection counts on its own before adding them to the
+// server's Metrics: a counter shared by every connection, written on every frame, would make
+// the cores contend for its cache line.
+const flushFrames = 64
+
+// flushCounts adds the frames and bytes counted since the last flush to Options.Metrics (on
+// every flushFrames-th frame, at every watchdog tick and at Close).
+func (c *Conn) flushCounts() {
+	f, b := c.framesSent.Swap(0), c.bytesSent.Swap(0)
+	if m := c.opts.Metrics; m != nil && f|b != 0 {
+		m.Frames.Add(f)
+		m.Bytes.Add(b)
+	}
 }
 
 // WriteError sends the error envelope of architecture §8.
@@ -293,6 +336,7 @@ func (c *Conn) Close() {
 	}
 	c.cancel()
 	c.rollouts.Wait()
+	c.flushCounts()
 	c.mu.Lock()
 	c.reg = nil
 	c.mu.Unlock()
@@ -332,6 +376,9 @@ func (c *Conn) Drain(reason string) {
 	defer grace.Stop()
 	graceOver := false
 	for {
+		c.mu.Lock()
+		graceOver = graceOver || c.graceEnded
+		c.mu.Unlock()
 		live := c.cancelIdle(reason, graceOver)
 		if live == 0 {
 			break
@@ -411,6 +458,16 @@ func (c *Conn) waitRollouts() {
 	for _, r := range rs {
 		r.Wait()
 	}
+}
+
+// EndGrace ends the shutdown grace at once: a draining connection ends its sampling rollouts
+// like at the end of Options.ShutdownGrace (each still gets its terminal event), and a later
+// Drain does not wait. For a second shutdown signal. Safe to call more than once.
+func (c *Conn) EndGrace() {
+	c.mu.Lock()
+	c.graceEnded = true
+	c.mu.Unlock()
+	c.signal()
 }
 
 // Draining reports whether the connection is draining, and why.

@@ -35,5 +35,15 @@
 //
 // Besides the codes of architecture §8 this package answers response_already_completed (409,
 // response.cancel of an ended rollout), response_in_progress (409, previous_response_id naming a
-// rollout that has not ended) and server_shutting_down (503, a create while draining).
+// rollout that has not ended), server_shutting_down (503, a create while draining) and
+// store_unavailable (503, a previous_response_id lookup the store failed; also response.error
+// of a store:true rollout the store did not accept, which then ends response.failed).
+//
+// # Stored responses
+//
+// [Options.Store] (a store.Store, given as a value) resolves previous_response_id beyond the
+// registry with one Chain call, and receives every store:true rollout that ends completed or
+// incomplete before its terminal event is sent. A rollout gives back the server-wide sampling
+// admission before its adapter writes to the store, so a slow store holds only its own
+// connection's slot, for at most the store's timeout.
 package session

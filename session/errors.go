@@ -34,6 +34,20 @@ func queueFullError(depth int) *protocol.Error {
 		"Too many queued requests on this connection (at most %d wait behind the sampling response).", depth)
 }
 
+// StoreUnavailable is the store_unavailable error (503, type server_error) of a lookup the
+// store failed or did not answer in time (the store logs the cause).
+func StoreUnavailable() *protocol.Error {
+	return &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer, Code: protocol.CodeStoreUnavailable,
+		Message: "The store of stored responses is unavailable: try again later."}
+}
+
+// StoreFailed is response.error of a store:true response that ends response.failed because
+// the store did not accept it (durability before acknowledgement, issue 10 §1).
+func StoreFailed() *protocol.ResponseError {
+	return &protocol.ResponseError{Code: protocol.CodeStoreUnavailable,
+		Message: "The response could not be stored (store:true): the store is unavailable. Try again, or send the full input."}
+}
+
 func shuttingDownError() *protocol.Error {
 	return &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer, Code: protocol.CodeShuttingDown,
 		Message: "The connection is closing; open a new connection to continue."}

@@ -106,6 +106,15 @@ func (t *ticket) waitSlot(ctx context.Context) error {
 	}
 }
 
+// releaseAdmission gives back the server-wide admission but keeps the connection's slot: the
+// sampling step is over, and what follows (the adapter's store write, the terminal event)
+// must not hold other connections' sampling. A later Wait takes an admission again.
+func (t *ticket) releaseAdmission() {
+	if t != nil && t.admitted.CompareAndSwap(true, false) {
+		t.g.adm.release()
+	}
+}
+
 // Release gives the slot to the next ticket, or leaves the queue if still waiting.
 func (t *ticket) Release() {
 	g := t.g

@@ -18,9 +18,12 @@ type Metrics struct {
 	Queued, Sampling, Suspended atomic.Int64
 	// Connections now (gauge), by shape.
 	AppendConns, PublicConns atomic.Int64
-	// Frames and bytes written to clients (counters).
+	// Frames and bytes written to clients (counters). Each connection adds its own counts
+	// every 64 frames, at each tick of its watchdog (a quarter of the keepalive or write
+	// timeout) and when it closes, so the totals may lag that much.
 	Frames, Bytes atomic.Int64
-	// Evictions of ended rollouts from connection registries (counter).
+	// Evictions of ended rollouts (append shape) and ended segments (public shape) from
+	// connection registries (counter).
 	Evictions atomic.Int64
 	// PeersDropped counts connections closed for a missed ping or a write timeout (counter).
 	PeersDropped atomic.Int64

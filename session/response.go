@@ -123,3 +123,24 @@ func TerminalEvent(status string) string {
 	}
 	return protocol.EventIncomplete
 }
+
+// WithIDs returns a copy of items with an id on every message, function_call and
+// function_call_output that had none ("msg_…", "fc_…", "fco_…"), as stored for input_items.
+func WithIDs(items []protocol.Item) []protocol.Item {
+	out := make([]protocol.Item, len(items))
+	copy(out, items)
+	for i := range out {
+		if out[i].ID != "" {
+			continue
+		}
+		switch out[i].Type {
+		case protocol.ItemMessage:
+			out[i].ID = NewID("msg")
+		case protocol.ItemFunctionCall:
+			out[i].ID = NewID("fc")
+		case protocol.ItemFunctionCallOutput:
+			out[i].ID = NewID("fco")
+		}
+	}
+	return out
+}

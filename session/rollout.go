@@ -3,11 +3,13 @@ package session
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/store"
 )
 
 type rolloutState int
@@ -34,6 +36,7 @@ type Rollout struct {
 	// Guarded by Conn.mu
 	state     rolloutState
 	turnStart time.Time       // when the current turn was accepted (Start or Resume)
+	turn      *ticket         // the ticket of the current turn
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
 	bytes     int64
 	stamp     uint64
@@ -76,7 +79,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size}
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size, turn: t}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -187,6 +190,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		return perr
 	}
 	h.turnStart = time.Now()
+	h.turn = t
 	c.setStateLocked(h, stateResuming)
 	c.stamp++
 	h.stamp = c.stamp
@@ -251,9 +255,10 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 }
 
 // Lookup resolves a previous_response_id: the connection's registry first, then
-// Options.Lookup (stored responses). It returns previous_response_not_found (400) when
-// neither knows id, and response_in_progress (409) for a rollout of this connection that has
-// not ended (continue it with response.append instead).
+// Options.Store (stored responses of Options.Owner). It returns previous_response_not_found
+// (400) when neither knows id, response_in_progress (409) for a rollout of this connection
+// that has not ended (continue it with response.append instead), and store_unavailable (503)
+// when the store fails.
 func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 	items, ended, ok := c.Chain(id)
 	if ok && !ended {
@@ -263,9 +268,13 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 	if ok {
 		return items, nil
 	}
-	if c.opts.Lookup != nil {
-		if items, ok := c.opts.Lookup(id); ok {
+	if s := c.opts.Store; s != nil {
+		items, err := s.Chain(c.ctx, id, c.opts.Owner)
+		if err == nil {
 			return items, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, StoreUnavailable()
 		}
 	}
 	return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
@@ -282,19 +291,17 @@ func (c *Conn) Forget(key string) {
 	}
 }
 
+// CountEvictions adds n to Metrics.Evictions: an adapter that keeps its own registry of ended
+// responses (the public shape's segments) counts its evictions there.
+func (c *Conn) CountEvictions(n int) {
+	if m := c.opts.Metrics; m != nil && n > 0 {
+		m.Evictions.Add(int64(n))
+	}
+}
+
 // ItemsBytes estimates the memory held by items, in bytes: their text plus a fixed overhead
 // each. It is the unit of Options.CacheBytes and Options.MaxRolloutBytes.
-func ItemsBytes(items []protocol.Item) int64 {
-	var n int64
-	for i := range items {
-		it := &items[i]
-		n += 128 + int64(len(it.Arguments)+len(it.Output)+len(it.Raw)+len(it.Name)+len(it.CallID)+len(it.ID))
-		for j := range it.Content {
-			n += 32 + int64(len(it.Content[j].Text)+len(it.Content[j].Raw))
-		}
-	}
-	return n
-}
+func ItemsBytes(items []protocol.Item) int64 { return store.ItemsBytes(items) }
 
 // evictLocked drops the least recently used ended rollouts until the registry is within its
 // bounds. Live rollouts are never evicted.
@@ -347,6 +354,12 @@ type coreSink struct {
 	inner sampler.Sink
 }
 
+// KeepAlive implements sampler.KeepAliver by asking the shape's sink.
+func (s *coreSink) KeepAlive() bool {
+	k, ok := s.inner.(sampler.KeepAliver)
+	return ok && k.KeepAlive()
+}
+
 func (s *coreSink) Started() {
 	s.c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSampling)
@@ -356,12 +369,17 @@ func (s *coreSink) Started() {
 
 func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 
+// Suspended gives back the server-wide admission before the adapter runs (it may write to the
+// store, under the store's timeout, before its terminal event): a slow store then holds only
+// this connection's slot, not other connections' sampling.
 func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
 	s.h.bytes += ItemsBytes(sp.Output)
+	t := s.h.turn
 	c.mu.Unlock()
+	t.releaseAdmission()
 	s.inner.Suspended(sp)
 	c.signal()
 }
@@ -372,16 +390,15 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 // of the sampling rollout (architecture §2). A client that is gone is not waited for.
 func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
-	c.log.Debug("rollout ended", "key", h.key, "status", e.Status, "reason", e.Reason, "input_tokens", e.Usage.InputTokens)
-	var pe *sampler.PanicError
-	if errors.As(e.Err, &pe) {
-		c.log.Error("model backend panicked: the rollout ended failed", "key", h.key, "panic", pe.Value, "stack", string(pe.Stack))
-	}
 	c.mu.Lock()
+	was := h.state
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
 	h.bytes = ItemsBytes(e.Context)
+	t := h.turn
 	c.mu.Unlock()
+	logEnded(c.log, h.key, was, e)
+	t.releaseAdmission() // as in Suspended
 	if !e.Sampling && e.Err == nil {
 		t := c.gate.enqueueAlways()
 		if t.Wait(c.ctx) == nil {
@@ -397,4 +414,29 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	}
 	c.mu.Unlock()
 	c.signal()
+}
+
+// logEnded logs a rollout's end. A rollout stopped because its client left or its connection
+// closed (Ending.Err with status incomplete) is logged as "rollout released" with the state it
+// was in: no terminal event was sent and nobody cancelled it. That is how every public-shape
+// chain ends: its Responses completed, and its rollout waited suspended for a continuation
+// until the request or connection ended.
+func logEnded(log *slog.Logger, key string, was rolloutState, e sampler.Ending) {
+	var pe *sampler.PanicError
+	if errors.As(e.Err, &pe) {
+		log.Error("model backend panicked: the rollout ended failed", "key", key, "panic", pe.Value, "stack", string(pe.Stack))
+		return
+	}
+	if e.Err != nil && e.Status == protocol.ResponseIncomplete {
+		log.Debug("rollout released", "key", key, "state", was.String(), "cause", e.Err.Error(), "input_tokens", e.Usage.InputTokens)
+		return
+	}
+	attrs := []any{"key", key, "status", e.Status, "input_tokens", e.Usage.InputTokens}
+	if e.Reason != "" {
+		attrs = append(attrs, "reason", e.Reason)
+	}
+	if e.Err != nil {
+		attrs = append(attrs, "err", e.Err.Error())
+	}
+	log.Debug("rollout ended", attrs...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,9 +17,8 @@ import (
 // benchCmd runs `tether bench`: the same agent workload through http, http-prev, ws and
 // append, against a `tether serve` child process (default) or -url.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("url", "", "base URL of a running server (http://host:port); empty spawns 'tether serve' on a free loopback port (needed for server CPU numbers)")
+	fs := newFlagSet("bench", "Run one agent workload over http, http-prev, ws and append and compare their overhead.", stderr)
+	url := fs.String("url", "", "a running server; empty spawns 'tether serve' on a free loopback port (needed for server CPU numbers). Forms: "+urlForms)
 	apiKey := fs.String("api-key", "", "API key sent as 'Authorization: Bearer …' (for -url)")
 	transports := fs.String("transports", "all", "comma-separated transports: http, http-prev, ws, append")
 	rollouts := fs.Int("rollouts", bench.DefaultRollouts, "rollouts per transport (R)")
@@ -31,6 +31,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	streamTokens := fs.Int("stream-tokens", bench.DefaultStreamTokens, "answer tokens of the one-rollout events/s measurement (negative: skip; skipped with -realtime unless set)")
 	concurrent := fs.Int("concurrent", bench.DefaultConcurrent, "concurrent rollouts of the aggregate events/s measurement (negative: skip; skipped with -realtime unless set)")
 	concurrentTokens := fs.Int("concurrent-tokens", bench.DefaultConcurrentTokens, "answer tokens of each concurrent rollout")
+	concurrentCalls := fs.Int("concurrent-calls", bench.DefaultConcurrentCalls, "tool calls of each rollout of the aggregate turns/s measurement (-concurrent rollouts at once; negative: skip)")
+	cpus := fs.Int("cpus", 0, "GOMAXPROCS of the spawned server (0: all of the machine's CPUs; ignored with -url)")
 	timeout := fs.Duration("timeout", bench.DefaultTimeout, "give up after this long")
 	jsonPath := fs.String("json", "", "write the report as JSON to this file (keys: see package internal/bench)")
 	svgPath := fs.String("svg", "", "write the chart (overhead per turn by transport) as SVG to this file")
@@ -39,8 +41,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: bench takes no arguments, got %q", errUsage, fs.Args())
+	if *url != "" {
+		su, err := parseServerURL("-url", *url)
+		if err != nil {
+			return err
+		}
+		*url = su.Base()
 	}
 	trs, err := bench.ParseTransports(*transports)
 	if err != nil {
@@ -50,7 +56,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		URL: *url, APIKey: *apiKey, Transports: trs,
 		Rollouts: *rollouts, Calls: *calls, ToolOutputBytes: int(toolOutput), WarmupCalls: *warmup,
 		Realtime: *realtime, StreamTokens: *streamTokens, Concurrent: *concurrent, ConcurrentTokens: *concurrentTokens,
-		Timeout: *timeout,
+		ConcurrentCalls: *concurrentCalls,
+		Timeout:         *timeout,
 	}
 	if *warmup == 0 {
 		cfg.WarmupCalls = -1
@@ -64,6 +71,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if !set["concurrent"] {
 			cfg.Concurrent = 0
+		}
+		if !set["concurrent-calls"] {
+			cfg.ConcurrentCalls = 0
 		}
 		sp, err := sim.ParseSpeed(*realtimeSpeed)
 		if err != nil || sp == sim.SpeedInstant {
@@ -82,6 +92,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		speed := "instant"
 		if *realtime {
 			speed = cfg.RealtimeSpeed.String()
+		}
+		if *cpus > 0 {
+			// The child inherits the environment: GOMAXPROCS bounds the server's parallelism
+			// while the bench's own goroutines (the load) keep every core.
+			os.Setenv("GOMAXPROCS", strconv.Itoa(*cpus))
+			cfg.ServerCPUs = *cpus
 		}
 		child, err := bench.Spawn(ctx, exe, "serve", "-addr", "127.0.0.1:0", "-model-speed", speed,
 			"-log-level", "info", "-max-connection-age", "0", "-suspend-timeout", "10m", "-shutdown-grace", "2s",

@@ -22,7 +22,7 @@ import (
 func TestBenchCommand(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // registered first: runs after the server's cleanup
 	_, base := servertest.Start(t, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	t.Setenv("TETHER_CALLS", "2")
+	t.Setenv("TETHER_BENCH_CALLS", "2")
 	dir := t.TempDir()
 	jsonPath, svgPath, mdPath := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.svg"), filepath.Join(dir, "b.md")
 	var stdout, stderr bytes.Buffer

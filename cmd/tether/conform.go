@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -19,15 +18,14 @@ var errConformance = errors.New("conformance failures")
 // conform runs the conformance suite against a server (package conformance). The scenario lines
 // go to stdout, or to stderr with -json, which writes the report to stdout.
 func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("conform", "Run the conformance suite against a server (public and append shape).", stderr)
 	var (
 		cfg      conformance.Config
 		run      string
 		asJSON   bool
 		maxFrame byteSize
 	)
-	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8787/v1", "the server's API base URL")
+	fs.StringVar(&cfg.URL, "url", "http://127.0.0.1:8787/v1", urlForms)
 	fs.StringVar(&cfg.Shape, "shape", conformance.ShapeBoth, "protocol shapes to test: public, append or both")
 	fs.StringVar(&cfg.Contract, "model-contract", conformance.ContractSim,
 		"sim: the server is Tether with its sim model (exact counts, quotes, fingerprints); any: only what every server must do")
@@ -41,9 +39,11 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: conform takes no arguments, got %q", errUsage, fs.Args())
+	su, err := parseServerURL("-url", cfg.URL)
+	if err != nil {
+		return err
 	}
+	cfg.URL = su.API()
 	if run != "" {
 		re, err := regexp.Compile(run)
 		if err != nil {

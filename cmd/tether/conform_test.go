@@ -31,11 +31,11 @@ func TestConformCommand(t *testing.T) {
 	}
 
 	// Flags can come from the environment.
-	t.Setenv("TETHER_RUN", `^public/text-turn$`)
+	t.Setenv("TETHER_CONFORM_RUN", `^public/text-turn$`)
 	stdout.Reset()
 	if err := run(t.Context(), []string{"conform", "-url", base + "/v1"}, &stdout, &stderr); err != nil ||
 		!strings.HasSuffix(stdout.String(), "1 passed, 0 failed, 0 skipped\n") {
-		t.Fatalf("TETHER_RUN: %v\n%s", err, stdout.String())
+		t.Fatalf("TETHER_CONFORM_RUN: %v\n%s", err, stdout.String())
 	}
 
 	// A failure exits with status 1.

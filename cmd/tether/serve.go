@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/store"
 )
 
 type serveConfig struct {
@@ -31,6 +33,9 @@ type serveConfig struct {
 	cacheBytes     byteSize
 	storeResponses int
 	storeBytes     byteSize
+	storeURL       string
+	storeTTL       time.Duration
+	storeTimeout   time.Duration
 	apiKeys        string
 	websocket      bool
 	maxConns       int
@@ -40,7 +45,10 @@ type serveConfig struct {
 	maxSuspTotal   int64
 	maxRollout     byteSize
 	logLevel       string
+	logFormat      string
+	pprof          bool
 	maxSampling    int
+	keepAlive      time.Duration
 	backend        string
 	upstream       string
 	upstreamKey    string
@@ -58,8 +66,11 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per connection")
 	fs.IntVar(&c.cacheResponses, "cache-responses", 128, "per-connection registry bound (responses)")
 	fs.Var(&c.cacheBytes, "cache-bytes", "per-connection registry bound (bytes)")
-	fs.IntVar(&c.storeResponses, "store-responses", 10000, "in-memory Store bound (responses)")
-	fs.Var(&c.storeBytes, "store-bytes", "in-memory Store bound (bytes)")
+	fs.IntVar(&c.storeResponses, "store-responses", 10000, "store bound (responses, least recently used evicted first)")
+	fs.Var(&c.storeBytes, "store-bytes", "store bound (bytes)")
+	fs.StringVar(&c.storeURL, "store", "memory", "where store:true responses live: memory, or redis://host:port/db (shared by several instances)")
+	fs.DurationVar(&c.storeTTL, "store-ttl", store.DefaultTTL, "Redis store: a stored response expires this long after its last use")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", store.DefaultTimeout, "bound on every store call; a store that fails or is slower gets store_unavailable")
 	fs.StringVar(&c.apiKeys, "api-keys", "", "file of accepted API keys, one per line (none = open server)")
 	fs.BoolVar(&c.websocket, "websocket", true, "serve WebSocket upgrades (false answers them 426, so clients fall back to HTTP)")
 	fs.IntVar(&c.maxConns, "max-connections", 1024, "open WebSocket connections (over it: 503 on upgrade; 0 = no cap)")
@@ -68,8 +79,11 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.IntVar(&c.maxSuspended, "max-suspended", 64, "live rollouts per connection (over it: rollout_limit_reached; 0 = no cap)")
 	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
 	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error (the access log is at info)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text (logfmt) or json")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve /debug/pprof/ (behind the API keys when -api-keys is set)")
 	fs.IntVar(&c.maxSampling, "max-sampling", 0, "sampling steps running at once across all connections (0 = no bound)")
+	fs.DurationVar(&c.keepAlive, "keepalive", 5*time.Second, "longest silence while a response samples before a keepalive response.in_progress is sent (negative = none)")
 	fs.StringVar(&c.backend, "backend", "sim", "model backend: sim, chat (an OpenAI-compatible Chat Completions engine) or responses (an upstream Responses API over WebSocket)")
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
@@ -78,25 +92,72 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", "Run the server (the sim model).", stderr)
 	cfg := serveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	opts, err := serverOptions(cfg, log)
+	if err != nil {
+		return err
+	}
+	store.LogRedisTo(log)
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	opts.Store, opts.StoreTimeout = st, cfg.storeTimeout
+	srv := server.New(opts)
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if opts.Keys.Open() {
+		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
+	}
+	log.Info("tether listening", startupAttrs(cfg, ln.Addr().String())...)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	return stop(ctx, cfg, log, srv, hs, ln, errc)
+}
+
+// newLogger returns the logger of -log-level and -log-format.
+func newLogger(cfg *serveConfig, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+		return nil, fmt.Errorf("%w: -log-level: %v", errUsage, err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ho := &slog.HandlerOptions{Level: level}
+	switch cfg.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	}
+	return nil, fmt.Errorf("%w: -log-format: want text or json, got %q", errUsage, cfg.logFormat)
+}
+
+// serverOptions turns the flags into server.Options.
+func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 	speed, err := sim.ParseSpeed(cfg.speed)
 	if err != nil {
-		return fmt.Errorf("-model-speed: %w", err)
+		return server.Options{}, fmt.Errorf("%w: -model-speed: %v", errUsage, err)
 	}
 	var keys *server.Keys
 	if cfg.apiKeys != "" {
 		if keys, err = server.LoadKeys(cfg.apiKeys); err != nil {
-			return err
+			return server.Options{}, err
 		}
 	}
 	grace := cfg.shutdownGrace
@@ -105,9 +166,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	model, err := newModel(cfg, speed, log)
 	if err != nil {
-		return err
+		return server.Options{}, err
 	}
-	srv := server.New(server.Options{
+	return server.Options{
 		Model:             model,
 		MaxFrame:          int64(cfg.maxFrame),
 		MaxConnectionAge:  cfg.maxAge,
@@ -116,8 +177,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		CacheResponses:    cfg.cacheResponses,
 		CacheBytes:        int64(cfg.cacheBytes),
 		ShutdownGrace:     grace,
-		StoreResponses:    cfg.storeResponses,
-		StoreBytes:        int64(cfg.storeBytes),
 		Keys:              keys,
 		DisableWebSocket:  !cfg.websocket,
 		MaxConnections:    cfg.maxConns,
@@ -126,30 +185,48 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxSuspended:      cfg.maxSuspended,
 		MaxSuspendedTotal: cfg.maxSuspTotal,
 		MaxRolloutBytes:   int64(cfg.maxRollout),
+		Pprof:             cfg.pprof,
 		MaxSampling:       cfg.maxSampling,
+		KeepAlive:         cfg.keepAlive,
 		Logger:            log,
-	})
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return err
+	}, nil
+}
+
+// startupAttrs are the effective settings of the startup log line.
+func startupAttrs(cfg *serveConfig, addr string) []any {
+	shapes := "public (POST, SSE, WebSocket), append (WebSocket with OpenAI-Beta: " + server.AppendBeta + ")"
+	if !cfg.websocket {
+		shapes = "public (POST, SSE); WebSocket off (upgrades get 426)"
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	if keys.Open() {
-		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
+	keys := "none (open server)"
+	if cfg.apiKeys != "" {
+		keys = "required (" + cfg.apiKeys + ")"
 	}
-	log.Info("tether listening", "addr", ln.Addr().String(), "model", cfg.backend, "speed", cfg.speed,
-		"append", "OpenAI-Beta: "+server.AppendBeta)
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "grace", cfg.shutdownGrace)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace+10*time.Second)
+	return []any{"addr", addr, "version", versionLine(), "backend", backendLine(cfg), "model_speed", cfg.speed,
+		"shapes", shapes, "api_keys", keys,
+		"store", storeLine(cfg),
+		"log_level", cfg.logLevel, "log_format", cfg.logFormat, "pprof", cfg.pprof, "shutdown_grace", cfg.shutdownGrace}
+}
+
+// stop shuts the server down after the first signal: the listener closes at once (no new
+// connections), /healthz answers 503 and new creates 503 shutting_down on kept-alive
+// connections, in-flight responses finish within -shutdown-grace, and a second signal ends
+// the grace at once (every response still gets its terminal event).
+func stop(ctx context.Context, cfg *serveConfig, log *slog.Logger, srv *server.Server, hs *http.Server, ln net.Listener, errc <-chan error) error {
+	log.Info("shutting down: no new connections; in-flight responses may finish (a second signal ends them now)", "grace", cfg.shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.shutdownGrace, 0)+10*time.Second)
 	defer cancel()
-	werr := srv.Shutdown(sctx)
+	drained := make(chan error, 1)
+	go func() { drained <- srv.Shutdown(sctx) }()
+	_ = ln.Close()
+	var werr error
+	select {
+	case werr = <-drained:
+	case <-forced(ctx):
+		log.Info("second signal: ending the grace now")
+		srv.EndGrace()
+		werr = <-drained
+	}
 	herr := hs.Shutdown(sctx)
 	<-errc
 	if err := errors.Join(werr, herr); err != nil {
@@ -157,6 +234,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// openStore opens the store of -store; Redis must answer within -store-timeout.
+func openStore(ctx context.Context, cfg *serveConfig) (store.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(cfg.storeTimeout, time.Second))
+	defer cancel()
+	ttl := cfg.storeTTL
+	if ttl <= 0 {
+		ttl = -1 // no expiry
+	}
+	st, err := store.Open(ctx, cfg.storeURL, store.RedisOptions{MaxResponses: cfg.storeResponses, MaxBytes: int64(cfg.storeBytes), TTL: ttl})
+	if err != nil {
+		return nil, fmt.Errorf("-store: %w", err)
+	}
+	return st, nil
 }
 
 // newModel returns the backend that -backend names.
@@ -176,7 +268,6 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 		if err != nil {
 			return nil, fmt.Errorf("-upstream: %w", err)
 		}
-		log.Info("backend responses", "upstream", m.URL())
 		return m, nil
 	}
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
@@ -192,4 +283,25 @@ func upstreamKey(cfg *serveConfig) (string, error) {
 		return "", fmt.Errorf("-upstream-api-key-file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// backendLine names the backend for the startup line.
+func backendLine(cfg *serveConfig) string {
+	if cfg.backend == "sim" {
+		return "sim"
+	}
+	return cfg.backend + " (" + cfg.upstream + ")"
+}
+
+// storeLine names the store for the startup line (a Redis URL without its password).
+func storeLine(cfg *serveConfig) string {
+	bounds := fmt.Sprintf("%d responses, %s", cfg.storeResponses, formatBytes(int64(cfg.storeBytes)))
+	if cfg.storeURL == "" || cfg.storeURL == "memory" {
+		return "memory (" + bounds + ")"
+	}
+	u, err := url.Parse(cfg.storeURL)
+	if err != nil {
+		return "redis (" + bounds + ")"
+	}
+	return "redis " + u.Redacted() + " (" + bounds + ", ttl " + cfg.storeTTL.String() + ")"
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,9 +19,8 @@ var errSoakFailed = errors.New("soak failed")
 // soakCmd runs `tether soak`: N connections of M-turn rollouts in both shapes with
 // disconnects, cancels, bad frames and slow readers, against -url or an in-process server.
 func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("url", "", "WebSocket URL of a running server (ws://host:port/v1/responses); empty starts an in-process server")
+	fs := newFlagSet("soak", "Hold N connections of M-turn rollouts in both shapes with chaos; verify items and resources.", stderr)
+	url := fs.String("url", "", "a running server; empty starts an in-process server. Forms: "+urlForms)
 	apiKey := fs.String("api-key", "", "API key sent as 'Authorization: Bearer …' (for -url)")
 	pid := fs.Int("pid", 0, "with -url: the server's process id, to read its RSS from /proc/PID/status (default: /metrics)")
 	conns := fs.Int("connections", soak.DefaultConnections, "connections held at once, half append shape, half public shape")
@@ -38,8 +36,12 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: soak takes no arguments, got %q", errUsage, fs.Args())
+	if *url != "" {
+		su, err := parseServerURL("-url", *url)
+		if err != nil {
+			return err
+		}
+		*url = su.Base()
 	}
 	cfg := soak.Config{URL: *url, APIKey: *apiKey, PID: *pid, Connections: *conns, Turns: *turns,
 		Duration: *duration, Seed: *seed, Suspended: *suspended, Settle: *settle, StallPause: *stall, Warmup: *warmup}

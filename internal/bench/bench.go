@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Version:   ReportVersion,
 		StartedAt: time.Now().UTC().Format(time.RFC3339),
 		Machine:   Machine{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
-		Server:    ServerInfo{URL: ep.base, Spawned: cfg.Spawned, CPUMeasured: b.cpu, ClockTicks: clockTicks},
+		Server:    ServerInfo{URL: ep.base, Spawned: cfg.Spawned, CPUMeasured: b.cpu, ClockTicks: clockTicks, GOMAXPROCS: cfg.ServerCPUs},
 		Mode:      "instant",
 		Workload: Workload{Rollouts: cfg.Rollouts, Calls: cfg.Calls, Turns: cfg.Calls + 1,
 			ToolOutputBytes: cfg.ToolOutputBytes, WarmupCalls: max(cfg.WarmupCalls, 0)},
@@ -123,6 +123,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: events/s, %d concurrent: %w", cfg.Concurrent, err)
 		}
 		rep.Events.Concurrent = ev
+	}
+	if cfg.Concurrent > 0 && cfg.ConcurrentCalls > 0 {
+		b.prog.set("turns/s: %d concurrent rollouts, %d calls each", cfg.Concurrent, cfg.ConcurrentCalls)
+		tr, err := b.turns(ctx, cfg.Concurrent, cfg.ConcurrentCalls)
+		if err != nil {
+			return nil, fmt.Errorf("bench: turns/s, %d concurrent: %w", cfg.Concurrent, err)
+		}
+		rep.Events.Turns = tr
 	}
 	rep.ElapsedS = time.Since(b.prog.start).Seconds()
 	return rep, nil

@@ -60,6 +60,11 @@ type Config struct {
 	// Concurrent skips it, and so does 0 with Realtime.
 	Concurrent       int
 	ConcurrentTokens int
+	// ConcurrentCalls is the tool calls per rollout of the aggregate turns/s measurement
+	// (Concurrent rollouts at once); negative skips it, and so does 0 with Realtime.
+	ConcurrentCalls int
+	// ServerCPUs is the spawned server's GOMAXPROCS (reported only; 0: the Go default).
+	ServerCPUs int
 
 	// Timeout bounds the whole run.
 	Timeout time.Duration
@@ -77,6 +82,7 @@ const (
 	DefaultStreamTokens     = 200_000
 	DefaultConcurrent       = 100
 	DefaultConcurrentTokens = 2_000
+	DefaultConcurrentCalls  = 50
 	DefaultTimeout          = 10 * time.Minute
 )
 
@@ -132,6 +138,12 @@ func (c *Config) defaults() error {
 	}
 	if c.ConcurrentTokens <= 0 {
 		c.ConcurrentTokens = DefaultConcurrentTokens
+	}
+	if c.ConcurrentCalls == 0 {
+		c.ConcurrentCalls = DefaultConcurrentCalls
+		if c.Realtime {
+			c.ConcurrentCalls = -1
+		}
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout

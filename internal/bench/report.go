@@ -44,6 +44,7 @@ type ServerInfo struct {
 	PID         int    `json:"pid,omitempty"`
 	CPUMeasured bool   `json:"cpu_measured"`
 	ClockTicks  int    `json:"clock_ticks_per_s"`
+	GOMAXPROCS  int    `json:"gomaxprocs,omitempty"` // the spawned server's, when -cpus set it
 }
 
 // Workload is what every transport ran.
@@ -130,6 +131,7 @@ type TurnSample struct {
 type Events struct {
 	Single     *EventsResult `json:"single"`
 	Concurrent *EventsResult `json:"concurrent"`
+	Turns      *TurnsResult  `json:"turns,omitempty"` // aggregate turns/s of Concurrent rollouts
 }
 
 // EventsResult is one streaming throughput measurement.
@@ -495,6 +497,16 @@ func (r *Report) WriteTable(w io.Writer, markdown bool) {
 			fmt.Fprintf(w, ", server CPU %.2fµs/event", s.ServerCPUUSPerEvent)
 		}
 		fmt.Fprintln(w, ")")
+	}
+	if s := r.Events.Turns; s != nil {
+		fmt.Fprintf(w, "turns/s, %d concurrent rollouts of %d calls: %s aggregate (%d turns in %s", s.Rollouts, s.Calls, fmtRate(s.TurnsPerS), s.Turns, fmtS(s.Seconds))
+		if s.ServerCPUUSPerTurn > 0 {
+			fmt.Fprintf(w, ", server CPU %.1fµs/turn", s.ServerCPUUSPerTurn)
+		}
+		fmt.Fprintln(w, ")")
+	}
+	if r.Server.GOMAXPROCS > 0 {
+		fmt.Fprintf(w, "server GOMAXPROCS %d (-cpus) on a %d-CPU machine\n", r.Server.GOMAXPROCS, r.Machine.CPUs)
 	}
 }
 

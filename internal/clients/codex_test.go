@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // codexFallbackNotice is the start of the item Codex prints when it gives up on WebSockets and
@@ -268,4 +271,37 @@ func codexEnv(home string) []string {
 		env = append(env, kv)
 	}
 	return append(env, "CODEX_HOME="+home, "HOME="+home, "TETHER_API_KEY=sk-test", "NO_COLOR=1", "RUST_LOG=warn")
+}
+
+// TestCodexIdleTimeoutKeepAlive: at the sim's 65 tokens/s preset every sampling step starts
+// with 500 ms of silence (its time to first token, plus the prefill), longer than a 400 ms
+// stream_idle_timeout_ms. Tether's keepalive (a repeated response.in_progress after 100 ms of
+// silence) keeps Codex on the WebSocket; the control run without keepalive shows that Codex
+// does give up on such a silence. This is issue 11's proof (15 s idle timeout, 40 s prefill)
+// scaled down to keep CI short.
+func TestCodexIdleTimeoutKeepAlive(t *testing.T) {
+	slow := sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true})
+	idle := "model_providers.tether.stream_idle_timeout_ms=400"
+	t.Run("keepalive", func(t *testing.T) {
+		f := newFixture(t, fixtureOptions{server: server.Options{Model: slow, KeepAlive: 100 * time.Millisecond}, logLevel: slog.LevelDebug})
+		cx := newCodex(t, f, "gpt-5.5")
+		run := cx.exec(t, "--ephemeral", "-c", idle, "Check the disk usage with a shell command.")
+		run.checkTool(t, "tether-call-1")
+		if p := f.posts.Load(); p != 0 {
+			t.Errorf("server saw %d POST /v1/responses, want 0", p)
+		}
+	})
+	t.Run("control without keepalive", func(t *testing.T) {
+		f := newFixture(t, fixtureOptions{server: server.Options{Model: slow, KeepAlive: -1}, logLevel: slog.LevelInfo})
+		cx := newCodex(t, f, "gpt-5.5")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, cx.bin, "exec", "--json", "--skip-git-repo-check", "--color", "never", "--ephemeral",
+			"-c", idle, "-c", "model_providers.tether.stream_max_retries=0", "Check the disk usage with a shell command.")
+		cmd.Dir, cmd.Env, cmd.WaitDelay = cx.work, codexEnv(cx.home), 10*time.Second
+		out, err := cmd.CombinedOutput()
+		if err == nil && !strings.Contains(string(out), codexFallbackNotice) && f.posts.Load() == 0 {
+			t.Fatalf("codex kept the WebSocket through a silence longer than its idle timeout without keepalives:\n%s", out)
+		}
+	})
 }

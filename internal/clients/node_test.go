@@ -2,6 +2,7 @@ package clients_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -9,13 +10,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // runNode runs testdata/node/<script> against f with the openai npm package from
 // TETHER_NODE_CLIENTS and returns its stdout. The script exits non-zero on any failure.
 func runNode(t *testing.T, f *fixture, script string) string {
 	t.Helper()
-	dir := nodeClients(t, "openai/package.json", "ws/package.json")
+	return runNodeWith(t, f, script, nil, "openai/package.json", "ws/package.json")
+}
+
+// runNodeWith is runNode with extra environment variables, for a script that needs the npm
+// packages at paths (relative to node_modules).
+func runNodeWith(t *testing.T, f *fixture, script string, env []string, paths ...string) string {
+	t.Helper()
+	dir := nodeClients(t, paths...)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is not installed, but %s=%s is set: %v", envNodeClients, dir, err)
@@ -28,6 +39,7 @@ func runNode(t *testing.T, f *fixture, script string) string {
 	}
 	cmd := exec.CommandContext(ctx, node, path)
 	cmd.Env = append(os.Environ(), envNodeClients+"="+dir, "TETHER_BASE_URL="+f.base, "NO_COLOR=1")
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -63,4 +75,36 @@ func TestNodeHTTPStreamAccumulator(t *testing.T) {
 	if f.posts.Load() != 2 {
 		t.Errorf("server saw %d POSTs, want 2", f.posts.Load())
 	}
+}
+
+// TestNodeKeepAlives runs both openai-node scripts against the realtime 65 tokens/s sim with a
+// 100 ms keepalive: every sampling step starts with 500 ms of silence, so the clients receive
+// repeated response.in_progress events (SSE and WebSocket) and must still accumulate the same
+// Responses.
+func TestNodeKeepAlives(t *testing.T) {
+	for _, script := range []string{"ws_tool_rollout.mjs", "http_stream.mjs"} {
+		t.Run(script, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{logLevel: slog.LevelWarn, server: server.Options{
+				Model: sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true}), KeepAlive: 100 * time.Millisecond}})
+			out := runNode(t, f, script)
+			if !strings.Contains(out, `"ok":true`) {
+				t.Fatalf("script did not report ok: %s", out)
+			}
+			if n := f.countFrames("response.in_progress"); script == "ws_tool_rollout.mjs" && n < 3 {
+				t.Errorf("only %d response.in_progress frames: no keepalive was exercised", n)
+			}
+		})
+	}
+}
+
+// countFrames counts the server→client WebSocket frames of type typ.
+func (f *fixture) countFrames(typ string) int {
+	n := 0
+	for _, fr := range f.tap.Frames() {
+		var m map[string]any
+		if !fr.ToServer && fr.Opcode == 1 && json.Unmarshal(fr.Payload, &m) == nil && m["type"] == typ {
+			n++
+		}
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -30,8 +31,7 @@ func (p panicky) Open(ctx context.Context, info sampler.RolloutInfo) (sampler.Mo
 func (s *panickySession) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
 	if s.panics {
 		_ = out.Text("about to fail")
-		var m map[string]int
-		m["boom"]++ // a nil-map write: a real runtime panic
+		panic(errors.New("engine state corrupted: boom"))
 	}
 	return s.ModelSession.Sample(ctx, step, out)
 }
@@ -47,7 +47,7 @@ func TestBackendPanicFailsOnlyItsRollout(t *testing.T) {
 	c.Send(create("crash", map[string]string{"test.panic": "1"}, shell))
 	failed := c.Until("response.failed")
 	last := failed[len(failed)-1]
-	if last.Str("response", "error", "code") != protocol.CodeServerError || strings.Contains(last.Str("response", "error", "message"), "nil map") {
+	if last.Str("response", "error", "code") != protocol.CodeServerError || strings.Contains(last.Str("response", "error", "message"), "boom") {
 		t.Fatalf("failed rollout: %v", last)
 	}
 	checkGrammar(t, failed)

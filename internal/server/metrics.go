@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tetherd/tether/compat"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // metricsHandler returns GET /metrics in the Prometheus text format: connections, rollouts by
@@ -44,19 +44,25 @@ func (s *Server) metricsHandler() http.Handler {
 		gauge("tether_sampling_waiting", "Rollouts holding their connection's slot and waiting for the server-wide admission gate.", nil, func() float64 { return float64(a.Waiting.Load()) })
 		counter("tether_sampling_wait_seconds_total", "Time rollouts spent waiting for the server-wide admission gate.", nil, func() float64 { return float64(a.WaitNanos.Load()) / 1e9 })
 	}
-	if ms, ok := s.opts.Store.(*compat.MemoryStore); ok {
+	if ms, ok := s.opts.Store.(*store.Memory); ok {
 		gauge("tether_store_responses", "Responses in the in-memory store.", nil, func() float64 { return float64(ms.Len()) })
 	}
-	reg.MustRegister(&sessionCollector{m: m})
+	counter("tether_store_errors_total", "Store calls that failed or timed out (-store-timeout); each answered store_unavailable.", nil,
+		func() float64 { return float64(s.store.Errors()) })
+	reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
-// sessionCollector exports the per-turn histogram and the errors by code.
-type sessionCollector struct{ m *session.Metrics }
+// sessionCollector exports the per-turn histogram and the errors by code: error frames and
+// events (session) plus HTTP error answers (http).
+type sessionCollector struct {
+	m    *session.Metrics
+	http *codeCounts
+}
 
 var (
 	turnDesc  = prometheus.NewDesc("tether_turn_seconds", "Server time per turn: from accepting a create or append to the rollout's suspension or end, queueing included.", nil, nil)
-	errorDesc = prometheus.NewDesc("tether_errors_total", "Error frames sent, by code.", []string{"code"}, nil)
+	errorDesc = prometheus.NewDesc("tether_errors_total", "Errors sent, by code: WebSocket error frames, SSE error events and HTTP error answers (401, 404, 413, 429, 503, …).", []string{"code"}, nil)
 )
 
 func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -71,7 +77,11 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		buckets[b] = uint64(cum[i])
 	}
 	ch <- prometheus.MustNewConstHistogram(turnDesc, uint64(n), sum, buckets)
-	for code, v := range c.m.Errors() {
+	errs := c.m.Errors()
+	for code, v := range c.http.snapshot() {
+		errs[code] += v
+	}
+	for code, v := range errs {
 		ch <- prometheus.MustNewConstMetric(errorDesc, prometheus.CounterValue, float64(v), code)
 	}
 }

@@ -129,8 +129,12 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if s.Metrics().Frames.Load() == 0 {
-		t.Error("no frames counted")
+	deadline := time.Now().Add(5 * time.Second) // connections add their counts at least every 1.25 s
+	for s.Metrics().Frames.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no frames counted")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // AppendBeta is the OpenAI-Beta value that opts a WebSocket into the append shape
@@ -39,11 +40,15 @@ type Options struct {
 	CacheResponses int
 	CacheBytes     int64
 	ShutdownGrace  time.Duration
-	// Store keeps store:true responses. Nil means an in-memory store bounded by StoreResponses
-	// and StoreBytes (0 means compat.DefaultStoreResponses and compat.DefaultStoreBytes).
-	Store          compat.Store
+	// Store keeps store:true responses (-store). Nil means an in-memory store bounded by
+	// StoreResponses and StoreBytes (0 means store.DefaultResponses and store.DefaultBytes).
+	// The server does not close it.
+	Store          store.Store
 	StoreResponses int
 	StoreBytes     int64
+	// StoreTimeout bounds every store call (-store-timeout); a store that fails or does not
+	// answer in time gets store_unavailable. 0 means store.DefaultTimeout (5s).
+	StoreTimeout time.Duration
 	// Keys are the accepted API keys; nil or empty means the server is open. A missing or wrong
 	// key gets 401 on the upgrade and on every /v1 route and on /metrics (not on /healthz).
 	// Stored responses belong to the key that created them.
@@ -60,11 +65,21 @@ type Options struct {
 	MaxSuspended      int
 	MaxSuspendedTotal int64
 	MaxRolloutBytes   int64
+	// KeepAlive is the longest silence a client sees while its response samples before a
+	// keepalive frame (a repeated response.in_progress) is sent, on WebSocket and SSE; see
+	// session.Options.KeepAlive. 0 means 5 seconds; negative means none.
+	KeepAlive time.Duration
 	// MaxSampling bounds the sampling steps running at once across all connections (a
 	// server-wide admission gate composed with each connection's FIFO; waiting shows in
 	// /metrics as tether_sampling_waiting). 0 means no bound.
 	MaxSampling int
-	// Logger receives the server's logs. Nil means slog.Default().
+	// Models is the list of GET /v1/models (OpenAI's list shape). Nil means the backend's
+	// own list (sampler.Lister), else SimModels.
+	Models []ModelInfo
+	// Pprof serves net/http/pprof under /debug/pprof/ (behind Keys when set). Off by default.
+	Pprof bool
+	// Logger receives the server's logs, including one access line per HTTP request and per
+	// WebSocket connection. Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -79,12 +94,16 @@ type Server struct {
 	counters compat.Counters
 	metrics  session.Metrics
 	adm      *session.Admission
+	// httpErrors counts HTTP error answers by code (tether_errors_total with the error frames)
+	httpErrors codeCounts
+	store      *store.Guarded // opts.Store under StoreTimeout, counting failures
 
-	mu       sync.Mutex // guards conns, open and shutdown
-	conns    map[*session.Conn]struct{}
-	open     int // WebSocket connections being served (accepted or not yet)
-	shutdown bool
-	wg       sync.WaitGroup // one per WebSocket connection being served, and per drain
+	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
+	conns      map[*session.Conn]struct{}
+	open       int // WebSocket connections being served (accepted or not yet)
+	shutdown   bool
+	graceEnded bool           // EndGrace was called
+	wg         sync.WaitGroup // one per WebSocket connection being served, and per drain
 }
 
 // New returns a Server with opts.
@@ -99,9 +118,10 @@ func New(opts Options) *Server {
 		opts.MaxFrame = session.DefaultMaxFrame
 	}
 	if opts.Store == nil {
-		opts.Store = compat.NewMemoryStore(opts.StoreResponses, opts.StoreBytes)
+		opts.Store = store.NewMemory(opts.StoreResponses, opts.StoreBytes)
 	}
-	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling)}
+	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling),
+		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
 	httpSession := s.sessionOptions("")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
@@ -121,11 +141,12 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
-		s.http.Get(w, r.PathValue("id"), owner)
+		s.http.Get(w, r, r.PathValue("id"), owner)
 	}))
 	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
-		s.http.Delete(w, r.PathValue("id"), owner)
+		s.http.Delete(w, r, r.PathValue("id"), owner)
 	}))
+	s.routeOps()
 	s.mux.HandleFunc("GET /v1/responses/{id}/input_items", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.InputItems(w, r, r.PathValue("id"), owner)
 	}))
@@ -159,23 +180,21 @@ func (s *Server) publicOptions(owner string) compat.Options {
 	if m := s.opts.MaxSuspended; m > 0 && m < cache {
 		cache = m // every answered chain keeps a suspended rollout: evict before the cap
 	}
-	return compat.Options{Store: s.opts.Store, CacheResponses: cache,
+	return compat.Options{Store: s.store, CacheResponses: cache,
 		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner}
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
-
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-}
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serveLogged(w, r) }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string) {
 	switch {
 	case r.Method == http.MethodGet && isUpgrade(r):
 		s.websocket(w, r, owner)
 	case r.Method == http.MethodPost:
+		if s.refuseDuringShutdown(w) {
+			return
+		}
 		s.http.Create(w, r, owner)
 	default:
 		w.Header().Set("Allow", "GET, POST")
@@ -219,8 +238,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
-		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
-			Code: protocol.CodeShuttingDown, Message: "The server is shutting down."})
+		writeHTTPError(w, shuttingDownError())
 		return
 	}
 	if max := s.opts.MaxConnections; max > 0 && s.open >= max {
@@ -284,6 +302,7 @@ func (s *Server) sessionOptions(owner string) session.Options {
 	return session.Options{
 		Metrics:           &s.metrics,
 		Admission:         s.adm,
+		KeepAlive:         o.KeepAlive,
 		PingInterval:      o.PingInterval,
 		WriteTimeout:      o.WriteTimeout,
 		MaxSuspended:      o.MaxSuspended,
@@ -298,12 +317,8 @@ func (s *Server) sessionOptions(owner string) session.Options {
 		ShutdownGrace:     o.ShutdownGrace,
 		MaxFrame:          o.MaxFrame,
 		Logger:            s.log,
-		Lookup: func(id string) ([]protocol.Item, bool) {
-			return compat.ChainFromStore(o.Store, id, owner)
-		},
-		Save: func(r *protocol.Response, input, chain []protocol.Item) {
-			compat.SaveAppend(o.Store, owner, r, input, chain)
-		},
+		Store:             s.store,
+		Owner:             owner,
 	}
 }
 
@@ -311,6 +326,7 @@ func (s *Server) track(c *session.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.conns[c] = struct{}{}
+	s.graceOver(c)
 	return !s.shutdown
 }
 
@@ -318,6 +334,7 @@ func (s *Server) track(c *session.Conn) bool {
 func (s *Server) trackHTTP(c *session.Conn) func() {
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
+	s.graceOver(c)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	return func() {

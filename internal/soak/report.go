@@ -115,18 +115,22 @@ type Resources struct {
 
 // SuspendedReport is the memory of K suspended rollouts.
 type SuspendedReport struct {
-	Rollouts        int    `json:"rollouts"`
-	Connections     int    `json:"connections"`
-	ContextTokens   int    `json:"context_tokens"` // input tokens of each at its suspension
-	ServerSuspended int64  `json:"server_suspended"`
-	HeapBefore      int64  `json:"heap_before"`
-	HeapHeld        int64  `json:"heap_held"`
-	HeapPerRollout  int64  `json:"heap_bytes_per_rollout"`
-	RSSBefore       int64  `json:"rss_before"`
-	RSSHeld         int64  `json:"rss_held"`
-	RSSPerRollout   int64  `json:"rss_bytes_per_rollout"`
-	StackPerRollout int64  `json:"stack_bytes_per_rollout"`
-	Error           string `json:"error,omitempty"`
+	Rollouts        int   `json:"rollouts"`
+	Connections     int   `json:"connections"`
+	ContextTokens   int   `json:"context_tokens"` // input tokens of each at its suspension
+	ServerSuspended int64 `json:"server_suspended"`
+	HeapBefore      int64 `json:"heap_before"`
+	HeapHeld        int64 `json:"heap_held"`
+	HeapPerRollout  int64 `json:"heap_bytes_per_rollout"`
+	RSSBefore       int64 `json:"rss_before"`
+	RSSHeld         int64 `json:"rss_held"`
+	RSSPerRollout   int64 `json:"rss_bytes_per_rollout"`
+	StackPerRollout int64 `json:"stack_bytes_per_rollout"`
+	// Resumes appends to one more rollout were timed while the others were held, from the
+	// append's write to the next response.done (or terminal event); ResumeP50 is their median.
+	Resumes   int           `json:"resumes"`
+	ResumeP50 time.Duration `json:"resume_p50_ns"`
+	Error     string        `json:"error,omitempty"`
 }
 
 func newReport(cfg Config, t *target) *Report {
@@ -321,6 +325,7 @@ func (rep *Report) WriteText(w io.Writer) {
 			p("suspended rollouts: %d held on %d connections (%d-token contexts): %s %s → %s, %d B per rollout; goroutine stacks %d B per rollout; RSS %s → %s, %d B per rollout",
 				s.Rollouts, s.Connections, s.ContextTokens, heap, mib(s.HeapBefore), mib(s.HeapHeld), s.HeapPerRollout,
 				s.StackPerRollout, mib(s.RSSBefore), mib(s.RSSHeld), s.RSSPerRollout)
+			p("resume of one more rollout while they are held: p50 %s over %d appends", s.ResumeP50.Round(time.Microsecond), s.Resumes)
 		}
 	}
 	p("")

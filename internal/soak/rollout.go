@@ -105,6 +105,18 @@ func (w *worker) newRollout() *rollout {
 	}
 	rt := cfg.Rates
 	x := w.rng.Float64()
+	if w.n == 1 {
+		// The first rollout of some workers gets one kind of chaos for sure, so that a short
+		// run (or a slow machine) still exercises each kind at least once.
+		switch w.id % 7 {
+		case 1:
+			x = 0 // disconnect
+		case 3:
+			x = rt.Disconnect // cancel (append shape), else the next kind
+		case 5:
+			x = rt.Disconnect + rt.Cancel // slow reader
+		}
+	}
 	pick := func(p float64) bool {
 		if p <= 0 {
 			return false

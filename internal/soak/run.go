@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -319,7 +320,7 @@ func measureSuspended(ctx context.Context, run *runner, k int) *SuspendedReport 
 		rep.Error = err.Error()
 		return rep
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(k)*2*time.Millisecond) // 100k: under 6 min
 	defer cancel()
 	ws := make([]*worker, n)
 	defer func() {
@@ -371,7 +372,63 @@ func measureSuspended(ctx context.Context, run *runner, k int) *SuspendedReport 
 	rep.StackPerRollout = (held.Stacks - base.Stacks) / int64(k)
 	rep.HeapBefore, rep.HeapHeld = base.Heap, held.Heap
 	rep.RSSBefore, rep.RSSHeld = base.RSS, held.RSS
+	w := &worker{id: 100000 + n, shape: appendShape, r: run, rng: rand.New(rand.NewSource(int64(n))), calm: true}
+	if !w.connect(ctx) {
+		return fail(fmt.Errorf("cannot connect for the resume timing: %v", snapshot(&run.st.errorCodes)))
+	}
+	defer w.discard(false)
+	times, err := w.timeResumes(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("resume timing: %w", err))
+	}
+	slices.Sort(times)
+	rep.Resumes, rep.ResumeP50 = len(times), times[len(times)/2]
 	return rep
+}
+
+// timeResumes starts one rollout, and times each append until the next response.done or the
+// terminal event (the server's resume of one rollout while the others stay held).
+func (w *worker) timeResumes(ctx context.Context) ([]time.Duration, error) {
+	r := w.newRollout()
+	if err := w.c.sendJSON(ctx, w.createBody(r, "", r.user)); err != nil {
+		return nil, err
+	}
+	var times []time.Duration
+	start := time.Time{}
+	for {
+		f, err := w.c.read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case f.typ == "error":
+			return nil, fmt.Errorf("%.300s", f.data)
+		case peer.IsTerminal(f.typ):
+			if !start.IsZero() {
+				times = append(times, time.Since(start))
+			}
+			if len(times) == 0 {
+				return nil, fmt.Errorf("the rollout ended before a resume: %.300s", f.data)
+			}
+			return times, nil
+		case f.typ == "response.done":
+			if !start.IsZero() {
+				times = append(times, time.Since(start))
+			}
+			ev, err := decodeEvent(f)
+			if err != nil {
+				return nil, err
+			}
+			input := make([]any, len(ev.PendingCallIDs))
+			for i, id := range ev.PendingCallIDs {
+				input[i] = map[string]any{"type": "function_call_output", "call_id": id, "output": "ok"}
+			}
+			start = time.Now()
+			if err := w.c.sendJSON(ctx, map[string]any{"type": "response.append", "response_id": ev.ResponseID, "input": input}); err != nil {
+				return nil, err
+			}
+		}
+	}
 }
 
 // holdSuspended creates k rollouts one after another, each left suspended at its first call.

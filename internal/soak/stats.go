@@ -51,8 +51,7 @@ type stats struct {
 	errorsLost                    atomic.Int64 // bad frames never answered
 	violations                    atomic.Int64
 	openConns                     atomic.Int64
-	suspendedTokens               atomic.Int64 // input tokens of a held suspended rollout (last seen)
-	errorCodes                    sync.Map     // string → *atomic.Int64
+	errorCodes                    sync.Map // string → *atomic.Int64
 
 	mu      sync.Mutex // guards samples
 	samples []string

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	countEncodes = true
 	codec() // load the vocabulary outside any synctest bubble
 	appendEncoded(nil, "warm up")
 	goleak.VerifyTestMain(m)
@@ -221,5 +221,3 @@ func start(t *testing.T, cfg Config) (*Rollout, *recorder) {
 	})
 	return r, rec
 }
-
-func lines(s string) []string { return strings.Split(s, "\n") }

@@ -2,6 +2,7 @@
 // $TETHER_NODE_CLIENTS/node_modules (installed by .ci/install-clients), not from the repository.
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const dir = process.env.TETHER_NODE_CLIENTS;
 const base = process.env.TETHER_BASE_URL; // http://127.0.0.1:PORT/v1
@@ -14,6 +15,11 @@ export const OpenAIModule = require('openai');
 export const OpenAI = OpenAIModule.OpenAI ?? OpenAIModule.default;
 export const { ResponsesWS } = require('openai/resources/responses/ws');
 export const baseURL = base;
+
+// load imports an npm package (ESM or CommonJS) from $TETHER_NODE_CLIENTS/node_modules.
+export function load(name) {
+  return import(pathToFileURL(require.resolve(name)).href);
+}
 
 export function client() {
   return new OpenAI({ apiKey: 'sk-test', baseURL, maxRetries: 0, timeout: 20_000 });

@@ -1,0 +1,269 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// AppendBeta is the OpenAI-Beta token that opts a connection into the append shape; the server
+// echoes it on the 101 to confirm (append-protocol §1).
+const AppendBeta = "responses_append=v1"
+
+// Shape is the protocol a connection speaks.
+type Shape string
+
+// The two shapes of docs/append-protocol.md §11.
+const (
+	ShapeAppend Shape = "append" // the server confirmed responses_append=v1
+	ShapePublic Shape = "public" // the OpenAI Responses API over WebSocket
+)
+
+// DefaultDialTimeout is the dial timeout when Options.DialTimeout is 0.
+const DefaultDialTimeout = 30 * time.Second
+
+// Options configure Dial. The zero value opts into the append shape without an API key.
+type Options struct {
+	// APIKey is sent as Authorization: Bearer APIKey; "" sends none.
+	APIKey string
+	// Header holds extra upgrade headers. OpenAI-Beta values are kept; the append token is added.
+	Header http.Header
+	// DialTimeout bounds each WebSocket handshake (also the redials of reconnects). 0 means
+	// DefaultDialTimeout.
+	DialTimeout time.Duration
+	// HTTPClient performs the handshake; nil means http.DefaultClient.
+	HTTPClient *http.Client
+	// PublicShape does not opt in: the connection speaks the public shape.
+	PublicShape bool
+	// QueryOptIn also opts in with the query parameter protocol=append.v1, which passes proxies
+	// that drop the OpenAI-Beta header (append-protocol §1).
+	QueryOptIn bool
+	// NoReconnect keeps the client from dialing again after the server ended the connection for
+	// its age limit or with close 1001; suspended rollouts then end with ErrConnectionLost.
+	NoReconnect bool
+	// ReadLimit is the largest server frame in bytes; 0 means no limit.
+	ReadLimit int64
+	// Trace, if set, sees every frame: sent (true) on the sending goroutine before the write,
+	// received (false) on the connection's reader goroutine. It must not block, nor keep frame.
+	Trace func(sent bool, frame []byte)
+}
+
+// Conn is a client connection to one server URL. It holds one WebSocket at a time and dials a
+// new one after the server ends the current one for its age limit or with close 1001. Its
+// methods may be called from several goroutines.
+type Conn struct {
+	// Immutable
+	url  string
+	opts Options
+
+	mu     sync.Mutex // guards link, old and closed; held while dialing
+	link   *link
+	old    []*link // links replaced after they went away; their readers may still run
+	closed bool
+}
+
+// Dial connects to a Tether (or any Responses API WebSocket) server. url is a WebSocket URL
+// (ws://host:port/v1/responses) or an API base URL as the SDKs take it (http://host:port/v1):
+// http and https become ws and wss, and a path that does not end in /responses gets it added
+// (an empty path becomes /v1/responses). opts may be nil. A refused upgrade returns a *Error
+// with the HTTP status.
+func Dial(ctx context.Context, url string, opts *Options) (*Conn, error) {
+	u, err := wsURL(url)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{url: u}
+	if opts != nil {
+		c.opts = *opts
+	}
+	l, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.link = l
+	return c, nil
+}
+
+// wsURL normalizes a base URL or WebSocket URL to the WebSocket URL of /responses.
+func wsURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("client: bad URL %q: %w", s, err)
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	case "ws", "wss":
+	default:
+		return "", fmt.Errorf("client: bad URL %q: scheme must be ws, wss, http or https", s)
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	switch {
+	case p == "":
+		p = "/v1/responses"
+	case !strings.HasSuffix(p, "/responses"):
+		p += "/responses"
+	}
+	u.Path = p
+	return u.String(), nil
+}
+
+// URL is the WebSocket URL the Conn dials.
+func (c *Conn) URL() string { return c.url }
+
+// Shape is the shape of the current WebSocket (of the last one, after it ended).
+func (c *Conn) Shape() Shape {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.link == nil {
+		return ShapeAppend
+	}
+	return c.link.shape
+}
+
+// Close closes the WebSocket with status 1000 and waits for the client's reader to exit.
+// Rollouts still live get ErrClosed from Events.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	links := append(c.old, c.link)
+	c.old = nil
+	c.mu.Unlock()
+	for _, l := range links {
+		l.mu.Lock()
+		l.closing = true
+		l.mu.Unlock()
+		if l == links[len(links)-1] {
+			_ = l.ws.Close(websocket.StatusNormalClosure, "")
+		} else {
+			_ = l.ws.CloseNow()
+		}
+		<-l.done
+	}
+	return nil
+}
+
+// current returns the live WebSocket, dialing a new one if the previous one went away.
+func (c *Conn) current(ctx context.Context) (*link, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.link != nil {
+		gone, err := c.link.status()
+		if !gone {
+			return c.link, nil
+		}
+		if !c.link.goingAway() || c.opts.NoReconnect {
+			return nil, fmt.Errorf("%w: %w", ErrConnectionLost, err)
+		}
+	}
+	l, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.old = append(slices.DeleteFunc(c.old, (*link).exited), c.link)
+	c.link = l
+	return l, nil
+}
+
+// dial opens one WebSocket and starts its reader.
+func (c *Conn) dial(ctx context.Context) (*link, error) {
+	timeout := c.opts.DialTimeout
+	if timeout <= 0 {
+		timeout = DefaultDialTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	h := http.Header{}
+	for k, vs := range c.opts.Header {
+		h[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
+	}
+	if c.opts.APIKey != "" {
+		h.Set("Authorization", "Bearer "+c.opts.APIKey)
+	}
+	if !c.opts.PublicShape {
+		h.Add("OpenAI-Beta", AppendBeta)
+	}
+	u := c.url
+	if c.opts.QueryOptIn && !c.opts.PublicShape {
+		u = withQuery(u, "protocol", "append.v1")
+	}
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: c.opts.HTTPClient})
+	if err != nil {
+		return nil, dialError(u, resp, err)
+	}
+	limit := c.opts.ReadLimit
+	if limit <= 0 {
+		limit = -1
+	}
+	ws.SetReadLimit(limit)
+	shape := ShapePublic
+	if !c.opts.PublicShape && hasToken(resp.Header.Values("OpenAI-Beta"), AppendBeta) {
+		shape = ShapeAppend
+	}
+	l := newLink(ws, shape, !c.opts.NoReconnect, c.opts.Trace)
+	go l.read()
+	return l, nil
+}
+
+// withQuery adds key=value to the query of a URL that wsURL accepted.
+func withQuery(s, key, value string) string {
+	u, _ := url.Parse(s)
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// dialError turns a refused upgrade into a *Error when the server sent an error body.
+func dialError(url string, resp *http.Response, err error) error {
+	if resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return fmt.Errorf("client: dial %s: %w", url, err)
+	}
+	e := &Error{Status: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
+	if resp.Body != nil {
+		b, _ := io.ReadAll(resp.Body)
+		var env struct {
+			Error *struct {
+				Type    string  `json:"type"`
+				Code    string  `json:"code"`
+				Param   *string `json:"param"`
+				Message string  `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &env) == nil && env.Error != nil {
+			e.Type, e.Code, e.Message = env.Error.Type, env.Error.Code, env.Error.Message
+			if env.Error.Param != nil {
+				e.Param = *env.Error.Param
+			}
+		} else if len(b) > 0 {
+			e.Message = strings.TrimSpace(string(b))
+		}
+	}
+	return fmt.Errorf("client: dial %s: %w", url, e)
+}
+
+// hasToken reports whether a comma-separated header list holds token (case-insensitive).
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(s), token) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,70 @@
+// Package client is a Go client for Tether's WebSocket protocols: the append shape
+// (docs/append-protocol.md) and, as a fallback, the public shape of the OpenAI Responses API
+// over WebSocket with previous_response_id.
+//
+// Entry points:
+//
+//   - [Dial] opens a [Conn]. It opts into the append shape with OpenAI-Beta: responses_append=v1
+//     and falls back to the public shape when the 101 does not confirm the opt-in, so the same
+//     code runs against any OpenAI-compatible Responses WebSocket server.
+//   - [Conn.Start] starts a [Rollout] from a [CreateRequest]. [Rollout.Events] iterates its
+//     events (an iter.Seq2) up to the next suspension or its end; [Rollout.Suspension] lists the
+//     pending tool calls; [Rollout.Append] sends their outputs; [Rollout.Cancel] ends it;
+//     [Rollout.Usage] and [Rollout.Response] read the result. Several rollouts may share one Conn.
+//   - [Conn.Run] is the agent loop: it runs a rollout to its end with a map of [ToolFunc]s,
+//     running parallel calls concurrently.
+//
+// Protocol flow, as the client sees it (append shape):
+//
+//	Start  → response.create
+//	       ← response.created, response.in_progress, output events …
+//	       ← response.done {pending_call_ids}        Events stops; Suspension() != nil
+//	Append → response.append {response_id, input}
+//	       ← output events … (same Response, numbering continues)
+//	       ← response.completed                       Events stops; Response() != nil
+//
+// In the public shape each stop at tool calls is a completed Response. The client reports it
+// as a suspension ([Event.Suspended] is set on that response.completed), and Append sends a new
+// response.create with previous_response_id, the create's settings and the tool outputs. The
+// Response that ends the rollout ([Event.Final], [Rollout.Response]) is merged over the
+// segments: Output holds every model item of the rollout and Usage is the sum. Its ID is the
+// last segment's id.
+//
+// # Types
+//
+// The package has its own small wire types ([Item], [Response], [Usage], [Event]) and imports
+// nothing of the server: it is a standalone client that can be copied into other modules.
+// [Item], [Response] and [Event] keep the JSON they were decoded from in Raw, for members the
+// types do not name.
+//
+// # Routing
+//
+// Lifecycle events and response.done are routed by response id. Output events carry no response
+// id: they belong to the rollout holding the connection's sampling slot, which the client tracks
+// from the order in which it sent creates and appends (append-protocol §8). error frames do not
+// say which frame they answer (§14): the client gives an error to the request whose response id
+// or call_id (pending, or in the request's input) the message names, else to the oldest request
+// not yet answered. A client that sends one request at a time per connection is never affected.
+//
+// # Reconnects
+//
+// When the server ends a connection for its age limit (the websocket_connection_limit_reached
+// frame, close 1001) or closes it with 1001 (shutdown), rollouts that were suspended stay
+// suspended on the client; their next Append dials a new connection and continues with a
+// response.create that names the ended Response in previous_response_id (store:true, the
+// default) or replays the rollout's whole context (store:false). The server ends those rollouts
+// with response.incomplete (reason connection_limit or server_shutdown); the client does not
+// pass that event on. Rollouts that were sampling or queued when the connection ended end as the
+// server ended them (the incomplete event), or with [ErrConnectionLost]. A create sent while the
+// server drains is refused with websocket_connection_limit_reached (a *Error from Events);
+// the next Start uses a new connection. Options.NoReconnect turns reconnects off: a suspended
+// rollout then ends with the server's response.incomplete, and the Conn with the WebSocket. Replaying is not possible for a rollout whose create named a
+// previous_response_id with store:false: its Append returns [ErrCannotContinue].
+//
+// # Errors
+//
+// A rejected frame is a [*Error] (status, type, code, param, message) returned by
+// [Rollout.Events]; a rejected append or cancel leaves the rollout as it was. A refused upgrade
+// is a *Error too, with the HTTP status. The sentinels in errors.go cover the client's own
+// states.
+package client

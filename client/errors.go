@@ -1,0 +1,65 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error is an error the server sent: an error frame, the error body of a refused WebSocket
+// upgrade, or response.error of a failed Response (then Status is 0). It mirrors the API error
+// object {type, code, param, message} and the frame's HTTP status. Codes are listed in
+// docs/append-protocol.md §12.
+type Error struct {
+	Status  int    // HTTP status: 400, 404, 409, 413, 429, 500, 503; 0 for a failed Response
+	Type    string // "invalid_request_error" or "server_error"
+	Code    string // for example "missing_tool_output"
+	Param   string // the offending parameter path, or ""
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	s := "tether: " + e.Code
+	if e.Status != 0 {
+		s = fmt.Sprintf("tether: %d %s", e.Status, e.Code)
+	}
+	if e.Param != "" {
+		s += " (" + e.Param + ")"
+	}
+	return s + ": " + e.Message
+}
+
+// AsError returns err as a *Error when it is or wraps one.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+var (
+	// ErrClosed is returned by calls on a Conn after Close, and by Events for rollouts that were
+	// live when the Conn was closed.
+	ErrClosed = errors.New("client: connection closed")
+	// ErrConnectionLost is returned by Events when the connection ended while the rollout was
+	// sampling or queued and the server sent no terminal event. It wraps the read error.
+	ErrConnectionLost = errors.New("client: connection lost")
+	// ErrNotSuspended is returned by Append when the rollout does not wait for tool outputs.
+	ErrNotSuspended = errors.New("client: rollout not suspended")
+	// ErrEnded is returned by Append and Cancel on a rollout that has ended.
+	ErrEnded = errors.New("client: rollout has ended")
+	// ErrNotStarted is returned by Cancel while the create waits in the server's queue: its
+	// response id is not known yet (append-protocol §14).
+	ErrNotStarted = errors.New("client: rollout not started yet")
+	// ErrCancelUnsupported is returned by Cancel on a public-shape rollout that is sampling: the
+	// public shape has no response.cancel.
+	ErrCancelUnsupported = errors.New("client: the public shape cannot cancel a sampling response")
+	// ErrCannotContinue is returned by Append after a reconnect when the rollout can be continued
+	// neither from the store (store:false) nor by replay (its create named a previous_response_id).
+	ErrCannotContinue = errors.New("client: rollout cannot be continued on a new connection")
+	// ErrMaxTurns is returned by Run when the rollout suspends more often than RunOptions.MaxTurns;
+	// Run cancels the rollout first.
+	ErrMaxTurns = errors.New("client: too many tool-call turns")
+	// ErrUnknownTool is the cause reported to the model (as the tool output) for a call whose name
+	// has no handler in RunOptions.Tools.
+	ErrUnknownTool = errors.New("client: unknown tool")
+)

@@ -1,0 +1,346 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/coder/websocket"
+)
+
+// errLinkGone is returned by link.send when the WebSocket ended before the request was sent;
+// nothing was changed and the caller retries on a new WebSocket.
+var errLinkGone = errors.New("client: websocket gone")
+
+// reqKind is what a request frame asks for.
+type reqKind int
+
+const (
+	reqCreate reqKind = iota // response.create: answered by response.created or an error
+	reqAppend                // response.append: answered by the rollout's next output event or an error
+	reqCancel                // response.cancel: answered by the terminal event or an error
+)
+
+// request is a frame the server has not answered yet.
+type request struct {
+	kind reqKind
+	r    *Rollout
+	ids  []string // the call_ids of its input: an error message naming one answers this request
+	// apply checks the rollout's state, changes it as if the server accepted the frame, and
+	// returns the frame. It runs with link.mu and r.mu held.
+	apply func(l *link) ([]byte, error)
+	// undo reverts apply when the server rejects the frame. It runs with r.mu held.
+	undo func()
+}
+
+// link is one WebSocket of a Conn: its reader goroutine routes server events to rollouts.
+type link struct {
+	// Immutable
+	ws        *websocket.Conn
+	shape     Shape
+	reconnect bool
+	trace     func(sent bool, frame []byte) // Options.Trace, or nil
+	done      chan struct{}                 // closed when the reader has exited
+
+	wsem chan struct{} // a one-slot semaphore held while registering and writing a request, so
+	// that pending is in wire order; a channel, so that a waiting sender honours its ctx
+
+	mu      sync.Mutex // guards the fields below
+	byID    map[string]*Rollout
+	all     map[*Rollout]struct{} // rollouts that sent a frame on this link
+	pending []*request            // requests not answered yet, in wire order
+	holder  *Rollout              // the rollout holding the sampling slot
+	err     error                 // why the reader exited; nil while it runs
+	away    bool                  // the server announced the age limit or closed with 1001
+	closing bool                  // Conn.Close closes this link
+}
+
+func newLink(ws *websocket.Conn, shape Shape, reconnect bool, trace func(bool, []byte)) *link {
+	return &link{ws: ws, shape: shape, reconnect: reconnect, trace: trace, done: make(chan struct{}),
+		wsem: make(chan struct{}, 1),
+		byID: map[string]*Rollout{}, all: map[*Rollout]struct{}{}}
+}
+
+// status reports whether the link can no longer take requests, and why.
+func (l *link) status() (gone bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err != nil || l.away, l.err
+}
+
+// exited reports whether the link's reader has exited.
+func (l *link) exited() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// goingAway reports whether the server ended the link in a way that allows a reconnect.
+func (l *link) goingAway() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.away && !l.closing
+}
+
+// send applies q and writes its frame. It returns errLinkGone, with nothing changed, when the
+// link has ended; a write error ends the link, and the reader's exit ends the rollout.
+func (l *link) send(ctx context.Context, q *request) error {
+	select {
+	case l.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-l.wsem }()
+	l.mu.Lock()
+	if l.err != nil || l.away {
+		l.mu.Unlock()
+		return errLinkGone
+	}
+	q.r.mu.Lock()
+	frame, err := q.apply(l)
+	q.r.mu.Unlock()
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	l.pending = append(l.pending, q)
+	l.all[q.r] = struct{}{}
+	l.mu.Unlock()
+	if l.trace != nil {
+		l.trace(true, frame)
+	}
+	if err := l.ws.Write(ctx, websocket.MessageText, frame); err != nil {
+		return fmt.Errorf("client: write: %w", err)
+	}
+	return nil
+}
+
+// read owns the link's reads until the WebSocket ends.
+func (l *link) read() {
+	defer close(l.done)
+	for {
+		typ, data, err := l.ws.Read(context.Background())
+		if err != nil {
+			l.exit(err)
+			return
+		}
+		if typ != websocket.MessageText {
+			continue
+		}
+		if l.trace != nil {
+			l.trace(false, data)
+		}
+		l.mu.Lock()
+		l.handle(data)
+		l.mu.Unlock()
+	}
+}
+
+// exit ends or detaches the rollouts of the link after its reader ended with err.
+func (l *link) exit(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if websocket.CloseStatus(err) == websocket.StatusGoingAway {
+		l.away = true
+	}
+	l.err = err
+	cause := fmt.Errorf("%w: %w", ErrConnectionLost, err)
+	if l.closing {
+		cause = ErrClosed
+	}
+	for r := range l.all {
+		r.mu.Lock()
+		if r.link == l {
+			r.linkEnded(l.away && l.reconnect && !l.closing, cause)
+		}
+		r.mu.Unlock()
+	}
+	l.all, l.pending, l.holder = nil, nil, nil
+}
+
+// handle routes one server event; raw is not reused by the reader (ws.Read returns a new
+// slice), so events keep it. l.mu is held.
+func (l *link) handle(raw []byte) {
+	var w wireEvent
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return // not an event of this protocol; nothing to route it to
+	}
+	switch {
+	case w.Type == "error":
+		l.onError(w.apiError())
+	case w.Type == "response.created" && w.Response != nil:
+		l.onCreated(&w, raw)
+	case w.Type == "response.done":
+		l.onSuspended(&w, raw)
+	case w.Response != nil:
+		l.onLifecycle(&w, raw)
+	default:
+		l.onOutput(&w, raw)
+	}
+}
+
+func (l *link) onError(e *Error) {
+	if e.Code == "websocket_connection_limit_reached" {
+		l.away = true
+	}
+	i := l.match(e)
+	if i < 0 {
+		return
+	}
+	q := l.pending[i]
+	l.pending = append(l.pending[:i], l.pending[i+1:]...)
+	q.r.mu.Lock()
+	q.undo()
+	q.r.push(Event{}, e)
+	q.r.mu.Unlock()
+}
+
+// match returns the pending request an error answers: the one whose response id, pending
+// call_id or input call_id the message names, else the oldest (append-protocol §14); -1 if
+// none is pending.
+func (l *link) match(e *Error) int {
+	for i, q := range l.pending {
+		q.r.mu.Lock()
+		named := q.r.named(e.Message)
+		q.r.mu.Unlock()
+		for _, id := range q.ids {
+			named = named || mentions(e.Message, id)
+		}
+		if named {
+			return i
+		}
+	}
+	if len(l.pending) == 0 {
+		return -1
+	}
+	return 0
+}
+
+func (l *link) onCreated(w *wireEvent, raw []byte) {
+	i := l.firstPending(reqCreate, nil)
+	if i < 0 {
+		return
+	}
+	q := l.pending[i]
+	l.pending = append(l.pending[:i], l.pending[i+1:]...)
+	r := q.r
+	l.holder = r
+	r.mu.Lock()
+	delete(l.byID, r.id)
+	r.created(w.Response.ID)
+	r.push(w.event(raw), nil)
+	r.mu.Unlock()
+	l.byID[w.Response.ID] = r
+}
+
+func (l *link) onSuspended(w *wireEvent, raw []byte) {
+	r := l.byID[w.ResponseID]
+	if r == nil {
+		return
+	}
+	if l.holder == r {
+		l.holder = nil
+	}
+	r.mu.Lock()
+	if r.link == l {
+		r.suspended(w.event(raw), w.PendingCallIDs, w.Output, w.Usage)
+	}
+	r.mu.Unlock()
+}
+
+func (l *link) onLifecycle(w *wireEvent, raw []byte) {
+	r := l.byID[w.Response.ID]
+	if r == nil {
+		return
+	}
+	if !isTerminal(w.Type) {
+		r.mu.Lock()
+		if r.link == l {
+			r.push(w.event(raw), nil)
+		}
+		r.mu.Unlock()
+		return
+	}
+	if l.holder == r {
+		l.holder = nil
+	}
+	for i := l.firstPending(-1, r); i >= 0; i = l.firstPending(-1, r) {
+		l.pending = append(l.pending[:i], l.pending[i+1:]...)
+	}
+	r.mu.Lock()
+	ended := true // a rollout that moved to another WebSocket is done with this one
+	if r.link == l {
+		ended = r.terminal(l, w.event(raw))
+	}
+	r.mu.Unlock()
+	if ended {
+		delete(l.byID, w.Response.ID)
+		delete(l.all, r)
+	}
+}
+
+func (l *link) onOutput(w *wireEvent, raw []byte) {
+	if l.holder == nil {
+		i := l.firstPending(reqAppend, nil)
+		if i < 0 {
+			return
+		}
+		l.holder = l.pending[i].r
+		l.pending = append(l.pending[:i], l.pending[i+1:]...)
+	}
+	r := l.holder
+	r.mu.Lock()
+	r.push(w.event(raw), nil)
+	r.mu.Unlock()
+}
+
+// firstPending returns the index of the oldest pending request of kind (any kind when kind is
+// -1) and of rollout r (any rollout when r is nil), or -1.
+func (l *link) firstPending(kind reqKind, r *Rollout) int {
+	for i, q := range l.pending {
+		if (kind < 0 || q.kind == kind) && (r == nil || q.r == r) {
+			return i
+		}
+	}
+	return -1
+}
+
+// frame marshals a client event: members plus "type".
+func frame(typ string, members map[string]json.RawMessage) ([]byte, error) {
+	m := make(map[string]json.RawMessage, len(members)+1)
+	for k, v := range members {
+		m[k] = v
+	}
+	t, _ := json.Marshal(typ)
+	m["type"] = t
+	return json.Marshal(m)
+}
+
+// mentions reports whether msg names id as a whole word.
+func mentions(msg, id string) bool {
+	if id == "" {
+		return false
+	}
+	for i := strings.Index(msg, id); i >= 0; {
+		end := i + len(id)
+		if end == len(msg) || !isIDChar(msg[end]) {
+			return true
+		}
+		j := strings.Index(msg[end:], id)
+		if j < 0 {
+			return false
+		}
+		i = end + j
+	}
+	return false
+}
+
+func isIDChar(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}

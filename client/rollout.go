@@ -1,0 +1,324 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"sync"
+)
+
+// state is where a rollout is, as the client sees it.
+type state int
+
+const (
+	stQueued    state = iota // a create was sent; no response.created yet
+	stSampling               // holds the sampling slot, or waits for it after an append
+	stSuspended              // waits for Append on its WebSocket
+	stDetached               // suspended, but its WebSocket went away: Append continues on a new one
+	stEnded
+)
+
+// result is one item of a rollout's event queue.
+type result struct {
+	ev  Event
+	err error
+}
+
+// Rollout is one agent rollout: one Response in the append shape, a chain of Responses linked
+// by previous_response_id in the public shape. Its methods may be called from several
+// goroutines, but Events should have one reader at a time.
+type Rollout struct {
+	// Immutable
+	c          *Conn
+	settings   map[string]json.RawMessage // the create's members but input and previous_response_id
+	store      bool                       // the Responses are stored (store is not false)
+	replayable bool                       // the create named no previous_response_id
+	wake       chan struct{}              // signalled when queue grows or the state changes
+
+	mu         sync.Mutex // guards the fields below
+	link       *link
+	state      state
+	id         string // the current Response id ("" until response.created)
+	queue      []result
+	susp       *Suspension
+	history    []json.RawMessage // the rollout's context, for a replay
+	cur        []Item            // append shape: the current Response's output up to its last suspension
+	cancelling bool              // a response.cancel was sent; the terminal event is due
+	ended      bool              // r.id names a Response that has ended on the server (stored if store)
+	prior      []Item            // the output of the rollout's ended Responses (segments)
+	priorUsage Usage             // their usage
+	usage      Usage             // the current Response's usage
+	final      *Response
+}
+
+// Start sends response.create for req and returns the rollout at once; its first event
+// (response.created) comes when the rollout gets the connection's sampling slot. A create the
+// server rejects ends the rollout: Events returns the *Error.
+func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
+	settings, err := req.settings()
+	if err != nil {
+		return nil, fmt.Errorf("client: encode create: %w", err)
+	}
+	r := &Rollout{c: c, settings: settings, store: req.Store == nil || *req.Store,
+		replayable: req.PreviousResponseID == "", wake: make(chan struct{}, 1)}
+	members := maps.Clone(settings)
+	if len(req.Input) > 0 {
+		if members["input"], err = json.Marshal(req.Input); err != nil {
+			return nil, fmt.Errorf("client: encode input: %w", err)
+		}
+		for _, it := range req.Input {
+			b, _ := json.Marshal(it)
+			r.history = append(r.history, b)
+		}
+	}
+	if req.PreviousResponseID != "" {
+		members["previous_response_id"], _ = json.Marshal(req.PreviousResponseID)
+	}
+	f, err := frame("response.create", members)
+	if err != nil {
+		return nil, fmt.Errorf("client: encode create: %w", err)
+	}
+	q := &request{kind: reqCreate, r: r,
+		apply: func(l *link) ([]byte, error) { r.link, r.state = l, stQueued; return f, nil },
+		undo:  func() { r.state = stEnded }}
+	if err := c.sendRetry(ctx, q); err != nil {
+		if errors.Is(err, errLinkGone) {
+			err = ErrConnectionLost
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// sendRetry sends q on the current WebSocket, and once more on a new one if it went away.
+func (c *Conn) sendRetry(ctx context.Context, q *request) error {
+	for try := 0; ; try++ {
+		l, err := c.current(ctx)
+		if err != nil {
+			return err
+		}
+		err = l.send(ctx, q)
+		if !errors.Is(err, errLinkGone) || try == 1 {
+			return err
+		}
+	}
+}
+
+// ID is the rollout's current Response id: "" until response.created; in the public shape and
+// after a reconnect, the id of the latest Response of the chain.
+func (r *Rollout) ID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.id
+}
+
+// Suspension returns the pending tool calls while the rollout waits for Append, else nil.
+func (r *Rollout) Suspension() *Suspension {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if (r.state != stSuspended && r.state != stDetached) || r.cancelling {
+		return nil
+	}
+	return r.susp
+}
+
+// Response returns the final Response once the rollout has ended (nil before, and after an
+// error that ended it). In the public shape and after reconnects it is merged over the chain:
+// Output holds every model item of the rollout, Usage the sum.
+func (r *Rollout) Response() *Response {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.final
+}
+
+// Usage is the rollout's usage so far, summed over the Responses of its chain.
+func (r *Rollout) Usage() Usage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.priorUsage.add(r.usage)
+}
+
+// Events iterates the rollout's events up to and including the next suspension
+// ([Event.Suspended]) or its end ([Event.Final]). It stops after an error: a *Error for a
+// frame the server rejected (a rejected append or cancel leaves the rollout as it was; call
+// Append or Events again), ErrConnectionLost, ErrClosed, or ctx's error. While the rollout is
+// suspended or ended and no event is left, the iteration is empty.
+func (r *Rollout) Events(ctx context.Context) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for {
+			res, ok := r.next(ctx)
+			if !ok {
+				return
+			}
+			if !yield(res.ev, res.err) || res.err != nil || res.ev.Suspended != nil || res.ev.Final != nil {
+				return
+			}
+		}
+	}
+}
+
+// next waits for the next queued result; false when the rollout waits for nothing.
+func (r *Rollout) next(ctx context.Context) (result, bool) {
+	for {
+		r.mu.Lock()
+		if len(r.queue) > 0 {
+			res := r.queue[0]
+			r.queue[0] = result{}
+			r.queue = r.queue[1:]
+			r.mu.Unlock()
+			return res, true
+		}
+		idle := (r.state == stSuspended && !r.cancelling) || r.state == stDetached || r.state == stEnded
+		r.mu.Unlock()
+		if idle {
+			return result{}, false
+		}
+		select {
+		case <-r.wake:
+		case <-ctx.Done():
+			return result{err: ctx.Err()}, true
+		}
+	}
+}
+
+// Append sends the outputs of the pending calls (Call.Output), optionally followed by
+// messages (UserMessage). In the append shape it is response.append; in the public shape a
+// response.create with previous_response_id; after a reconnect a create on the new WebSocket
+// (see the package doc). The server's verdict comes through Events. Append returns
+// ErrNotSuspended or ErrEnded when the rollout does not wait for outputs.
+func (r *Rollout) Append(ctx context.Context, items ...Item) error {
+	input, err := json.Marshal(items)
+	if err != nil {
+		return fmt.Errorf("client: encode input: %w", err)
+	}
+	raws := make([]json.RawMessage, len(items))
+	for i, it := range items {
+		raws[i], _ = json.Marshal(it)
+	}
+	r.mu.Lock()
+	err = r.appendable()
+	r.mu.Unlock()
+	if err != nil {
+		return err // before any dial
+	}
+	q := &request{r: r}
+	for _, it := range items {
+		if it.CallID != "" {
+			q.ids = append(q.ids, it.CallID)
+		}
+	}
+	q.apply = func(l *link) ([]byte, error) { return r.applyAppend(l, q, input, raws) }
+	return r.send(ctx, q)
+}
+
+// send sends q for the rollout. When the rollout's WebSocket is going away but its reader has
+// not yet detached the rollout, send waits for that, and tries once more.
+func (r *Rollout) send(ctx context.Context, q *request) error {
+	err := r.c.sendRetry(ctx, q)
+	if !errors.Is(err, errLinkGone) {
+		return err
+	}
+	r.mu.Lock()
+	old := r.link
+	r.mu.Unlock()
+	select {
+	case <-old.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := r.c.sendRetry(ctx, q); !errors.Is(err, errLinkGone) {
+		return err
+	}
+	return ErrConnectionLost
+}
+
+// appendable reports why the rollout cannot take an append now, or nil. r.mu is held.
+func (r *Rollout) appendable() error {
+	switch {
+	case r.state == stEnded:
+		return ErrEnded
+	case (r.state != stSuspended && r.state != stDetached) || r.cancelling:
+		return ErrNotSuspended
+	}
+	return nil
+}
+
+// applyAppend builds the frame that continues the rollout on l and moves it to the queue.
+func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.RawMessage) ([]byte, error) {
+	if err := r.appendable(); err != nil {
+		return nil, err
+	}
+	if r.state == stSuspended && r.link != l {
+		return nil, errLinkGone // its WebSocket is going away: wait until the reader detached it
+	}
+	prevState, prevLink, n := r.state, r.link, len(r.history)
+	q.undo = func() { r.state, r.link, r.history = prevState, prevLink, r.history[:n] }
+	members := maps.Clone(r.settings)
+	switch {
+	case r.link == l && l.shape == ShapeAppend:
+		q.kind, r.state = reqAppend, stSampling
+		members = map[string]json.RawMessage{"input": input}
+		members["response_id"], _ = json.Marshal(r.id)
+		r.history = append(r.history, items...)
+		return frame("response.append", members)
+	case r.link == l || (r.store && r.ended):
+		members["previous_response_id"], _ = json.Marshal(r.id)
+		members["input"] = input
+	case r.replayable:
+		all := append(append([]json.RawMessage(nil), r.history...), items...)
+		members["input"], _ = json.Marshal(all)
+	default:
+		return nil, ErrCannotContinue
+	}
+	q.kind, r.state, r.link = reqCreate, stQueued, l
+	r.history = append(r.history, items...)
+	return frame("response.create", members)
+}
+
+// Cancel ends the rollout (append shape: response.cancel; the terminal response.incomplete
+// with reason "cancelled" comes through Events). A suspended public-shape rollout, or one whose
+// WebSocket went away, ends on the client at once, with a synthesized response.incomplete.
+// Cancel returns ErrNotStarted while the create is queued, ErrEnded after the end, and
+// ErrCancelUnsupported for a sampling public-shape rollout.
+func (r *Rollout) Cancel(ctx context.Context) error {
+	r.mu.Lock()
+	if r.state == stEnded {
+		r.mu.Unlock()
+		return ErrEnded
+	}
+	if r.state == stDetached || (r.state == stSuspended && r.link.shape == ShapePublic) {
+		r.endLocally("cancelled")
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	q := &request{kind: reqCancel, r: r, undo: func() { r.cancelling = false }}
+	q.apply = func(l *link) ([]byte, error) {
+		switch {
+		case r.state == stEnded:
+			return nil, ErrEnded
+		case r.state == stQueued:
+			return nil, ErrNotStarted
+		case r.link != l:
+			return nil, errLinkGone
+		case l.shape == ShapePublic:
+			return nil, ErrCancelUnsupported
+		}
+		r.cancelling = true
+		id, _ := json.Marshal(r.id)
+		return frame("response.cancel", map[string]json.RawMessage{"response_id": id})
+	}
+	err := r.send(ctx, q)
+	if errors.Is(err, ErrConnectionLost) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.state == stDetached { // the WebSocket went away meanwhile
+			r.endLocally("cancelled")
+			return nil
+		}
+	}
+	return err
+}

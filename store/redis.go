@@ -1,0 +1,262 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// DefaultTTL is how long a stored response lives after its last use in Redis (-store-ttl):
+// 30 days, like OpenAI's stored responses.
+const DefaultTTL = 720 * time.Hour
+
+// RedisOptions configures a Redis store. The zero value works.
+type RedisOptions struct {
+	// MaxResponses and MaxBytes bound the stored responses of the whole deployment (count,
+	// and bytes as Size counts them), least recently used evicted first. 0 means
+	// DefaultResponses and DefaultBytes.
+	MaxResponses int
+	MaxBytes     int64
+	// TTL is how long a response lives after its last use (Put, Get, InputItems, Chain).
+	// 0 means DefaultTTL; negative means no expiry.
+	TTL time.Duration
+	// Prefix starts every key. "" means "tether:".
+	Prefix string
+}
+
+// Redis is a Store in Redis (issue 10 §2), shared by every instance of a deployment. Key
+// layout (Prefix "tether:"):
+//
+//	tether:r:<owner>:<id>  hash: parent (previous_response_id or ""), response (the Response
+//	                       JSON with output []), output, input and, for an append-shape
+//	                       rollout, chain (JSON arrays of items); TTL as RedisOptions.TTL
+//	tether:lru             sorted set: response key → last use (unix µs, strictly increasing)
+//	tether:sizes           hash: response key → Size in bytes
+//	tether:bytes           string: the sum of tether:sizes
+//	tether:clock           string: the last stamp given out (unix µs)
+//
+// <owner> is the first 32 hex digits of the SHA-256 of the owner's API key (the key itself is
+// never written), so a lookup by another owner names a key that does not exist. Every call is
+// one Lua script (one round trip); Chain walks the parent pointers inside Redis.
+type Redis struct {
+	c      *redis.Client
+	o      RedisOptions
+	lru    string
+	sizes  string
+	bytes  string
+	clock  string
+	ttlArg int64 // milliseconds, 0 = none
+}
+
+// NewRedis connects to the Redis of url (redis://[user:password@]host:port/db) and checks
+// that it answers within ctx.
+func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	opt.DisableIdentity = true
+	opt.ContextTimeoutEnabled = true // a call ends at its ctx deadline (-store-timeout), not only at ReadTimeout
+	c := redis.NewClient(opt)
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("store: cannot reach Redis at %s: %w", opt.Addr, err)
+	}
+	if o.MaxResponses <= 0 {
+		o.MaxResponses = DefaultResponses
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultBytes
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Prefix == "" {
+		o.Prefix = "tether:"
+	}
+	s := &Redis{c: c, o: o, lru: o.Prefix + "lru", sizes: o.Prefix + "sizes", bytes: o.Prefix + "bytes", clock: o.Prefix + "clock"}
+	if o.TTL > 0 {
+		s.ttlArg = o.TTL.Milliseconds()
+	}
+	return s, nil
+}
+
+// ownerPrefix is the key prefix of owner's responses.
+func (s *Redis) ownerPrefix(owner string) string {
+	h := sha256.Sum256([]byte(owner))
+	return s.o.Prefix + "r:" + hex.EncodeToString(h[:16]) + ":"
+}
+
+func (s *Redis) keys(id, owner string) []string {
+	return []string{s.lru, s.sizes, s.bytes, s.clock, s.ownerPrefix(owner) + id}
+}
+
+// Put stores r (one script: replace, account, evict).
+func (s *Redis) Put(ctx context.Context, r *Response) error {
+	head := r.Response
+	head.Output = nil
+	resp, err := json.Marshal(head)
+	if err != nil {
+		return err
+	}
+	output, err := json.Marshal(r.Response.Output)
+	if err != nil {
+		return err
+	}
+	input, err := json.Marshal(r.Input)
+	if err != nil {
+		return err
+	}
+	var chain []byte
+	if r.Chain != nil {
+		if chain, err = json.Marshal(r.Chain); err != nil {
+			return err
+		}
+	}
+	parent := ""
+	if p := r.Response.PreviousResponseID; p != nil {
+		parent = *p
+	}
+	err = putScript.Run(ctx, s.c, s.keys(r.Response.ID, r.Owner), s.ttlArg, parent, resp, output, input,
+		chain, Size(r), s.o.MaxResponses, s.o.MaxBytes).Err()
+	return wrap("put", err)
+}
+
+// Get returns the stored response id of owner.
+func (s *Redis) Get(ctx context.Context, id, owner string) (*Response, error) {
+	v, err := s.fields(ctx, id, owner, "response", "output", "input", "chain")
+	if err != nil {
+		return nil, err
+	}
+	r := &Response{Owner: owner}
+	if err := decode(v[0], &r.Response); err != nil {
+		return nil, err
+	}
+	if err := decode(v[1], &r.Response.Output); err != nil {
+		return nil, err
+	}
+	if err := decode(v[2], &r.Input); err != nil {
+		return nil, err
+	}
+	if v[3] != nil {
+		if err := decode(v[3], &r.Chain); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// fields returns hash fields of the response key (nil for an absent field), touching it.
+func (s *Redis) fields(ctx context.Context, id, owner string, fields ...string) ([]any, error) {
+	args := []any{s.ttlArg}
+	for _, f := range fields {
+		args = append(args, f)
+	}
+	v, err := getScript.Run(ctx, s.c, s.keys(id, owner), args...).Slice()
+	if err != nil {
+		return nil, wrap("get", err)
+	}
+	if len(v) != len(fields) {
+		return nil, fmt.Errorf("store: redis get: %d fields, want %d", len(v), len(fields))
+	}
+	return v, nil
+}
+
+// Delete removes the stored response id of owner.
+func (s *Redis) Delete(ctx context.Context, id, owner string) error {
+	n, err := deleteScript.Run(ctx, s.c, s.keys(id, owner), s.ttlArg).Int()
+	if err != nil {
+		return wrap("delete", err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// InputItems returns one page of the input items of id (the items are paginated here).
+func (s *Redis) InputItems(ctx context.Context, id, owner string, p Page) (ItemList, error) {
+	v, err := s.fields(ctx, id, owner, "input")
+	if err != nil {
+		return ItemList{}, err
+	}
+	var items []protocol.Item
+	if err := decode(v[0], &items); err != nil {
+		return ItemList{}, err
+	}
+	return paginate(items, p)
+}
+
+// Chain returns the items of the chain ending at id: one script walks the parent pointers.
+func (s *Redis) Chain(ctx context.Context, id, owner string) ([]protocol.Item, error) {
+	v, err := chainScript.Run(ctx, s.c, []string{s.lru, s.sizes, s.bytes, s.clock}, s.ttlArg, s.ownerPrefix(owner), id, MaxChainLinks).Slice()
+	if err != nil {
+		return nil, wrap("chain", err)
+	}
+	links := make([]link, 0, len(v)/3)
+	for i := 0; i+2 < len(v); i += 3 {
+		var l link
+		if c, _ := v[i+2].(string); c != "" {
+			if err := decode(c, &l.chain); err != nil {
+				return nil, err
+			}
+			if l.chain == nil {
+				l.chain = []protocol.Item{}
+			}
+		} else if err := errors.Join(decode(v[i], &l.input), decode(v[i+1], &l.output)); err != nil {
+			return nil, err
+		}
+		links = append(links, l)
+	}
+	return assemble(links), nil
+}
+
+// Close closes the connection pool.
+func (s *Redis) Close() error {
+	err := s.c.Close()
+	if errors.Is(err, redis.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func wrap(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, redis.Nil):
+		return ErrNotFound
+	}
+	return fmt.Errorf("store: redis %s: %w", op, err)
+}
+
+// decode unmarshals a JSON field returned by a script.
+func decode(v any, dst any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("store: redis: corrupt record (field is %T)", v)
+	}
+	if err := json.Unmarshal([]byte(s), dst); err != nil {
+		return fmt.Errorf("store: redis: corrupt record: %w", err)
+	}
+	return nil
+}
+
+// LogRedisTo sends go-redis's own log lines (dial retries, pool events: one process-wide
+// logger) to log at debug level; Guard already logs each store failure at warn.
+func LogRedisTo(log *slog.Logger) { redis.SetLogger(redisLogger{log}) }
+
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}

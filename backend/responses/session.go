@@ -84,7 +84,7 @@ func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Ou
 func (s *session) exchange(ctx context.Context, full []protocol.Item, calls int, out sampler.Output, generate bool) (sampler.StepResult, error) {
 	restart := false
 	for attempt := 1; ; attempt++ {
-		res, err, retry := s.attempt(ctx, full, calls, out, restart, generate)
+		res, retry, err := s.attempt(ctx, full, calls, out, restart, generate)
 		if err == nil {
 			s.pending = s.pending[:0]
 			s.started = true
@@ -121,29 +121,29 @@ const (
 )
 
 // attempt sends the step once and reads its events up to the terminal one.
-func (s *session) attempt(ctx context.Context, full []protocol.Item, calls int, out sampler.Output, restart, generate bool) (sampler.StepResult, error, retry) {
+func (s *session) attempt(ctx context.Context, full []protocol.Item, calls int, out sampler.Output, restart, generate bool) (sampler.StepResult, retry, error) {
 	c, gen, fresh, err := s.up.socket(ctx)
 	if err != nil {
-		return sampler.StepResult{}, err, noRetry
+		return sampler.StepResult{}, noRetry, err
 	}
 	f := s.create(full, calls, gen, restart)
 	if !generate {
 		f.Generate = &generate
 	}
 	st := &stream{out: out}
-	res, id, err, clean := s.run(ctx, c, f, st)
+	res, id, clean, err := s.run(ctx, c, f, st)
 	if err == nil {
 		s.prev, s.gen = id, gen
 		if generate {
 			s.lastCalls = st.calls
 		}
-		return res, nil, noRetry
+		return res, noRetry, nil
 	}
 	r := s.retryOf(err, st, fresh, f.PreviousResponseID != "")
 	if !clean || r == retryNew {
 		s.up.drop(c)
 	}
-	return res, err, r
+	return res, r, err
 }
 
 // retryOf classifies a failed attempt: the connection-age limit, a going-away close or a
@@ -230,31 +230,31 @@ func (e *socketError) Unwrap() error { return e.err }
 
 // run writes f and streams the step's events. clean reports that the socket is at a frame
 // boundary with no response in flight (a terminal event or an error frame was read).
-func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream) (res sampler.StepResult, id string, err error, clean bool) {
+func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream) (res sampler.StepResult, id string, clean bool, err error) {
 	data, err := json.Marshal(f)
 	if err != nil {
-		return res, "", fmt.Errorf("encode response.create: %w", err), false
+		return res, "", false, fmt.Errorf("encode response.create: %w", err)
 	}
 	if err := s.write(ctx, c, data); err != nil {
-		return res, "", err, false
+		return res, "", false, err
 	}
 	for answered := false; ; answered = true {
 		ev, err := s.read(ctx, c, answered)
 		if err != nil {
-			return res, "", err, false
+			return res, "", false, err
 		}
 		if ev.Response != nil && ev.Response.ID != "" {
 			id = ev.Response.ID
 		}
 		switch ev.Type {
 		case "error":
-			return res, "", frameError(ev), true
+			return res, "", true, frameError(ev)
 		case "response.completed", "response.incomplete", "response.failed":
 			res, err = result(ev.Response, ev.Type)
-			return res, id, err, true
+			return res, id, true, err
 		}
 		if err := st.event(ev); err != nil {
-			return res, "", err, false
+			return res, "", false, err
 		}
 	}
 }

@@ -463,3 +463,25 @@ func TestUpstreamErrorFrame(t *testing.T) {
 		t.Fatalf("the first rollout after the error: %v", last)
 	}
 }
+
+// TestModelsFromUpstream: GET /v1/models on the front lists the upstream's models (asked with
+// the upstream key), not the sim's.
+func TestModelsFromUpstream(t *testing.T) {
+	_, up := servertest.Start(t, server.Options{Keys: server.NewKeys("sk-upstream"),
+		Models: []server.ModelInfo{{ID: "upstream-model", Object: "model", OwnedBy: "test"}}})
+	m, err := responses.New(responses.Options{URL: up + "/v1", APIKey: "sk-upstream", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fr := startFront(t, server.Options{Model: m})
+	for path, want := range map[string]int{"/v1/models/upstream-model": 200, "/v1/models/sim": 404} {
+		resp, err := http.Get(fr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("GET %s on the front: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}

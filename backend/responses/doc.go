@@ -4,7 +4,8 @@
 //
 // Entry points: New(Options) returns the Model; WebSocketURL derives the upstream's ws(s) URL
 // from the -upstream flag; Model.CheckRequest refuses bad "sim.*" metadata before a response
-// starts (a sim upstream would refuse it only after).
+// starts (a sim upstream would refuse it only after); Model.Models lists the upstream's
+// models (its GET /v1/models) for this server's GET /v1/models.
 //
 // # Connections
 //

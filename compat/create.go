@@ -167,7 +167,7 @@ func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history [
 		Sink:            &rolloutSink{owner: r, key: key},
 		SuspendOnAnswer: true,
 		StartSuspended:  ps.warmup,
-	}})
+	}, SettingsBytes: session.SettingsBytes(p)})
 	if err != nil {
 		r.mu.Lock()
 		delete(r.next, key)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -31,6 +32,13 @@ type HTTP struct {
 	// WriteTimeout bounds the writing of one SSE event: a client that stops reading is cut off
 	// and its rollout freed. 0 means none.
 	WriteTimeout time.Duration
+	// ReadTimeout bounds the reading of a POST body: a client that stalls is answered
+	// request_timeout (408) and its connection closed. 0 means none.
+	ReadTimeout time.Duration
+	// Budget, if set, admits each POST body before it is read (its Content-Length, or MaxBody
+	// when unknown), so that bodies being read and decoded stay within the server-wide memory
+	// budget; over it the POST gets server_overloaded (503) at once.
+	Budget *session.Budget
 	// Track, if set, is told about each request's connection core while the request runs, so
 	// that a server shutdown can drain it (its response then ends within the grace period);
 	// the returned function is called when the request ends.
@@ -39,32 +47,27 @@ type HTTP struct {
 
 // Create serves POST /v1/responses for the key owner ("" when the server is open).
 func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
-	max := h.MaxBody
-	if max <= 0 {
-		max = session.DefaultMaxFrame
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	if err != nil {
-		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err))
-		return
-	}
-	if int64(len(body)) > max {
-		WriteError(w, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
-			"The request body exceeds the limit of %d bytes.", max))
+	body, res, perr := h.readBody(w, r)
+	if perr != nil {
+		h.fail(w, perr)
 		return
 	}
 	p, perr := protocol.DecodeCreateParams(body)
 	if perr != nil {
-		WriteError(w, perr)
+		res.Release()
+		h.fail(w, perr)
 		return
 	}
-	conn := session.NewConn(idleTransport{}, h.Session)
+	sess := h.Session
+	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
+	conn := session.NewConn(idleTransport{}, sess)
 	defer conn.Close()
 	if h.Track != nil {
 		defer h.Track(conn)()
 	}
 	opts := h.Options
 	opts.Owner = owner
+	opts.Quota = session.QuotaKey(owner, r.RemoteAddr)
 	reg := opts.registry(conn)
 	var em emitter
 	var col *collector
@@ -75,8 +78,9 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		em = col
 	}
 	ps, perr := reg.create(p, em, false, opts.counters())
+	res.Release() // the request is decoded; its rollout's items are counted by the rollout limits
 	if perr != nil {
-		WriteError(w, perr)
+		h.fail(w, perr)
 		return
 	}
 	select {
@@ -87,6 +91,84 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	if col != nil {
 		writeJSON(w, http.StatusOK, col.final)
 	}
+}
+
+// readBody admits and reads a POST body: request_body_too_large (413) for a Content-Length
+// over MaxBody before reading anything, server_overloaded (503) when the Budget is in use,
+// request_timeout (408) for a body not received within ReadTimeout. The returned
+// reservation (session.DecodeCost of the body) is to be released once it has been decoded.
+func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ *session.Reservation, _ *protocol.Error) {
+	max := h.MaxBody
+	if max <= 0 {
+		max = session.DefaultMaxFrame
+	}
+	if r.ContentLength > max {
+		return nil, nil, bodyTooLarge(max)
+	}
+	size := r.ContentLength
+	if size < 0 {
+		size = max // unknown length (chunked): reserve the limit
+	}
+	res, perr := h.Budget.AdmitBody(size)
+	if perr != nil {
+		return nil, nil, perr
+	}
+	rc := http.NewResponseController(w)
+	if h.ReadTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(h.ReadTimeout))
+	}
+	body, err := readAtMost(r.Body, r.ContentLength, max)
+	if h.ReadTimeout > 0 && !isTimeout(err) {
+		// A deadline left behind would cancel the request; after a timeout it stays, so that
+		// the server does not wait for the rest of the body either.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	switch {
+	case isTimeout(err):
+		res.Release()
+		w.Header().Set("Connection", "close")
+		return nil, nil, protocol.Errorf(http.StatusRequestTimeout, protocol.CodeRequestTimeout, "",
+			"The request body was not received within %s.", h.ReadTimeout)
+	case err != nil:
+		res.Release()
+		return nil, nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err)
+	case int64(len(body)) > max:
+		res.Release()
+		return nil, nil, bodyTooLarge(max)
+	case !res.Cover(session.DecodeCost(body)):
+		res.Release()
+		return nil, nil, session.OverloadedError("the server's memory budget for requests being decoded is in use")
+	}
+	return body, res, nil
+}
+
+// readAtMost reads a body of Content-Length n (-1: unknown) and at most max+1 bytes. A known
+// length is read into a buffer of exactly that size, so a body in progress holds no more than
+// its length (growing by doubling would hold up to twice as much).
+func readAtMost(body io.Reader, n, max int64) ([]byte, error) {
+	if n < 0 {
+		return io.ReadAll(io.LimitReader(body, max+1))
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func bodyTooLarge(max int64) *protocol.Error {
+	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
+		"The request body exceeds the limit of %d bytes.", max)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// fail writes e (the server's access log counts it in tether_errors_total).
+func (h *HTTP) fail(w http.ResponseWriter, e *protocol.Error) {
+	WriteError(w, e) // counted in tether_errors_total by the server's access log
 }
 
 // collector keeps only the terminal Response (stream:false).
@@ -202,7 +284,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
-			WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "limit", "limit must be an integer from 1 to 100."))
+			h.fail(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "limit", "limit must be an integer from 1 to 100."))
 			return
 		}
 		page.Limit = n

@@ -54,6 +54,7 @@ type registry struct {
 	conn  *session.Conn
 	store store.Store
 	owner string // API key of the connection
+	quota string // per-key quota key (session.QuotaKey)
 
 	mu       sync.Mutex // guards segs, next and inflight
 	segs     *segments
@@ -61,8 +62,8 @@ type registry struct {
 	inflight map[string]bool            // ids of segments accepted and not yet ended
 }
 
-func newRegistry(conn *session.Conn, st store.Store, owner string, maxCount int, maxBytes int64) *registry {
-	return &registry{conn: conn, store: st, owner: owner, segs: newSegments(maxCount, maxBytes),
+func newRegistry(conn *session.Conn, st store.Store, owner, quota string, maxCount int, maxBytes int64) *registry {
+	return &registry{conn: conn, store: st, owner: owner, quota: quota, segs: newSegments(maxCount, maxBytes),
 		next: make(map[string]*pendingSegment), inflight: make(map[string]bool)}
 }
 
@@ -192,7 +193,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	r := s.owner
 	storeFailed := false
 	if ps.store && status != protocol.ResponseFailed && r.store != nil {
-		sr := &store.Response{Response: final, Input: session.WithIDs(ps.input), Owner: r.owner}
+		sr := &store.Response{Response: final, Input: session.WithIDs(ps.input), Owner: r.owner, Quota: r.quota}
 		if err := r.store.Put(r.conn.Context(), sr); err != nil {
 			status, storeFailed = protocol.ResponseFailed, true
 			final = session.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
@@ -201,7 +202,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	seg := ps.seg
 	seg.chain = chain
 	seg.pending = pending
-	seg.bytes = session.ItemsBytes(ps.input) + session.ItemsBytes(output) + 256
+	seg.bytes = session.ItemsBytes(ps.input) + session.ItemsBytes(output) + 256 + int64(len(seg.settings))
 	r.mu.Lock()
 	if suspended && !storeFailed {
 		r.segs.latest[s.key] = seg.id

@@ -25,6 +25,9 @@ type Options struct {
 	// Owner is the API key of the connection or request ("" when the server is open); stored
 	// responses of another owner are not found.
 	Owner string
+	// Quota is the key of the per-key quotas (session.QuotaKey): stored responses are counted
+	// against it.
+	Quota string
 	// Counters, if set, count hot and cold continuations.
 	Counters *Counters
 }
@@ -37,7 +40,7 @@ func (o *Options) registry(c *session.Conn) *registry {
 	if bytes <= 0 {
 		bytes = session.DefaultCacheBytes
 	}
-	return newRegistry(c, o.Store, o.Owner, count, bytes)
+	return newRegistry(c, o.Store, o.Owner, o.Quota, count, bytes)
 }
 
 func (o *Options) counters() *Counters {
@@ -89,6 +92,9 @@ func readError(c *session.Conn, err error) (stop bool, _ error) {
 	case errors.Is(err, session.ErrBinaryFrame):
 		_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedFrame, "",
 			"Binary frames are not supported: send each event as one JSON text frame."))
+		return false, nil
+	case errors.Is(err, session.ErrOverloaded):
+		_ = c.WriteError(session.OverloadedError("the server's memory budget for frames being read is in use"))
 		return false, nil
 	case errors.Is(err, session.ErrFrameTooLarge):
 		_ = c.WriteError(session.FrameTooLargeError(c.MaxFrame()))

@@ -96,10 +96,20 @@
 //	previous_response_id of a rollout still running     409    response_in_progress                 previous_response_id
 //	  on this append connection
 //	create or upgrade while the server drains           503    server_shutting_down                 null
-//	over the live-rollout cap (connection or server)    429    rollout_limit_reached                null
+//	over the live-rollout cap (connection or server),   429    rollout_limit_reached                null
+//	  or the connection's live rollouts hold too much
 //	create/append over the per-rollout memory cap       400    rollout_too_large                    input
-//	upgrade over the connection cap (HTTP)              503    too_many_connections                 null
-//	POST body over -max-frame (HTTP)                    413    request_body_too_large               null
+//	upgrade over the connection cap, or a request on a  503    too_many_connections                 null
+//	  connection over -max-http-connections (HTTP)
+//	POST body over -max-frame (HTTP; by its             413    request_body_too_large               null
+//	  Content-Length before anything is read)
+//	POST body not received within -read-timeout         408    request_timeout                      null
+//	  (HTTP; the connection is closed)
+//	frame, body or rollout over the server-wide         503    server_overloaded (type server_error) null
+//	  -max-memory budget, or over -max-decoding POSTs
+//	  being decoded (the connection stays usable)
+//	create or upgrade over a per-key quota (live        429    quota_exceeded                       null
+//	  rollouts, WebSocket connections)
 //	upgrade with -websocket=false (HTTP)                426    websocket_disabled                   null
 //	missing or wrong API key (HTTP, upgrade)            401    invalid_api_key                      null
 //	method not served on /v1/responses (HTTP)           405    method_not_allowed                   null

@@ -83,6 +83,16 @@ const (
 	// (previous_response_id, GET/DELETE /v1/responses/{id}); response.error.code of a store:true
 	// response that ends response.failed because it could not be stored.
 	CodeStoreUnavailable = "store_unavailable"
+	// CodeOverloaded: the server-wide memory budget (-max-memory) or the bound on HTTP requests
+	// being decoded at once is exhausted; nothing was read past the refusal. 503 (HTTP and
+	// WebSocket; the connection stays usable).
+	CodeOverloaded = "server_overloaded"
+	// CodeRequestTimeout: a POST body was not received within -read-timeout. 408 (HTTP; the
+	// connection is closed).
+	CodeRequestTimeout = "request_timeout"
+	// CodeQuotaExceeded: a create or upgrade over a per-key quota (suspended rollouts,
+	// connections). 429.
+	CodeQuotaExceeded = "quota_exceeded"
 )
 
 // Error types (error.type): TypeInvalidRequest for 4xx, TypeServer for 5xx.

@@ -73,14 +73,18 @@ func (r *Rollout) closeModel() (err error) {
 	return nil
 }
 
-// failed is the ending of a rollout whose model failed with err.
+// failed is the ending of a rollout whose model failed with err: code server_error, or the
+// code and message of a *protocol.Error the backend returned.
 func failed(err error, step protocol.Usage) Ending {
 	msg := "The model failed to generate a response: " + err.Error()
+	code := protocol.CodeServerError
 	if _, ok := err.(*PanicError); ok {
 		msg = "The model backend failed with an internal error (logged by the server)."
+	} else if e, ok := protocol.AsError(err); ok {
+		code, msg = e.Code, e.Message // a backend's client-caused failure (e.g. an upstream 400)
 	}
 	return Ending{Status: protocol.ResponseFailed, StepUsage: step, Err: err,
-		Error: &protocol.ResponseError{Code: protocol.CodeServerError, Message: msg}}
+		Error: &protocol.ResponseError{Code: code, Message: msg}}
 }
 
 // PanicError is the Ending.Err of a rollout whose backend panicked in Open, Prefill, Sample or

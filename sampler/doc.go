@@ -43,8 +43,10 @@
 // incomplete with that reason (a sampling rollout stops at once and its open item is closed
 // with status incomplete); the suspend timer → incomplete, idle_timeout; max_output_tokens
 // reached in a step → incomplete, max_output_tokens; a model error → failed with error
-// {code: server_error, message}; Start's ctx ending (client disconnect) or the Sink's Event
-// failing → incomplete, cancelled, with Ending.Err set and no further events: the sink drops it.
+// {code: server_error, message} (or the code and message of a *protocol.Error the backend
+// returned, e.g. backend/chat's invalid_prompt for an upstream 400); Start's ctx ending
+// (client disconnect) or the Sink's Event failing → incomplete, cancelled, with Ending.Err set
+// and no further events: the sink drops it.
 //
 // # The Model seam
 //

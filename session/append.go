@@ -46,6 +46,9 @@ func (a *appendAdapter) readError(err error) (stop bool, _ error) {
 		_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedFrame, "",
 			"Binary frames are not supported: send each event as one JSON text frame."))
 		return false, nil
+	case errors.Is(err, ErrOverloaded):
+		_ = c.WriteError(OverloadedError("the server's memory budget for frames being read is in use"))
+		return false, nil
 	case errors.Is(err, ErrFrameTooLarge):
 		_ = c.WriteError(FrameTooLargeError(c.opts.maxFrame()))
 		_ = c.tr.Close(websocket.StatusMessageTooBig, "frame too large")
@@ -124,7 +127,7 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 		History:  history,
 		Input:    p.Input,
 		Sink:     sink,
-	}})
+	}, SettingsBytes: SettingsBytes(p)})
 }
 
 // Where a create arrives: its shape and transport decide which fields it may carry.

@@ -93,6 +93,18 @@ type Options struct {
 	// append that would exceed it is answered rollout_too_large (400) and changes nothing.
 	// 0 means no limit.
 	MaxRolloutBytes int64
+	// KeyRollouts, shared by a server's connections, bounds the live rollouts (queued,
+	// sampling or suspended) of each quota key; QuotaKey is this connection's key
+	// (QuotaKey). Over it a create is answered quota_exceeded (429). Nil means no limit.
+	KeyRollouts *KeyLimit
+	QuotaKey    string
+	// Budget, shared by a server's connections, counts the bytes every registry holds (items
+	// and settings of live and ended rollouts); a create or append that does not fit gets
+	// server_overloaded (503). The connection's own registry holds at most the larger of
+	// CacheBytes and MaxRolloutBytes: ended rollouts are evicted to make room, and when live
+	// ones alone hold that much a create or append gets rollout_limit_reached (429). Nil
+	// means no server-wide bound.
+	Budget *Budget
 }
 
 func (o *Options) withDefaults() Options {
@@ -145,6 +157,7 @@ type Conn struct {
 	cancel context.CancelFunc
 	gate   *gate
 	closed chan struct{} // closed by Close
+	opened time.Time     // when NewConn returned (Snapshot)
 
 	mu         sync.Mutex // guards reg, stamp, draining, drainWhy, closing, graceEnded
 	reg        map[string]*Rollout
@@ -179,6 +192,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		closed:  make(chan struct{}),
 		reg:     make(map[string]*Rollout),
 		changed: make(chan struct{}, 1),
+		opened:  time.Now(),
 	}
 	if o.MaxAge > 0 {
 		c.rollouts.Add(1)
@@ -338,6 +352,7 @@ func (c *Conn) Close() {
 	c.rollouts.Wait()
 	c.flushCounts()
 	c.mu.Lock()
+	c.opts.Budget.Release(c.heldLocked())
 	c.reg = nil
 	c.mu.Unlock()
 	close(c.closed)

@@ -20,6 +20,18 @@
 // [NewWebSocketTransport] adapts a github.com/coder/websocket connection: the library's read
 // limit is disabled and frames are read through an io.LimitReader, so that an oversize frame
 // can be answered with websocket_message_too_large before the close with 1009 (architecture §8).
+// [NewBudgetTransport] also counts each frame in the server-wide [Budget] while it is read and
+// decoded (a frame that does not fit is discarded and answered server_overloaded; the
+// connection stays usable), and drops a read buffer larger than 64 KiB when the next read
+// begins, so that an idle connection keeps no large buffer.
+//
+// # Memory accounting
+//
+// A rollout's size is its items ([ItemsBytes]) and its settings ([SettingsBytes]: tools,
+// instructions, metadata). Every registry entry's size is held in [Options.Budget] while the
+// entry exists, and a connection's registry holds at most the larger of CacheBytes and
+// MaxRolloutBytes (ended rollouts are evicted first). [KeyLimit] bounds what one quota key
+// ([QuotaKey]) holds at once.
 //
 // # How rollouts end
 //

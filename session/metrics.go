@@ -104,3 +104,7 @@ func (m *Metrics) gauge(s rolloutState) *atomic.Int64 {
 	}
 	return nil
 }
+
+// CountError counts one error answered with code (tether_errors_total), for errors sent
+// outside a Conn (HTTP answers). Safe on a nil Metrics.
+func (m *Metrics) CountError(code string) { m.error(code) }

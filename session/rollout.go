@@ -38,9 +38,15 @@ type Rollout struct {
 	turnStart time.Time       // when the current turn was accepted (Start or Resume)
 	turn      *ticket         // the ticket of the current turn
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
-	bytes     int64
+	bytes     int64           // items and settings
+	settings  int64           // StartRequest.SettingsBytes
 	stamp     uint64
 	cancelled bool
+	started   time.Time      // when Start accepted the rollout
+	seq       uint64         // the connection's stamp at Start: the order of starts
+	turns     int            // turns begun: Start, then one per accepted Resume
+	usage     protocol.Usage // cumulative, as of the last suspension or the end
+	context   int            // tokens of the last sampling step's context (input + output)
 }
 
 // StartRequest starts a rollout through Conn.Start.
@@ -50,6 +56,9 @@ type StartRequest struct {
 	// Config is passed to sampler.Start; Ticket is filled in by Conn. Config.Sink is the shape
 	// adapter's sink: Conn wraps it to track the rollout's state.
 	Config sampler.Config
+	// SettingsBytes is what the rollout holds besides its items (SettingsBytes of the
+	// create): counted with the items toward MaxRolloutBytes and CacheBytes.
+	SettingsBytes int64
 }
 
 // Start queues a new rollout behind the sampling one (FIFO) and starts its goroutine. It
@@ -73,18 +82,24 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
-	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input)
-	t, err := c.admitLocked(size)
-	if err != nil {
+	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input) + req.SettingsBytes
+	if err := c.opts.KeyRollouts.Acquire(c.opts.QuotaKey); err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: time.Now(), bytes: size, turn: t}
+	t, err := c.admitLocked(size, size)
+	if err != nil {
+		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+		c.mu.Unlock()
+		return err
+	}
+	now := time.Now()
+	h := &Rollout{key: req.Key, state: stateQueued, turnStart: now, started: now, turns: 1, bytes: size, settings: req.SettingsBytes, turn: t}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
 	c.stamp++
-	h.stamp = c.stamp
+	h.stamp, h.seq = c.stamp, c.stamp
 	c.reg[req.Key] = h
 	cfg := req.Config
 	cfg.Ticket = t
@@ -152,15 +167,20 @@ func (t resumedTicket) Wait(ctx context.Context) error {
 }
 
 // admitLocked takes a place in the sampling queue for a turn after which the rollout holds
-// bytes of items: rollout_too_large (400) over Options.MaxRolloutBytes,
+// bytes of items and settings, add of them new (reserved, see reserveLocked):
+// rollout_too_large (400) over Options.MaxRolloutBytes, the errors of reserveLocked,
 // websocket_queue_limit_reached (429) when the queue is full.
-func (c *Conn) admitLocked(bytes int64) (*ticket, *protocol.Error) {
+func (c *Conn) admitLocked(bytes, add int64) (*ticket, *protocol.Error) {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
-			"The rollout would hold about %d bytes of items, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
+			"The rollout would hold about %d bytes of items and settings, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
+	}
+	if err := c.reserveLocked(add); err != nil {
+		return nil, err
 	}
 	t, ok := c.gate.enqueue()
 	if !ok {
+		c.opts.Budget.Release(add)
 		return nil, queueFullError(c.opts.QueueDepth)
 	}
 	return t, nil
@@ -184,13 +204,14 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		return notSuspendedError(key, state)
 	}
 	add := ItemsBytes(input)
-	t, perr := c.admitLocked(h.bytes + add)
+	t, perr := c.admitLocked(h.bytes+add, add)
 	if perr != nil {
 		c.mu.Unlock()
 		return perr
 	}
 	h.turnStart = time.Now()
 	h.turn = t
+	h.turns++
 	c.setStateLocked(h, stateResuming)
 	c.stamp++
 	h.stamp = c.stamp
@@ -205,6 +226,8 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	}
 	t.Release()
 	c.mu.Lock()
+	c.opts.Budget.Release(add)
+	h.turns-- // the turn never began
 	if h.state == stateResuming {
 		h.state = stateSuspended // back, as if the turn never began
 		if m := c.opts.Metrics; m != nil {
@@ -287,7 +310,7 @@ func (c *Conn) Forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if h, ok := c.reg[key]; ok && h.state == stateEnded {
-		delete(c.reg, key)
+		c.dropLocked(h)
 	}
 }
 
@@ -320,7 +343,7 @@ func (c *Conn) evictLocked() {
 		if oldest == nil || (count <= c.opts.CacheResponses && bytes <= c.opts.CacheBytes) {
 			return
 		}
-		delete(c.reg, oldest.key)
+		c.dropLocked(oldest)
 		if m := c.opts.Metrics; m != nil {
 			m.Evictions.Add(1)
 		}
@@ -376,8 +399,9 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.c.setStateLocked(s.h, stateSuspended)
-	s.h.bytes += ItemsBytes(sp.Output)
+	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output))
 	t := s.h.turn
+	s.h.record(sp.Usage, sp.StepUsage)
 	c.mu.Unlock()
 	t.releaseAdmission()
 	s.inner.Suspended(sp)
@@ -392,10 +416,14 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
 	c.mu.Lock()
 	was := h.state
+	if h.state != stateEnded {
+		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+	}
 	c.setStateLocked(h, stateEnded)
 	h.items = e.Context
-	h.bytes = ItemsBytes(e.Context)
+	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
 	t := h.turn
+	h.record(e.Usage, e.StepUsage)
 	c.mu.Unlock()
 	logEnded(c.log, h.key, was, e)
 	t.releaseAdmission() // as in Suspended

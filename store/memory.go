@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetherd/tether/protocol"
 )
@@ -15,20 +16,34 @@ const (
 )
 
 // Memory is the default Store: in this process, bounded by a count and by Size, evicting the
-// least recently used response first. Its calls never fail with anything but ErrNotFound and
+// least recently used response first. With per-key quotas (SetKeyQuota), a Put over its
+// quota key's share evicts that key's own least recently used responses, so that one key
+// cannot evict another's (issue 15). Its calls never fail with anything but ErrNotFound and
 // ErrCursorNotFound.
 type Memory struct {
 	maxCount int
 	maxBytes int64
+	keyCount int   // per Response.Quota; 0: none
+	keyBytes int64 // per Response.Quota; 0: none
 
 	mu    sync.Mutex // guards the fields below
 	byID  map[string]*list.Element
 	lru   *list.List // of *memEntry, most recent at the front
 	bytes int64
+	keys  map[string]*keyUsage // by Response.Quota; deleted when its key holds nothing
+
+	evictedKey, evictedGlobal atomic.Int64
 }
 
 type memEntry struct {
 	r     *Response
+	bytes int64
+	keyEl *list.Element // in keys[r.Quota].lru
+}
+
+// keyUsage is what one quota key holds.
+type keyUsage struct {
+	lru   *list.List // of *list.Element of Memory.lru, most recent at the front
 	bytes int64
 }
 
@@ -41,32 +56,73 @@ func NewMemory(maxCount int, maxBytes int64) *Memory {
 	if maxBytes <= 0 {
 		maxBytes = DefaultBytes
 	}
-	return &Memory{maxCount: maxCount, maxBytes: maxBytes, byID: make(map[string]*list.Element), lru: list.New()}
+	return &Memory{maxCount: maxCount, maxBytes: maxBytes, byID: make(map[string]*list.Element), lru: list.New(),
+		keys: make(map[string]*keyUsage)}
+}
+
+// SetKeyQuota sets the per-key quotas: responses and bytes (Size) one quota key
+// (Response.Quota) may hold; 0 means no quota. Call it before use.
+func (s *Memory) SetKeyQuota(count int, bytes int64) {
+	s.keyCount, s.keyBytes = count, bytes
+}
+
+// Evictions reports how many responses were evicted over their key's quota (key) and over
+// the store's bounds (global).
+func (s *Memory) Evictions() (key, global int64) {
+	return s.evictedKey.Load(), s.evictedGlobal.Load()
+}
+
+// Bytes reports the bytes (Size) of the stored responses.
+func (s *Memory) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
 }
 
 // Put stores r, replacing an earlier version, and evicts the least recently used responses
-// beyond the bounds (never r itself).
+// beyond the bounds: first those of r's quota key over its quota, then any beyond the store's
+// bounds, but never r itself (a response larger than a bound alone is kept, alone).
 func (s *Memory) Put(_ context.Context, r *Response) error {
 	e := &memEntry{r: r, bytes: Size(r)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.byID[r.Response.ID]; ok {
-		s.bytes -= old.Value.(*memEntry).bytes
-		s.lru.Remove(old)
+		s.removeLocked(old)
 	}
-	s.byID[r.Response.ID] = s.lru.PushFront(e)
+	el := s.lru.PushFront(e)
+	s.byID[r.Response.ID] = el
 	s.bytes += e.bytes
+	k := s.keys[r.Quota]
+	if k == nil {
+		k = &keyUsage{lru: list.New()}
+		s.keys[r.Quota] = k
+	}
+	e.keyEl = k.lru.PushFront(el)
+	k.bytes += e.bytes
+	for k.lru.Len() > 1 && ((s.keyCount > 0 && k.lru.Len() > s.keyCount) || (s.keyBytes > 0 && k.bytes > s.keyBytes)) {
+		s.removeLocked(k.lru.Back().Value.(*list.Element))
+		s.evictedKey.Add(1)
+	}
 	for s.lru.Len() > 1 && (s.lru.Len() > s.maxCount || s.bytes > s.maxBytes) {
 		s.removeLocked(s.lru.Back())
+		s.evictedGlobal.Add(1)
 	}
 	return nil
 }
 
+// removeLocked drops the entry of el from both orders.
 func (s *Memory) removeLocked(el *list.Element) {
 	e := el.Value.(*memEntry)
 	s.lru.Remove(el)
 	delete(s.byID, e.r.Response.ID)
 	s.bytes -= e.bytes
+	if k := s.keys[e.r.Quota]; k != nil {
+		k.lru.Remove(e.keyEl)
+		k.bytes -= e.bytes
+		if k.lru.Len() == 0 {
+			delete(s.keys, e.r.Quota)
+		}
+	}
 }
 
 // getLocked returns the entry of id for owner and marks it recently used; a non-owner
@@ -77,7 +133,11 @@ func (s *Memory) getLocked(id, owner string) (*Response, bool) {
 		return nil, false
 	}
 	s.lru.MoveToFront(el)
-	return el.Value.(*memEntry).r, true
+	e := el.Value.(*memEntry)
+	if k := s.keys[e.r.Quota]; k != nil {
+		k.lru.MoveToFront(e.keyEl)
+	}
+	return e.r, true
 }
 
 // Get returns the stored response id of owner.

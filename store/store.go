@@ -26,6 +26,9 @@ type Response struct {
 	// Owner is the API key that created it ("" when the server is open). Only this owner
 	// finds it.
 	Owner string
+	// Quota is the key the response's size counts against for the per-key quotas: Owner, or
+	// the client's address when the server is open ("" when there are no quotas).
+	Quota string
 	// Chain, when set, is the whole chain through this response (ancestors' items, Input and
 	// output, in context order): an append-shape rollout interleaves inputs and outputs, so its
 	// chain cannot be rebuilt from Input followed by output. When nil, the chain is the

@@ -75,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "soak":
 		return soakCmd(ctx, args[1:], stdout, stderr)
+	case "attack":
+		return attackCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return nil
@@ -93,6 +95,7 @@ Commands:
   bench   run one agent workload over http, http-prev, ws and append and compare their overhead
   soak    hold N connections of M-turn rollouts in both shapes with chaos; verify items and resources
   version print the module version, VCS revision and Go version (also: tether -version)
+  attack  run the resource attacks of issue 15 against fresh servers; report peak RSS, /healthz, refusals
 
 Run 'tether <command> -h' for the flags of a command. Every flag can also be set with an
 environment variable TETHER_<COMMAND>_<FLAG> (e.g. TETHER_SERVE_ADDR, TETHER_BENCH_CALLS) or

@@ -11,13 +11,17 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/ui"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/store"
 )
 
@@ -53,10 +57,26 @@ type serveConfig struct {
 	upstream       string
 	upstreamKey    string
 	upstreamTO     time.Duration
+	slots          int
+	upstreamSlots  int
+	upstreamModel  string
+	upstreamLegacy bool
+	readTimeout    time.Duration
+	idleTimeout    time.Duration
+	maxHTTPConns   int
+	maxMemory      byteSize
+	maxDecoding    int
+	keyRollouts    int
+	keyConns       int
+	keyStored      int
+	keyStoredBytes byteSize
+	ui             bool
+	uiRaceTimeout  time.Duration
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
-	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20}
+	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20,
+		maxMemory: byteSize(server.DefaultMaxMemory()), keyStoredBytes: server.DefaultKeyStoredBytes}
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
 	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
@@ -78,7 +98,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "a client that does not read one frame within this is dropped")
 	fs.IntVar(&c.maxSuspended, "max-suspended", 64, "live rollouts per connection (over it: rollout_limit_reached; 0 = no cap)")
 	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
-	fs.Var(&c.maxRollout, "max-rollout-bytes", "item bytes one rollout may hold (over it: rollout_too_large; 0 = no cap)")
+	fs.Var(&c.maxRollout, "max-rollout-bytes", "bytes one rollout may hold: items, tools, instructions, settings (over it: rollout_too_large; 0 = no cap)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error (the access log is at info)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text (logfmt) or json")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve /debug/pprof/ (behind the API keys when -api-keys is set)")
@@ -88,7 +108,38 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
+	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots to pin rollouts to with id_slot (llama.cpp llama-server -np; 0 = don't pin)")
+	fs.StringVar(&c.upstreamModel, "upstream-model", "", "backend chat: model name sent upstream instead of the client's (\"\" = the client's)")
+	fs.BoolVar(&c.upstreamLegacy, "upstream-legacy-max-tokens", false, "backend chat: send max_tokens besides max_completion_tokens (Ollama, LM Studio)")
+	fs.IntVar(&c.slots, "slots", 4, "llama.cpp-compatible slots of POST /v1/chat/completions (sessions kept open for KV reuse)")
+	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "a POST body not received within this gets 408 and its connection is closed")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "an HTTP keep-alive connection idle this long is closed")
+	fs.IntVar(&c.maxHTTPConns, "max-http-connections", server.DefaultMaxHTTPConnections, "accepted TCP connections, WebSockets included (at it: the longest-idle keep-alive is closed; then only /healthz is served; 0 = no bound)")
+	fs.Var(&c.maxMemory, "max-memory", "server-wide bytes of frames and POST bodies being read and decoded (4 per received byte) plus items and settings held by rollouts (over it: 503 server_overloaded; default: an eighth of the machine's or cgroup's memory; 0 = no bound)")
+	fs.IntVar(&c.keyRollouts, "key-rollouts", server.DefaultKeyRollouts, "live rollouts per API key (per client address on an open server; over it: 429 quota_exceeded; 0 = no quota)")
+	fs.IntVar(&c.keyConns, "key-connections", server.DefaultKeyConnections, "WebSocket connections per API key or client address (over it: 429 quota_exceeded; 0 = no quota)")
+	fs.IntVar(&c.keyStored, "key-store-responses", server.DefaultKeyStoredResponses, "stored responses per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
+	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
+	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
+	fs.BoolVar(&c.ui, "ui", false, "serve the live demo page at /ui/ (a race of the four transports, and the live connections)")
+	fs.DurationVar(&c.uiRaceTimeout, "ui-race-timeout", ui.DefaultRaceTimeout, "longest race of the -ui page")
 	return c
+}
+
+// orNone maps a flag's 0 ("none") to the Options' negative "none".
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// orNoBound maps a flag's 0 ("no bound") to the Options' negative "none".
+func orNoBound(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -105,6 +156,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if m := int64(cfg.maxMemory); m > 0 && m < session.DecodeFactor*int64(cfg.maxFrame) {
+		return fmt.Errorf("-max-memory %s is less than %d × -max-frame: no frame of the largest size could be read", formatBytes(int64(cfg.maxMemory)), session.DecodeFactor)
+	}
+
 	store.LogRedisTo(log)
 	st, err := openStore(ctx, cfg)
 	if err != nil {
@@ -117,19 +172,31 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs, limited := srv.HTTPServer(ln)
+	var page *ui.UI
+	if cfg.ui {
+		page = ui.New(ui.Options{Server: srv, URL: selfURL(ln.Addr()), RaceTimeout: cfg.uiRaceTimeout, Logger: log})
+		hs.Handler = page.Handler(hs.Handler)
+		defer page.Close() // after an early return; stop closes it before the drain
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(limited) }()
 	if opts.Keys.Open() {
 		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
 	}
 	log.Info("tether listening", startupAttrs(cfg, ln.Addr().String())...)
+	if page != nil {
+		log.Info("live demo page", "url", selfURL(ln.Addr())+ui.Prefix)
+	}
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	return stop(ctx, cfg, log, srv, hs, ln, errc)
+	if page != nil {
+		page.Close() // the race's connections end before the server drains
+	}
+	return stop(ctx, cfg, log, srv, hs, limited, errc)
 }
 
 // newLogger returns the logger of -log-level and -log-format.
@@ -169,26 +236,36 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		return server.Options{}, err
 	}
 	return server.Options{
-		Model:             model,
-		MaxFrame:          int64(cfg.maxFrame),
-		MaxConnectionAge:  cfg.maxAge,
-		SuspendTimeout:    cfg.suspendTimeout,
-		QueueDepth:        cfg.queueDepth,
-		CacheResponses:    cfg.cacheResponses,
-		CacheBytes:        int64(cfg.cacheBytes),
-		ShutdownGrace:     grace,
-		Keys:              keys,
-		DisableWebSocket:  !cfg.websocket,
-		MaxConnections:    cfg.maxConns,
-		PingInterval:      cfg.pingInterval,
-		WriteTimeout:      cfg.writeTimeout,
-		MaxSuspended:      cfg.maxSuspended,
-		MaxSuspendedTotal: cfg.maxSuspTotal,
-		MaxRolloutBytes:   int64(cfg.maxRollout),
-		Pprof:             cfg.pprof,
-		MaxSampling:       cfg.maxSampling,
-		KeepAlive:         cfg.keepAlive,
-		Logger:            log,
+		Model:              model,
+		MaxFrame:           int64(cfg.maxFrame),
+		MaxConnectionAge:   cfg.maxAge,
+		SuspendTimeout:     cfg.suspendTimeout,
+		QueueDepth:         cfg.queueDepth,
+		CacheResponses:     cfg.cacheResponses,
+		CacheBytes:         int64(cfg.cacheBytes),
+		ShutdownGrace:      grace,
+		Keys:               keys,
+		DisableWebSocket:   !cfg.websocket,
+		MaxConnections:     cfg.maxConns,
+		PingInterval:       cfg.pingInterval,
+		WriteTimeout:       cfg.writeTimeout,
+		MaxSuspended:       cfg.maxSuspended,
+		MaxSuspendedTotal:  cfg.maxSuspTotal,
+		MaxRolloutBytes:    int64(cfg.maxRollout),
+		Pprof:              cfg.pprof,
+		MaxSampling:        cfg.maxSampling,
+		KeepAlive:          cfg.keepAlive,
+		Slots:              cfg.slots,
+		Logger:             log,
+		ReadTimeout:        orNone(cfg.readTimeout),
+		IdleTimeout:        orNone(cfg.idleTimeout),
+		MaxHTTPConnections: orNoBound(cfg.maxHTTPConns),
+		MaxMemory:          int64(orNoBound(int(cfg.maxMemory))),
+		MaxDecoding:        orNoBound(cfg.maxDecoding),
+		KeyRollouts:        orNoBound(cfg.keyRollouts),
+		KeyConnections:     orNoBound(cfg.keyConns),
+		KeyStoredResponses: orNoBound(cfg.keyStored),
+		KeyStoredBytes:     int64(orNoBound(int(cfg.keyStoredBytes))),
 	}, nil
 }
 
@@ -202,7 +279,7 @@ func startupAttrs(cfg *serveConfig, addr string) []any {
 	if cfg.apiKeys != "" {
 		keys = "required (" + cfg.apiKeys + ")"
 	}
-	return []any{"addr", addr, "version", versionLine(), "backend", backendLine(cfg), "model_speed", cfg.speed,
+	return []any{"addr", addr, "version", versionLine(), "backend", cfg.backend, "upstream", upstreamLine(cfg), "model_speed", cfg.speed,
 		"shapes", shapes, "api_keys", keys,
 		"store", storeLine(cfg),
 		"log_level", cfg.logLevel, "log_format", cfg.logFormat, "pprof", cfg.pprof, "shutdown_grace", cfg.shutdownGrace}
@@ -228,6 +305,9 @@ func stop(ctx context.Context, cfg *serveConfig, log *slog.Logger, srv *server.S
 		werr = <-drained
 	}
 	herr := hs.Shutdown(sctx)
+	if errors.Is(herr, net.ErrClosed) {
+		herr = nil // the listener was closed above, at the first signal
+	}
 	<-errc
 	if err := errors.Join(werr, herr); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -259,6 +339,16 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 	switch cfg.backend {
 	case "sim":
 		return sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true}), nil
+	case "chat":
+		key, err := upstreamKey(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.maxSampling == 0 {
+			cfg.maxSampling = cfg.upstreamSlots // the engine's parallelism, when known
+		}
+		return chat.New(chat.Options{BaseURL: cfg.upstream, APIKey: key, Model: cfg.upstreamModel,
+			Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, LegacyMaxTokens: cfg.upstreamLegacy}), nil
 	case "responses":
 		key, err := upstreamKey(cfg)
 		if err != nil {
@@ -273,24 +363,12 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
 }
 
-// upstreamKey reads the upstream API key file of -upstream-api-key-file ("" when unset).
-func upstreamKey(cfg *serveConfig) (string, error) {
-	if cfg.upstreamKey == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(cfg.upstreamKey)
-	if err != nil {
-		return "", fmt.Errorf("-upstream-api-key-file: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// backendLine names the backend for the startup line.
-func backendLine(cfg *serveConfig) string {
+// upstreamLine names the upstream for the startup line ("none" for the sim).
+func upstreamLine(cfg *serveConfig) string {
 	if cfg.backend == "sim" {
-		return "sim"
+		return "none"
 	}
-	return cfg.backend + " (" + cfg.upstream + ")"
+	return cfg.upstream
 }
 
 // storeLine names the store for the startup line (a Redis URL without its password).
@@ -304,4 +382,30 @@ func storeLine(cfg *serveConfig) string {
 		return "redis (" + bounds + ")"
 	}
 	return "redis " + u.Redacted() + " (" + bounds + ", ttl " + cfg.storeTTL.String() + ")"
+}
+
+// upstreamKey reads the upstream API key file of -upstream-api-key-file ("" when unset).
+func upstreamKey(cfg *serveConfig) (string, error) {
+	if cfg.upstreamKey == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(cfg.upstreamKey)
+	if err != nil {
+		return "", fmt.Errorf("-upstream-api-key-file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// selfURL is the base URL at which this process reaches its own listener: the loopback
+// address when it listens on every interface.
+func selfURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	ip := tcp.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1) // a dual-stack [::] listener accepts it too
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
 }

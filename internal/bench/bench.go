@@ -280,6 +280,9 @@ func (b *bencher) rollout(ctx context.Context, tc *transportClient, rollout, cal
 		s.FloorMS = s.FloorEchoMS + s.FloorTokenizeMS
 		s.NewInputTokens = len(toks)
 		samples = append(samples, s)
+		if b.cfg.OnTurn != nil {
+			b.cfg.OnTurn(tc.name, s)
+		}
 
 		if res.final {
 			if turn != calls+1 {

@@ -70,6 +70,12 @@ type Config struct {
 	Timeout time.Duration
 	// Progress receives a progress line (rewritten with \r); nil means none.
 	Progress io.Writer
+	// OnTurn, when set, is called with each turn's sample as soon as the turn has been
+	// measured (its floor included), from the goroutine running the transport: transport is
+	// the transport's name, s.Rollout is 0 for a warm-up turn and 1..Rollouts otherwise. It
+	// must not block for long: the next turn starts when it returns (tether serve -ui streams
+	// these samples to its page).
+	OnTurn func(transport string, s TurnSample)
 }
 
 // Defaults: sized so that a run finishes in under 2 minutes on 2 cores, reaches turn 200,

@@ -122,4 +122,7 @@
 //     HTTP transports keep their keep-alive connection across turns and rollouts.
 //   - Every request carries metadata sim.speed, so a server started at another default speed
 //     (-url) still runs the bench's workload at instant speed.
+//   - Config.OnTurn hands each turn's sample to the caller as soon as it is measured, and Merge
+//     combines the reports of runs over different transports: tether serve -ui (package
+//     internal/ui) races one Run per transport at the same time and streams their turns.
 package bench

@@ -58,6 +58,13 @@ func (r *Report) WriteSVG(path string) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
+// SVG returns the chart that WriteSVG writes, as a standalone SVG document.
+func (r *Report) SVG() string {
+	var b strings.Builder
+	r.svg(&b)
+	return b.String()
+}
+
 func (r *Report) svg(w io.Writer) {
 	turns := r.Workload.Turns
 	var ss []series

@@ -20,7 +20,7 @@ func (s *Server) serveLogged(w http.ResponseWriter, r *http.Request) {
 		keyID, ok = s.opts.Keys.owner(r)
 	}
 	if ok {
-		s.mux.ServeHTTP(rec, r)
+		s.guard(rec, r)
 	} else {
 		unauthorized(rec, r)
 	}

@@ -46,6 +46,17 @@ func (s *Server) metricsHandler() http.Handler {
 	}
 	if ms, ok := s.opts.Store.(*store.Memory); ok {
 		gauge("tether_store_responses", "Responses in the in-memory store.", nil, func() float64 { return float64(ms.Len()) })
+		gauge("tether_store_bytes", "Estimated bytes of the responses in the in-memory store.", nil, func() float64 { return float64(ms.Bytes()) })
+		for reason, i := range map[string]int{"key_quota": 0, "store_bound": 1} {
+			counter("tether_store_evictions_total", "Stored responses evicted: over their key's quota, or over the store's bounds.",
+				prometheus.Labels{"reason": reason}, func() float64 { k, g := ms.Evictions(); return float64([]int64{k, g}[i]) })
+		}
+	}
+	b := s.budget
+	gauge("tether_memory_budget_bytes", "Bytes of the -max-memory budget reserved by frames and bodies being read and decoded.", nil, func() float64 { return float64(b.InUse()) })
+	for limit, v := range map[string]func() int64{"memory_budget": b.Rejected.Load, "key_rollouts": s.keyRoll.RejectedCount, "key_connections": s.keyConns.RejectedCount} {
+		counter("tether_limit_rejections_total", "Requests and frames refused by a limit: the memory budget or decoding bound (server_overloaded), a per-key quota (quota_exceeded).",
+			prometheus.Labels{"limit": limit}, func() float64 { return float64(v()) })
 	}
 	counter("tether_store_errors_total", "Store calls that failed or timed out (-store-timeout); each answered store_unavailable.", nil,
 		func() float64 { return float64(s.store.Errors()) })

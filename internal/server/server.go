@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherd/tether/chatapi"
 	"github.com/tetherd/tether/compat"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -73,6 +74,9 @@ type Options struct {
 	// server-wide admission gate composed with each connection's FIFO; waiting shows in
 	// /metrics as tether_sampling_waiting). 0 means no bound.
 	MaxSampling int
+	// Slots is the number of llama.cpp-compatible slots of POST /v1/chat/completions (each
+	// keeps one ModelSession open for KV reuse; see package chatapi). 0 means 4.
+	Slots int
 	// Models is the list of GET /v1/models (OpenAI's list shape). Nil means the backend's
 	// own list (sampler.Lister), else SimModels.
 	Models []ModelInfo
@@ -81,9 +85,64 @@ type Options struct {
 	// Logger receives the server's logs, including one access line per HTTP request and per
 	// WebSocket connection. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// HTTP connection limits (they apply to the http.Server of HTTPServer):
+	// ReadTimeout bounds the reading of a POST body (408 request_timeout, connection closed);
+	// 0 means DefaultReadTimeout, negative none. IdleTimeout closes a keep-alive connection
+	// idle between requests; 0 means DefaultIdleTimeout, negative none. MaxHTTPConnections
+	// bounds accepted TCP connections (WebSockets included): at the bound the longest-idle
+	// keep-alive connection is closed, then up to HealthzReserve more serve only /healthz (503
+	// too_many_connections to everything else), then new connections are closed at once;
+	// 0 means DefaultMaxHTTPConnections, negative none.
+	ReadTimeout        time.Duration
+	IdleTimeout        time.Duration
+	MaxHTTPConnections int
+	// MaxMemory bounds the bytes of client frames and POST bodies being read and decoded
+	// across the whole server (session.Budget, DecodeFactor bytes per received byte); over it a
+	// POST gets 503 server_overloaded and a frame an error frame with that code, at once.
+	// 0 means DefaultMaxMemory(), negative none. MaxDecoding bounds POST bodies being read and
+	// decoded at once (503 server_overloaded over it); 0 means DefaultMaxDecoding, negative none.
+	MaxMemory   int64
+	MaxDecoding int
+
+	// Per-key quotas (per API key; per client IP address when no keys are configured):
+	// KeyRollouts bounds live rollouts (queued, sampling or suspended) and KeyConnections open
+	// WebSocket connections, both answered quota_exceeded (429); KeyStoredResponses and
+	// KeyStoredBytes bound what a key keeps in the in-memory store: over them the key's own
+	// least recently used responses are evicted, never another key's. 0 means the Default…
+	// value, negative no quota.
+	KeyRollouts        int
+	KeyConnections     int
+	KeyStoredResponses int
+	KeyStoredBytes     int64
 }
 
-// Server is Tether's HTTP handler: GET /healthz and /v1/responses (WebSocket upgrade with the
+// Defaults of the HTTP connection limits and the memory budget (see Options).
+const (
+	DefaultReadTimeout        = 30 * time.Second
+	DefaultIdleTimeout        = 60 * time.Second
+	DefaultHeaderTimeout      = 10 * time.Second
+	DefaultMaxHTTPConnections = 4096
+	DefaultMaxDecoding        = 64
+	DefaultKeyRollouts        = 1000
+	DefaultKeyConnections     = 256
+	DefaultKeyStoredResponses = 2500
+	DefaultKeyStoredBytes     = 64 << 20
+)
+
+// orDefault returns n, def when n is 0, and 0 (none) when n is negative.
+func orDefault[T int | int64](n, def T) T {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
+// Server is Tether's HTTP handler: GET /healthz, POST /v1/chat/completions and GET /slots
+// (package chatapi), and /v1/responses (WebSocket upgrade with the
 // append opt-in → the append shape of package session). Shutdown drains every WebSocket.
 type Server struct {
 	// Immutable
@@ -91,15 +150,19 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	http     *compat.HTTP
+	chat     *chatapi.Handler
 	counters compat.Counters
 	metrics  session.Metrics
 	adm      *session.Admission
 	// httpErrors counts HTTP error answers by code (tether_errors_total with the error frames)
 	httpErrors codeCounts
 	store      *store.Guarded // opts.Store under StoreTimeout, counting failures
+	budget     *session.Budget
+	keyRoll    *session.KeyLimit
+	keyConns   *session.KeyLimit
 
 	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
-	conns      map[*session.Conn]struct{}
+	conns      map[*session.Conn]connMeta
 	open       int // WebSocket connections being served (accepted or not yet)
 	shutdown   bool
 	graceEnded bool           // EndGrace was called
@@ -118,11 +181,16 @@ func New(opts Options) *Server {
 		opts.MaxFrame = session.DefaultMaxFrame
 	}
 	if opts.Store == nil {
-		opts.Store = store.NewMemory(opts.StoreResponses, opts.StoreBytes)
+		ms := store.NewMemory(opts.StoreResponses, opts.StoreBytes)
+		ms.SetKeyQuota(orDefault(opts.KeyStoredResponses, DefaultKeyStoredResponses), orDefault(opts.KeyStoredBytes, DefaultKeyStoredBytes))
+		opts.Store = ms
 	}
-	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]struct{}), adm: session.NewAdmission(opts.MaxSampling),
+	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]connMeta), adm: session.NewAdmission(opts.MaxSampling),
 		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
-	httpSession := s.sessionOptions("")
+	s.keyRoll = session.NewKeyLimit(orDefault(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
+	s.keyConns = session.NewKeyLimit(orDefault(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
+	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
+	httpSession := s.sessionOptions("", "")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
 	httpSession.WriteTimeout = -1 // an HTTP request writes through its own ResponseWriter
@@ -130,16 +198,28 @@ func New(opts Options) *Server {
 	if writeTimeout == 0 {
 		writeTimeout = session.DefaultWriteTimeout
 	}
-	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(""), MaxBody: opts.MaxFrame,
-		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP}
+	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions("", ""), MaxBody: opts.MaxFrame,
+		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP,
+		ReadTimeout: positive(opts.ReadTimeout, DefaultReadTimeout), Budget: s.budget}
+	if opts.Slots <= 0 {
+		opts.Slots = 4
+	}
+	idle := opts.SuspendTimeout // a slot's session is freed like a suspended rollout
+	if idle == 0 {
+		idle = session.DefaultSuspendTimeout
+	}
+	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame,
+		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, max(idle, 0))}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeHTTPError(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on this server.", r.Method, r.URL.Path))
+		s.fail(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on this server.", r.Method, r.URL.Path))
 	})
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
+	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeHTTP(w, r) }))
+	s.mux.HandleFunc("GET /slots", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeSlots(w, r) }))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.Get(w, r, r.PathValue("id"), owner)
 	}))
@@ -165,6 +245,13 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.H
 	}
 }
 
+// RequireKey wraps h with the API key check of the /v1 routes: with Options.Keys set, a
+// request without a valid "Authorization: Bearer" key gets the same 401 error body as /v1.
+// tether serve -ui protects its API with it.
+func (s *Server) RequireKey(h http.Handler) http.Handler {
+	return s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { h.ServeHTTP(w, r) })
+}
+
 // Metrics returns the counters of the server's connections.
 func (s *Server) Metrics() *session.Metrics { return &s.metrics }
 
@@ -172,7 +259,7 @@ func (s *Server) Metrics() *session.Metrics { return &s.metrics }
 // warm-ups) since the server started.
 func (s *Server) Counters() *compat.Counters { return &s.counters }
 
-func (s *Server) publicOptions(owner string) compat.Options {
+func (s *Server) publicOptions(owner, quota string) compat.Options {
 	cache := s.opts.CacheResponses
 	if cache <= 0 {
 		cache = session.DefaultCacheResponses
@@ -181,10 +268,11 @@ func (s *Server) publicOptions(owner string) compat.Options {
 		cache = m // every answered chain keeps a suspended rollout: evict before the cap
 	}
 	return compat.Options{Store: s.store, CacheResponses: cache,
-		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner}
+		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner, Quota: quota}
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: the access log and the key check (serveLogged), then
+// the connection and deadline guards (guard), then the routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serveLogged(w, r) }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string) {
@@ -198,7 +286,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, owner string)
 		s.http.Create(w, r, owner)
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		writeHTTPError(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
+		s.fail(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
 			"%s /v1/responses is not supported: POST a create body, or GET with a WebSocket upgrade.", r.Method))
 	}
 }
@@ -230,7 +318,7 @@ func headerHasToken(h http.Header, key, token string) bool {
 
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string) {
 	if s.opts.DisableWebSocket {
-		writeHTTPError(w, &protocol.Error{Status: http.StatusUpgradeRequired, Type: protocol.TypeInvalidRequest,
+		s.fail(w, &protocol.Error{Status: http.StatusUpgradeRequired, Type: protocol.TypeInvalidRequest,
 			Code: protocol.CodeWebSocketDisabled, Message: "WebSocket mode is disabled on this server: use POST /v1/responses."})
 		return
 	}
@@ -243,14 +331,21 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	}
 	if max := s.opts.MaxConnections; max > 0 && s.open >= max {
 		s.mu.Unlock()
-		writeHTTPError(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
+		s.fail(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
 			Code: protocol.CodeTooManyConnections, Message: fmt.Sprintf("The server holds its maximum of %d WebSocket connections: try again later.", max)})
+		return
+	}
+	quota := session.QuotaKey(owner, r.RemoteAddr)
+	if err := s.keyConns.Acquire(quota); err != nil {
+		s.mu.Unlock()
+		s.fail(w, err)
 		return
 	}
 	s.open++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer func() {
+		s.keyConns.Release(quota)
 		s.mu.Lock()
 		s.open--
 		s.mu.Unlock()
@@ -265,22 +360,22 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(session.NewWebSocketTransport(ws, s.opts.MaxFrame), s.sessionOptions(owner))
-	if !s.track(c) {
+	c := session.NewConn(session.NewBudgetTransport(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner, quota))
+	shape, gauge := ShapePublic, &s.metrics.PublicConns
+	if appendShape {
+		shape, gauge = ShapeAppend, &s.metrics.AppendConns
+	}
+	if !s.track(c, connMeta{shape: shape, remote: r.RemoteAddr}) {
 		c.Drain(protocol.ReasonServerShutdown)
 	}
 	defer s.untrack(c)
-	shape, gauge := "public", &s.metrics.PublicConns
-	if appendShape {
-		shape, gauge = "append", &s.metrics.AppendConns
-	}
 	gauge.Add(1)
 	defer gauge.Add(-1)
 	s.log.Info("connection opened", "shape", shape, "remote", r.RemoteAddr)
 	if appendShape {
 		err = session.ServeAppend(c)
 	} else {
-		err = compat.ServeWebSocket(c, s.publicOptions(owner))
+		err = compat.ServeWebSocket(c, s.publicOptions(owner, quota))
 	}
 	_ = ws.CloseNow()
 	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
@@ -297,7 +392,7 @@ func closeReason(err error) string {
 	return err.Error()
 }
 
-func (s *Server) sessionOptions(owner string) session.Options {
+func (s *Server) sessionOptions(owner, quota string) session.Options {
 	o := s.opts
 	return session.Options{
 		Metrics:           &s.metrics,
@@ -319,13 +414,16 @@ func (s *Server) sessionOptions(owner string) session.Options {
 		Logger:            s.log,
 		Store:             s.store,
 		Owner:             owner,
+		KeyRollouts:       s.keyRoll,
+		Budget:            s.budget,
+		QuotaKey:          quota,
 	}
 }
 
-func (s *Server) track(c *session.Conn) bool {
+func (s *Server) track(c *session.Conn, m connMeta) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.conns[c] = struct{}{}
+	s.conns[c] = m
 	s.graceOver(c)
 	return !s.shutdown
 }
@@ -333,7 +431,7 @@ func (s *Server) track(c *session.Conn) bool {
 // trackHTTP registers the connection core of an HTTP request, so that Shutdown drains it too.
 func (s *Server) trackHTTP(c *session.Conn) func() {
 	s.mu.Lock()
-	s.conns[c] = struct{}{}
+	s.conns[c] = connMeta{shape: ShapeHTTP}
 	s.graceOver(c)
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -356,6 +454,7 @@ func (s *Server) untrack(c *session.Conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutdown = true
+	s.chat.Slots.Close()
 	conns := make([]*session.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -379,6 +478,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// fail writes e (the access log counts it in tether_errors_total).
+func (s *Server) fail(w http.ResponseWriter, e *protocol.Error) {
+	writeHTTPError(w, e)
 }
 
 func writeHTTPError(w http.ResponseWriter, e *protocol.Error) {

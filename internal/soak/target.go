@@ -142,6 +142,8 @@ func (t *target) startInProcess(cfg Config) error {
 		WriteTimeout:      cfg.WriteTimeout,
 		MaxSuspended:      64,
 		MaxSuspendedTotal: 1 << 20,
+		KeyConnections:    -1, // every soak client has one address: no per-key quotas
+		KeyRollouts:       -1,
 		ShutdownGrace:     time.Second,
 		Logger:            slog.New(t.drops),
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -142,7 +143,14 @@ func renderText(dst []uint32, header, body string) []uint32 {
 	return append(dst, TokenEnd)
 }
 
-var headers sync.Map // header string → []uint32 (TokenStart, header tokens, TokenSep)
+// headers caches rendered headers. Item types are client input (unknown types pass through),
+// so the cache takes at most maxHeaders entries of at most 32 bytes.
+var (
+	headers     sync.Map // header string → []uint32 (TokenStart, header tokens, TokenSep)
+	headerCount atomic.Int32
+)
+
+const maxHeaders = 256
 
 func appendHeader(dst []uint32, header string) []uint32 {
 	if h, ok := headers.Load(header); ok {
@@ -151,8 +159,10 @@ func appendHeader(dst []uint32, header string) []uint32 {
 	h := []uint32{TokenStart}
 	h = appendEncoded(h, header)
 	h = append(h, TokenSep)
-	if len(header) <= 32 {
-		headers.Store(header, h)
+	if len(header) <= 32 && headerCount.Load() < maxHeaders {
+		if _, loaded := headers.LoadOrStore(header, h); !loaded {
+			headerCount.Add(1)
+		}
 	}
 	return append(dst, h...)
 }

@@ -1,0 +1,270 @@
+package chat_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/sim"
+)
+
+// proxy is a small reverse proxy in front of a real upstream Tether: it records each chat
+// request's body and injects the fault its mode names ("" forwards).
+type proxy struct {
+	mu      sync.Mutex
+	bodies  []chatapi.Request
+	aborted int // forwarded requests whose client went away before the upstream finished
+	mode    string
+	next    *httputil.ReverseProxy
+}
+
+func (p *proxy) setMode(m string) {
+	p.mu.Lock()
+	p.mode = m
+	p.mu.Unlock()
+}
+
+func (p *proxy) abortedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.aborted
+}
+
+func (p *proxy) requests() []chatapi.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]chatapi.Request(nil), p.bodies...)
+}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req chatapi.Request
+	_ = json.Unmarshal(body, &req)
+	p.mu.Lock()
+	p.bodies = append(p.bodies, req)
+	mode := p.mode
+	p.mu.Unlock()
+	sse := func() {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}`+"\n\n")
+		http.NewResponseController(w).Flush()
+	}
+	switch mode {
+	case "500":
+		http.Error(w, `{"error":{"message":"engine exploded","type":"server_error"}}`, http.StatusInternalServerError)
+	case "401":
+		http.Error(w, `{"error":{"message":"Incorrect API key provided: sk-upstream-secret","type":"invalid_request_error"}}`, http.StatusUnauthorized)
+	case "400":
+		http.Error(w, `{"error":{"message":"the request exceeds the available context size","type":"invalid_request_error"}}`, http.StatusBadRequest)
+	case "stall":
+		sse()
+		<-r.Context().Done()
+	case "malformed":
+		sse()
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":\n\n")
+	case "eof":
+		sse()
+	default:
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p.forward(w, r)
+	}
+}
+
+// forward passes the request to the upstream and counts it aborted when its client went away
+// first (ReverseProxy then panics with http.ErrAbortHandler, or returns with the context done).
+func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		v := recover()
+		if v != nil || r.Context().Err() != nil {
+			p.mu.Lock()
+			p.aborted++
+			p.mu.Unlock()
+		}
+		if v != nil {
+			panic(v)
+		}
+	}()
+	p.next.ServeHTTP(w, r)
+}
+
+// chain starts a sim Tether as the upstream, the proxy in front of it, and a front Tether with
+// the chat backend over the proxy. It returns the front's base URL, its model and the proxy.
+func chain(t *testing.T, opts chat.Options) (string, *chat.Model, *proxy) {
+	t.Helper()
+	_, up := servertest.Start(t, server.Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true})})
+	u, _ := url.Parse(up)
+	p := &proxy{next: httputil.NewSingleHostReverseProxy(u)}
+	p.next.FlushInterval = -1
+	ps := httptest.NewServer(p)
+	t.Cleanup(ps.Close)
+	if opts.BaseURL == "" {
+		opts.BaseURL = ps.URL + "/v1"
+	}
+	m := chat.New(opts)
+	_, front := servertest.Start(t, server.Options{Model: m})
+	return front, m, p
+}
+
+func dialAppend(t *testing.T, base string) *wstest.Client {
+	h := http.Header{}
+	h.Add("OpenAI-Beta", server.AppendBeta)
+	return wstest.Dial(t, "ws"+strings.TrimPrefix(base, "http")+"/v1/responses", h)
+}
+
+var weather = map[string]any{"type": "function", "name": "get_weather", "strict": true, "parameters": map[string]any{
+	"type": "object", "required": []string{"location"}, "additionalProperties": false,
+	"properties": map[string]any{"location": map[string]any{"type": "string"}}}}
+
+// TestChainHotTurn runs a tool rollout on the append shape through the chain: the second turn
+// sends the converted call and its output on the same pinned slot, reports the upstream's
+// cached tokens, and the slot is released when the rollout ends.
+func TestChainHotTurn(t *testing.T) {
+	front, m, p := chain(t, chat.Options{Slots: 2})
+	c := dialAppend(t, front)
+	c.Send(map[string]any{"type": "response.create", "model": "sim", "instructions": "be brief",
+		"input": "weather in Paris", "tools": []any{weather}})
+	fs := c.Until("response.done", "response.failed", "response.completed")
+	done := fs[len(fs)-1]
+	if done.Type() != "response.done" || m.Pinned() != 1 {
+		t.Fatalf("first step ended %s (%v), %d slots pinned", done.Type(), done, m.Pinned())
+	}
+	var callID, args string
+	for _, f := range fs {
+		if f.Type() == "response.output_item.done" {
+			callID, args = f.Str("item", "call_id"), f.Str("item", "arguments")
+		}
+	}
+	c.Send(map[string]any{"type": "response.append", "response_id": done.Str("response_id"),
+		"input": []any{map[string]any{"type": "function_call_output", "call_id": callID, "output": "sunny"}}})
+	fs = c.Until("response.completed", "response.failed", "response.incomplete")
+	last := fs[len(fs)-1]
+	if last.Type() != "response.completed" {
+		t.Fatalf("rollout ended %s: %v", last.Type(), last)
+	}
+	in, cached := last.Num("response", "usage", "input_tokens"), last.Num("response", "usage", "input_tokens_details", "cached_tokens")
+	if cached <= 0 || cached >= in {
+		t.Fatalf("usage %v: want the upstream's cached tokens of the hot turn", last.Get("response", "usage"))
+	}
+
+	reqs := p.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d upstream requests, want 2", len(reqs))
+	}
+	r1, r2 := reqs[0], reqs[1]
+	if r1.IDSlot == nil || r2.IDSlot == nil || *r1.IDSlot != *r2.IDSlot || r2.CachePrompt == nil || !*r2.CachePrompt {
+		t.Fatalf("slot pinning: id_slot %v then %v, cache_prompt %v", r1.IDSlot, r2.IDSlot, r2.CachePrompt)
+	}
+	if !r2.Stream || r2.StreamOptions == nil || !r2.StreamOptions.IncludeUsage || len(r2.Tools) != 1 || r2.Tools[0].Function.Name != "get_weather" {
+		t.Fatalf("second request settings: %+v", r2)
+	}
+	want := []string{`system:"be brief"`, `user:"weather in Paris"`, `assistant:null:` + callID + ` get_weather ` + args, `tool:"sunny":` + callID}
+	if got := describe(r2.Messages); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("second request messages:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := describe(r1.Messages); len(got) != 2 || got[1] != want[1] {
+		t.Fatalf("first request messages: %v", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Pinned() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m.Pinned() != 0 {
+		t.Fatalf("%d slots still pinned after the rollout ended", m.Pinned())
+	}
+}
+
+// describe renders messages as "role:content[:tool_call_id]" or, for tool calls,
+// "role:content:id name arguments".
+func describe(msgs []chatapi.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		s := m.Role + ":" + string(m.Content)
+		for _, tc := range m.ToolCalls {
+			s += ":" + tc.ID + " " + tc.Function.Name + " " + tc.Function.Arguments
+		}
+		if m.ToolCallID != "" {
+			s += ":" + m.ToolCallID
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestChainFailures: each upstream fault ends the response failed with a message naming the
+// cause; the front keeps serving.
+func TestChainFailures(t *testing.T) {
+	front, _, p := chain(t, chat.Options{Timeout: 300 * time.Millisecond})
+	for _, tc := range []struct{ mode, code, says string }{
+		{"500", "server_error", "HTTP 500"},
+		{"401", "server_error", "HTTP 401"},
+		{"400", "invalid_prompt", "exceeds the available context size"},
+		{"stall", "server_error", "sent nothing"},
+		{"malformed", "server_error", "malformed chunk"},
+		{"eof", "server_error", "without a finish_reason"},
+		{"", "", ""},
+	} {
+		p.setMode(tc.mode)
+		r := post(t, front)
+		if tc.mode == "" {
+			if r.Status != "completed" {
+				t.Fatalf("after the faults: %+v", r)
+			}
+			continue
+		}
+		if r.Status != "failed" || r.Error == nil || r.Error.Code != tc.code || !strings.Contains(r.Error.Message, tc.says) {
+			t.Errorf("%s: status %s, error %+v; want failed %s naming %q", tc.mode, r.Status, r.Error, tc.code, tc.says)
+		}
+		if r.Error != nil && strings.Contains(r.Error.Message, "sk-upstream-secret") {
+			t.Errorf("%s: the upstream's message with a key is echoed: %s", tc.mode, r.Error.Message)
+		}
+	}
+}
+
+func TestChainRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	front, _, _ := chain(t, chat.Options{BaseURL: "http://" + addr + "/v1"})
+	r := post(t, front)
+	if r.Status != "failed" || r.Error == nil || r.Error.Code != "server_error" || !strings.Contains(r.Error.Message, "upstream request failed") {
+		t.Fatalf("refused upstream: %+v %+v", r, r.Error)
+	}
+}
+
+type result struct {
+	Status string
+	Error  *struct{ Code, Message string }
+}
+
+// post creates a response over HTTP (not stored) and decodes it.
+func post(t *testing.T, base string) result {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/responses", "application/json", strings.NewReader(`{"model":"sim","input":"hello","store":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r result
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -1,0 +1,29 @@
+package chat_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/conformance"
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/sampler/sim"
+)
+
+// TestChainConforms runs the conformance suite, both shapes, -model-contract any, against a
+// front Tether whose chat backend pins slots of a sim Tether upstream.
+func TestChainConforms(t *testing.T) {
+	_, up := servertest.Start(t, server.Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true})})
+	const maxFrame = 64 << 10
+	_, front := servertest.Start(t, server.Options{MaxFrame: maxFrame,
+		Model: chat.New(chat.Options{BaseURL: up + "/v1", Slots: 4, Timeout: 10 * time.Second})})
+	var out bytes.Buffer
+	rep := conformance.Run(t.Context(), conformance.Config{URL: front + "/v1", Shape: conformance.ShapeBoth,
+		Contract: conformance.ContractAny, MaxFrame: maxFrame, Timeout: 10 * time.Second}, &out)
+	t.Logf("chain:\n%s", out.String())
+	if rep.Failed != 0 || rep.Passed == 0 {
+		t.Fatalf("%d scenarios failed against the chat chain:\n%s", rep.Failed, out.String())
+	}
+}

@@ -1,0 +1,58 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/protocol"
+)
+
+// CodeInvalidPrompt is the response.failed error code of a step the upstream refused as a bad
+// request (HTTP 400, 413, 422): the client's input or settings, not Tether, caused it.
+const CodeInvalidPrompt = "invalid_prompt"
+
+// statusError maps an upstream reply other than 200 to the step's error (package doc,
+// "Failures").
+func statusError(resp *http.Response) error {
+	code := resp.StatusCode
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("the upstream engine refused Tether's credentials (HTTP %d): the server's -upstream-api-key-file is wrong or missing", code)
+	}
+	msg := upstreamMessage(resp.Body)
+	switch code {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return &protocol.Error{Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: CodeInvalidPrompt,
+			Message: fmt.Sprintf("The upstream engine rejected the request (HTTP %d): %s", code, msg)}
+	}
+	return fmt.Errorf("the upstream engine failed (HTTP %d): %s", code, msg)
+}
+
+// upstreamMessage reads an error body: OpenAI's {"error":{"message"}}, a bare JSON string or
+// text, cut to 512 bytes.
+func upstreamMessage(body io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	var env chatapi.ErrorEnvelope
+	if json.Unmarshal(b, &env) == nil && env.Error != nil && env.Error.Message != "" {
+		return cut(env.Error.Message)
+	}
+	var s string
+	if json.Unmarshal(b, &s) == nil && s != "" {
+		return cut(s)
+	}
+	if t := strings.TrimSpace(string(b)); t != "" {
+		return cut(t)
+	}
+	return "(no message)"
+}
+
+func cut(s string) string {
+	if len(s) > 512 {
+		return s[:512] + "…"
+	}
+	return s
+}

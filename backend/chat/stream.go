@@ -1,0 +1,143 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+)
+
+// reader turns one streamed chat completion into Output calls and a StepResult.
+type reader struct {
+	out     sampler.Output
+	timer   *time.Timer // the silence timer, reset at every event
+	timeout time.Duration
+
+	open   bool // a call is open
+	index  int  // the open call's index
+	id     string
+	closed map[callKey]bool // calls already ended
+	finish string
+	res    sampler.StepResult
+}
+
+// callKey identifies a streamed call: its index, and its id when the engine reuses indexes.
+type callKey struct {
+	index int
+	id    string
+}
+
+// read consumes the SSE body until [DONE] (or its end after a finish_reason).
+func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
+	sse := protocol.NewSSEReader(body)
+	for {
+		_, data, err := sse.Next()
+		r.timer.Reset(r.timeout)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return r.res, fmt.Errorf("reading the upstream stream: %w", err)
+		}
+		if string(data) == "[DONE]" {
+			break
+		}
+		var c chatapi.Chunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			return r.res, fmt.Errorf("the upstream engine sent a malformed chunk: %v", err)
+		}
+		if err := r.chunk(&c); err != nil {
+			return r.res, err
+		}
+	}
+	if r.finish == "" {
+		return r.res, errors.New("the upstream stream ended without a finish_reason")
+	}
+	if r.finish == chatapi.FinishLength {
+		r.res.Incomplete = protocol.ReasonMaxOutputTokens
+	}
+	return r.res, nil
+}
+
+// chunk applies one chunk.
+func (r *reader) chunk(c *chatapi.Chunk) error {
+	if c.Error != nil {
+		return fmt.Errorf("the upstream engine reported an error in the stream: %s", cut(c.Error.Message))
+	}
+	r.usage(c)
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue
+		}
+		if d := ch.Delta.Content; d != nil && *d != "" {
+			if err := r.out.Text(*d); err != nil {
+				return err
+			}
+		}
+		for j := range ch.Delta.ToolCalls {
+			if err := r.toolCall(&ch.Delta.ToolCalls[j]); err != nil {
+				return err
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			r.finish = *ch.FinishReason
+		}
+	}
+	return nil
+}
+
+// toolCall applies one tool_calls delta: a new index (or a new id at the open index) starts a
+// call, arguments extend the open one.
+func (r *reader) toolCall(tc *chatapi.ToolCall) error {
+	idx := 0
+	if tc.Index != nil {
+		idx = *tc.Index
+	}
+	if !r.open || idx != r.index || (tc.ID != "" && r.id != "" && tc.ID != r.id) {
+		if r.closed == nil {
+			r.closed = map[callKey]bool{}
+		}
+		if r.open {
+			r.closed[callKey{r.index, r.id}] = true
+		}
+		if r.closed[callKey{idx, tc.ID}] || (tc.ID == "" && r.closed[callKey{idx, ""}]) {
+			return fmt.Errorf("the upstream engine interleaved tool call %d with a later one", idx)
+		}
+		if tc.Function.Name == "" {
+			return fmt.Errorf("the upstream engine started tool call %d without a function name", idx)
+		}
+		if err := r.out.Call(tc.Function.Name, tc.ID); err != nil {
+			return err
+		}
+		r.open, r.index, r.id = true, idx, tc.ID
+	}
+	if tc.Function.Arguments == "" {
+		return nil
+	}
+	return r.out.Arguments(tc.Function.Arguments)
+}
+
+// usage records the chunk's usage and llama.cpp timings, when present.
+func (r *reader) usage(c *chatapi.Chunk) {
+	if u := c.Usage; u != nil {
+		r.res.InputTokens, r.res.OutputTokens = u.PromptTokens, u.CompletionTokens
+		if u.PromptTokensDetails != nil {
+			r.res.CachedTokens = u.PromptTokensDetails.CachedTokens
+		}
+	}
+	if t := c.Timings; t != nil {
+		if c.Usage == nil {
+			r.res.InputTokens, r.res.OutputTokens = t.PromptN+t.CacheN, t.PredictedN
+		}
+		if c.Usage == nil || c.Usage.PromptTokensDetails == nil {
+			r.res.CachedTokens = t.CacheN
+		}
+	}
+	r.res.CachedTokens = min(r.res.CachedTokens, r.res.InputTokens)
+}

@@ -1,0 +1,199 @@
+package chatapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+)
+
+// badRequest returns a 400 invalid_request_error with code invalid_value (or code).
+func badRequest(code, param, format string, args ...any) *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, code, param, format, args...)
+}
+
+// ContentText returns the text of a message's content: a JSON string, null / absent (""), or
+// an array of parts whose "text" parts are concatenated. Other part types give an error.
+func ContentText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var parts []struct {
+		Type    string `json:"type"`
+		Text    string `json:"text"`
+		Refusal string `json:"refusal"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("content must be a string or an array of parts")
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		switch p.Type {
+		case "text":
+			b.WriteString(p.Text)
+		case "refusal":
+			b.WriteString(p.Refusal)
+		default:
+			return "", fmt.Errorf("content[%d]: part type %q is not supported (text only)", i, p.Type)
+		}
+	}
+	return b.String(), nil
+}
+
+// TextContent returns s as a JSON string content.
+func TextContent(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// ItemsFromMessages converts a request's messages to Response items (see the package doc).
+// The first message's text becomes instructions when its role is system (instructions is
+// then non-nil). Errors are 400s naming the message ("messages[2].role").
+func ItemsFromMessages(msgs []Message) (instructions *string, items []protocol.Item, perr *protocol.Error) {
+	for i := range msgs {
+		m := &msgs[i]
+		param := fmt.Sprintf("messages[%d]", i)
+		text, err := ContentText(m.Content)
+		if err != nil {
+			return nil, nil, badRequest(protocol.CodeInvalidValue, param+".content", "%s: %v", param, err)
+		}
+		switch m.Role {
+		case protocol.RoleSystem, protocol.RoleDeveloper, protocol.RoleUser:
+			if i == 0 && m.Role == protocol.RoleSystem {
+				instructions = &text
+				continue
+			}
+			items = append(items, message(m.Role, protocol.PartInputText, text))
+		case protocol.RoleAssistant:
+			if text != "" || len(m.ToolCalls) == 0 {
+				items = append(items, message(m.Role, protocol.PartOutputText, text))
+			}
+			for j, tc := range m.ToolCalls {
+				if tc.ID == "" || tc.Function.Name == "" {
+					return nil, nil, badRequest(protocol.CodeMissingRequiredParameter, fmt.Sprintf("%s.tool_calls[%d]", param, j),
+						"%s.tool_calls[%d] needs an id and a function.name.", param, j)
+				}
+				items = append(items, protocol.Item{Type: protocol.ItemFunctionCall, CallID: tc.ID, Name: tc.Function.Name,
+					Arguments: tc.Function.Arguments, Status: protocol.StatusCompleted})
+			}
+		case "tool":
+			if m.ToolCallID == "" {
+				return nil, nil, badRequest(protocol.CodeMissingRequiredParameter, param+".tool_call_id",
+					"%s: a tool message needs tool_call_id.", param)
+			}
+			items = append(items, protocol.Item{Type: protocol.ItemFunctionCallOutput, CallID: m.ToolCallID, Output: text})
+		case "":
+			return nil, nil, badRequest(protocol.CodeMissingRequiredParameter, param+".role", "%s has no role.", param)
+		default:
+			return nil, nil, badRequest(protocol.CodeInvalidValue, param+".role",
+				"%s.role %q: want system, developer, user, assistant or tool.", param, m.Role)
+		}
+	}
+	return instructions, items, nil
+}
+
+func message(role, partType, text string) protocol.Item {
+	return protocol.Item{Type: protocol.ItemMessage, Role: role, Status: protocol.StatusCompleted,
+		Content: []protocol.ContentPart{{Type: partType, Text: text}}}
+}
+
+// SettingsFromRequest converts a request's generation fields to sampler.Settings
+// (instructions from ItemsFromMessages). parallel_tool_calls defaults to true;
+// max_completion_tokens wins over max_tokens.
+func SettingsFromRequest(req *Request, instructions *string) (sampler.Settings, *protocol.Error) {
+	s := sampler.Settings{Model: req.Model, ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls,
+		Temperature: req.Temperature, TopP: req.TopP, ReasoningEffort: req.ReasoningEffort, Metadata: req.Metadata}
+	if instructions != nil {
+		s.Instructions = *instructions
+	}
+	for i, t := range req.Tools {
+		if t.Type != protocol.ToolFunction || t.Function.Name == "" {
+			return s, badRequest(protocol.CodeInvalidValue, fmt.Sprintf("tools[%d]", i),
+				"tools[%d]: only function tools with a function.name are supported.", i)
+		}
+		s.Tools = append(s.Tools, protocol.Tool{Type: protocol.ToolFunction, Name: t.Function.Name,
+			Description: t.Function.Description, Parameters: t.Function.Parameters, Strict: t.Function.Strict})
+	}
+	var perr *protocol.Error
+	if s.ToolChoice, perr = toolChoiceFrom(req.ToolChoice); perr != nil {
+		return s, perr
+	}
+	switch {
+	case req.MaxCompletionTokens != nil:
+		s.MaxOutputTokens = max(*req.MaxCompletionTokens, 0)
+	case req.MaxTokens != nil:
+		s.MaxOutputTokens = max(*req.MaxTokens, 0)
+	}
+	s.TextFormat, perr = textFormatFrom(req.ResponseFormat)
+	return s, perr
+}
+
+// toolChoiceFrom converts a chat tool_choice to the Responses form.
+func toolChoiceFrom(raw json.RawMessage) (protocol.ToolChoice, *protocol.Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return protocol.ToolChoice{}, nil
+	}
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		switch mode {
+		case protocol.ToolChoiceAuto, protocol.ToolChoiceNone, protocol.ToolChoiceRequired:
+			return protocol.ToolChoice{Mode: mode}, nil
+		}
+		return protocol.ToolChoice{}, badRequest(protocol.CodeInvalidValue, "tool_choice", "tool_choice %q: want auto, none, required or a function object.", mode)
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &obj) != nil || obj.Type != protocol.ToolFunction || obj.Function.Name == "" {
+		return protocol.ToolChoice{}, badRequest(protocol.CodeInvalidValue, "tool_choice", `tool_choice: want "auto", "none", "required" or {"type":"function","function":{"name":…}}.`)
+	}
+	return protocol.ToolChoice{Name: obj.Function.Name}, nil
+}
+
+// responseFormat is a chat response_format.
+type responseFormat struct {
+	Type       string          `json:"type"`
+	JSONSchema json.RawMessage `json:"json_schema,omitempty"`
+}
+
+// textFormatFrom converts response_format to text.format (nil for text or absent).
+func textFormatFrom(raw json.RawMessage) (json.RawMessage, *protocol.Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var rf responseFormat
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return nil, badRequest(protocol.CodeInvalidType, "response_format", "response_format must be an object.")
+	}
+	switch rf.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return json.RawMessage(`{"type":"json_object"}`), nil
+	case "json_schema":
+		var js map[string]json.RawMessage
+		if json.Unmarshal(rf.JSONSchema, &js) != nil || js["name"] == nil {
+			return nil, badRequest(protocol.CodeMissingRequiredParameter, "response_format.json_schema",
+				"response_format json_schema needs a json_schema object with a name.")
+		}
+		js["type"] = json.RawMessage(`"json_schema"`)
+		b, _ := json.Marshal(js)
+		return b, nil
+	}
+	return nil, badRequest(protocol.CodeInvalidValue, "response_format.type", "response_format.type %q: want text, json_object or json_schema.", rf.Type)
+}

@@ -1,0 +1,103 @@
+package chatapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+)
+
+// TestSettingsRoundTrip: settings sent by the chat backend (SetSettings) come back equal when
+// a Tether decodes them (SettingsFromRequest), for every field both sides carry.
+func TestSettingsRoundTrip(t *testing.T) {
+	temp, topP := 0.5, 0.9
+	desc := "weather"
+	for _, s := range []sampler.Settings{
+		{Model: "m", ToolChoice: protocol.ToolChoice{Name: "get_weather"}, ParallelToolCalls: false,
+			Tools:           []protocol.Tool{{Type: "function", Name: "get_weather", Description: &desc, Parameters: json.RawMessage(`{"type":"object"}`)}},
+			MaxOutputTokens: 7, Temperature: &temp, TopP: &topP, ReasoningEffort: "low",
+			TextFormat: json.RawMessage(`{"name":"w","schema":{"type":"object"},"strict":true,"type":"json_schema"}`),
+			Metadata:   map[string]string{"sim.calls": "2"}, Instructions: "be brief"},
+		{Model: "m", ToolChoice: protocol.ToolChoice{Mode: "none"}, ParallelToolCalls: true,
+			Tools:      []protocol.Tool{{Type: "function", Name: "f"}},
+			TextFormat: json.RawMessage(`{"type":"json_object"}`)},
+		{Model: "m", ParallelToolCalls: true},
+	} {
+		var req Request
+		req.SetSettings(&s, false)
+		b, err := json.Marshal(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Request
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		var instr *string
+		if s.Instructions != "" {
+			instr = &s.Instructions
+		}
+		got, perr := SettingsFromRequest(&back, instr)
+		if perr != nil {
+			t.Fatalf("%s: %v", b, perr)
+		}
+		if string(got.TextFormat) != string(s.TextFormat) {
+			t.Errorf("text format %s, want %s", got.TextFormat, s.TextFormat)
+		}
+		got.TextFormat, s.TextFormat = nil, nil
+		if !reflect.DeepEqual(got, s) {
+			t.Errorf("round trip of %s:\n got %+v\nwant %+v", b, got, s)
+		}
+	}
+}
+
+// TestItemsRoundTrip: items → messages (the backend) → items (the server) keep their content,
+// call ids and order; reasoning is dropped, developer becomes system.
+func TestItemsRoundTrip(t *testing.T) {
+	items := []protocol.Item{
+		message("user", protocol.PartInputText, "hi"),
+		{Type: protocol.ItemReasoning, Raw: json.RawMessage(`{"type":"reasoning","summary":[]}`)},
+		message("assistant", protocol.PartOutputText, "let me look"),
+		{Type: protocol.ItemFunctionCall, CallID: "c1", Name: "f", Arguments: `{"a":1}`},
+		{Type: protocol.ItemFunctionCall, CallID: "c2", Name: "g", Arguments: `{}`},
+		{Type: protocol.ItemFunctionCallOutput, CallID: "c1", Output: "one"},
+		{Type: protocol.ItemFunctionCallOutput, CallID: "c2", OutputParts: []protocol.ContentPart{{Type: "input_text", Text: "two"}}},
+		message("developer", protocol.PartInputText, "stay on topic"),
+	}
+	msgs, err := MessagesFromItems(nil, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 5 || len(msgs[1].ToolCalls) != 2 || msgs[4].Role != "system" {
+		t.Fatalf("messages %+v", msgs)
+	}
+	_, back, perr := ItemsFromMessages(append([]Message{{Role: "user", Content: TextContent("x")}}, msgs...))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	back = back[1:]
+	want := []string{"message user hi", "message assistant let me look", "function_call c1 f {\"a\":1}",
+		"function_call c2 g {}", "function_call_output c1 one", "function_call_output c2 two", "message system stay on topic"}
+	if len(back) != len(want) {
+		t.Fatalf("%d items back: %+v", len(back), back)
+	}
+	for i, it := range back {
+		var got string
+		switch it.Type {
+		case protocol.ItemMessage:
+			got = it.Type + " " + it.Role + " " + it.Text()
+		case protocol.ItemFunctionCall:
+			got = it.Type + " " + it.CallID + " " + it.Name + " " + it.Arguments
+		default:
+			got = it.Type + " " + it.CallID + " " + it.Output
+		}
+		if got != want[i] {
+			t.Errorf("item %d: %q, want %q", i, got, want[i])
+		}
+	}
+	if e := CheckItems([]protocol.Item{{Type: "custom_tool_call"}}); e == nil || e.Param != "input[0].type" {
+		t.Errorf("CheckItems of an unknown type: %v", e)
+	}
+}

@@ -1,0 +1,49 @@
+// Package chatapi is Tether's side of the OpenAI Chat Completions wire format
+// (POST /v1/chat/completions): the request, message, tool call, chunk and completion shapes
+// (Request, Message, Chunk, Completion), the conversion between chat messages and Response
+// items (ItemsFromMessages, MessagesFromItems) and between a request's fields and
+// sampler.Settings (SettingsFromRequest, Request.SetSettings), and Handler, which serves the
+// endpoint from any sampler.Model with llama.cpp-compatible slot emulation (Slots).
+//
+// Package backend/chat uses the same types as a client of an upstream engine.
+//
+// # Serving /v1/chat/completions
+//
+// Handler decodes the body (at most MaxBody bytes), converts messages to items and the other
+// fields to sampler.Settings, runs one sampling step of the server's Model on a slot's
+// ModelSession, and answers one chat.completion JSON or, with "stream": true, an SSE stream
+// of chat.completion.chunk objects ("data: {…}" lines, then "data: [DONE]"): a role delta,
+// content deltas, tool_calls deltas (index, id, type and function.name on a call's first
+// delta, function.arguments fragments after), a finish chunk (finish_reason "stop",
+// "tool_calls" or "length") and, with stream_options.include_usage, a usage chunk with
+// "choices": []. Usage has prompt_tokens, completion_tokens, total_tokens and
+// prompt_tokens_details.cached_tokens; "timings" {cache_n, prompt_n, predicted_n} follows
+// llama.cpp. Errors use OpenAI's envelope {"error":{message,type,param,code}}; an error after
+// the stream began is sent as one "data: {"error":…}" event and the stream ends without
+// [DONE].
+//
+// Conversion (messages → items): the first message, when its role is "system", becomes the
+// instructions; later system and all developer messages are message items of their role;
+// user messages are user messages (string content or "text" parts; other part types are
+// rejected); an assistant message becomes an assistant message item (when it has text) then
+// one function_call item per tool_calls entry (call_id = the entry's id); a "tool" message
+// becomes a function_call_output (call_id = tool_call_id). max_completion_tokens (else
+// max_tokens) becomes max_output_tokens; response_format becomes text.format; metadata,
+// tools, tool_choice, parallel_tool_calls, temperature, top_p and reasoning_effort map
+// one to one.
+//
+// # llama.cpp-compatible slot emulation
+//
+// Slots keeps N slots, each holding one open ModelSession and the items it has seen,
+// including what it generated. A request names a slot with "id_slot" (≥ 0) or lets the server
+// pick one (-1 or absent: the idle slot whose items are the longest prefix of the request's,
+// else the least recently used idle slot). When the slot's items (compared by content:
+// role and text, name and arguments, output; never ids) are a prefix of the request's items
+// and the settings are equal, only the new items are fed to the session, so a backend with a
+// KV cache (the sim, or a chat backend pinned to an engine slot) reports the prefix as
+// cached_tokens; otherwise (or with "cache_prompt": false) the slot's session is closed and a
+// new one opened. A busy slot makes the request wait, as llama.cpp defers a task. A slot keeps
+// at most NewSlots' maxBytes of items (the server passes -max-rollout-bytes; larger contexts
+// are answered but not kept) and is freed after NewSlots' idle time unused (the server passes
+// -suspend-timeout). GET /slots lists the slots (Handler.ServeSlots).
+package chatapi

@@ -1,0 +1,156 @@
+package chatapi
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+)
+
+// MessagesFromItems appends items converted to chat messages to msgs (package backend/chat's
+// rule): messages keep their role except developer, sent as system (chat templates know
+// system, not developer); consecutive function_call items, and the assistant message right
+// before them, merge into one assistant message with tool_calls (id = call_id); a
+// function_call_output becomes a "tool" message; reasoning items are dropped (a chat engine
+// cannot take them back). Any other item type, and content parts other than text, give an
+// error.
+func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error) {
+	merge := false // the last message is an assistant message the next function_call may join
+	for i := range items {
+		it := &items[i]
+		switch it.Type {
+		case protocol.ItemMessage:
+			if err := checkParts(it); err != nil {
+				return msgs, err
+			}
+			role := it.Role
+			if role == protocol.RoleDeveloper {
+				role = protocol.RoleSystem
+			}
+			msgs = append(msgs, Message{Role: role, Content: TextContent(it.Text())})
+			merge = role == protocol.RoleAssistant
+		case protocol.ItemFunctionCall:
+			tc := ToolCall{ID: it.CallID, Type: protocol.ToolFunction, Function: FunctionCall{Name: it.Name, Arguments: it.Arguments}}
+			if merge {
+				last := &msgs[len(msgs)-1]
+				last.ToolCalls = append(last.ToolCalls, tc)
+				continue
+			}
+			msgs = append(msgs, Message{Role: protocol.RoleAssistant, Content: json.RawMessage("null"), ToolCalls: []ToolCall{tc}})
+			merge = true
+		case protocol.ItemFunctionCallOutput:
+			msgs = append(msgs, Message{Role: "tool", ToolCallID: it.CallID, Content: TextContent(outputText(it))})
+			merge = false
+		case protocol.ItemReasoning:
+		default:
+			return msgs, fmt.Errorf("item type %q cannot be sent to a Chat Completions engine", it.Type)
+		}
+	}
+	return msgs, nil
+}
+
+// CheckItems reports the first item MessagesFromItems cannot convert, as a 400 naming it
+// (param "input[i]…"), or nil.
+func CheckItems(items []protocol.Item) *protocol.Error {
+	for i := range items {
+		it := &items[i]
+		switch it.Type {
+		case protocol.ItemMessage:
+			if err := checkParts(it); err != nil {
+				return badRequest(protocol.CodeInvalidValue, fmt.Sprintf("input[%d].content", i), "input[%d]: %v", i, err)
+			}
+		case protocol.ItemFunctionCall, protocol.ItemFunctionCallOutput, protocol.ItemReasoning:
+		default:
+			return badRequest(protocol.CodeInvalidValue, fmt.Sprintf("input[%d].type", i),
+				"input[%d]: item type %q cannot be sent to the Chat Completions engine behind this server.", i, it.Type)
+		}
+	}
+	return nil
+}
+
+// checkParts rejects content parts a chat message cannot carry as text.
+func checkParts(it *protocol.Item) error {
+	for j := range it.Content {
+		switch it.Content[j].Type {
+		case protocol.PartInputText, protocol.PartOutputText, protocol.PartRefusal:
+		default:
+			return fmt.Errorf("content part type %q cannot be sent to a Chat Completions engine (text only)", it.Content[j].Type)
+		}
+	}
+	return nil
+}
+
+// outputText is a function_call_output's text: Output, or its text parts joined.
+func outputText(it *protocol.Item) string {
+	if it.OutputParts == nil {
+		return it.Output
+	}
+	var s string
+	for _, p := range it.OutputParts {
+		s += p.Text
+	}
+	return s
+}
+
+// SetSettings fills the request's generation fields from s: tools (function tools only;
+// others are dropped), tool_choice and parallel_tool_calls (only with tools, as OpenAI and
+// vLLM reject them without), max_completion_tokens (and max_tokens too when legacyMax),
+// temperature, top_p, reasoning_effort, response_format and metadata.
+func (r *Request) SetSettings(s *sampler.Settings, legacyMax bool) {
+	r.Model = s.Model
+	for _, t := range s.Tools {
+		if t.Type == protocol.ToolFunction {
+			r.Tools = append(r.Tools, Tool{Type: protocol.ToolFunction, Function: ToolFunction{Name: t.Name,
+				Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+		}
+	}
+	if len(r.Tools) > 0 {
+		r.ToolChoice = toolChoiceTo(s.ToolChoice)
+		p := s.ParallelToolCalls
+		r.ParallelToolCalls = &p
+	}
+	if s.MaxOutputTokens > 0 {
+		n := s.MaxOutputTokens
+		r.MaxCompletionTokens = &n
+		if legacyMax {
+			r.MaxTokens = &n
+		}
+	}
+	r.Temperature, r.TopP, r.ReasoningEffort = s.Temperature, s.TopP, s.ReasoningEffort
+	r.ResponseFormat = responseFormatTo(s.TextFormat)
+	if len(s.Metadata) > 0 {
+		r.Metadata = s.Metadata
+	}
+}
+
+// toolChoiceTo converts a Responses tool_choice to the chat form (nil: the engine's default).
+func toolChoiceTo(c protocol.ToolChoice) json.RawMessage {
+	switch {
+	case c.Name != "":
+		b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}})
+		return b
+	case c.Mode != "":
+		return TextContent(c.Mode)
+	}
+	return nil
+}
+
+// responseFormatTo converts text.format to response_format (nil for text).
+func responseFormatTo(format json.RawMessage) json.RawMessage {
+	var f map[string]json.RawMessage
+	if len(format) == 0 || json.Unmarshal(format, &f) != nil {
+		return nil
+	}
+	var typ string
+	_ = json.Unmarshal(f["type"], &typ)
+	switch typ {
+	case "json_object":
+		return json.RawMessage(`{"type":"json_object"}`)
+	case "json_schema":
+		delete(f, "type")
+		b, _ := json.Marshal(map[string]any{"type": "json_schema", "json_schema": f})
+		return b
+	}
+	return nil
+}

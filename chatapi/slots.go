@@ -1,0 +1,273 @@
+package chatapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/session"
+)
+
+// Slots is the llama.cpp-compatible slot emulation of Handler (see the package doc): N slots,
+// each keeping one ModelSession open with the items it has seen. Safe for concurrent use.
+type Slots struct {
+	model sampler.Model
+	// maxBytes bounds the items one slot keeps (session.ItemsBytes); 0 means no bound.
+	maxBytes int64
+	// idle frees a slot's session after this long unused; 0 means never.
+	idle time.Duration
+
+	mu       sync.Mutex // guards everything below and each slot's fields
+	slots    []*slot
+	released chan struct{} // closed (and replaced) whenever a slot is released
+	closed   bool
+	clock    int64 // use counter, for least-recently-used
+}
+
+// slot is one slot: an open session (nil when free) and what it holds.
+type slot struct {
+	id       int
+	busy     bool
+	ms       sampler.ModelSession
+	settings *sampler.Settings // the session's settings (RolloutInfo.Settings)
+	fed      []protocol.Item   // items the session has taken
+	gen      []protocol.Item   // items it generated in its last step (not yet fed back)
+	steps    int               // sampling steps run on ms
+	used     int64             // Slots.clock at the last release
+	n        int               // items held at the last release (for Info; guarded by mu)
+	timer    *time.Timer       // frees the session after the idle timeout
+}
+
+// NewSlots returns n slots (at least 1) over model; a slot keeps at most maxBytes of items
+// (0: no bound) and frees its session after idle unused (0: never).
+func NewSlots(model sampler.Model, n int, maxBytes int64, idle time.Duration) *Slots {
+	p := &Slots{model: model, maxBytes: maxBytes, idle: idle, released: make(chan struct{})}
+	for i := range max(n, 1) {
+		p.slots = append(p.slots, &slot{id: i})
+	}
+	return p
+}
+
+// Len returns the number of slots.
+func (p *Slots) Len() int { return len(p.slots) }
+
+// errClosed is returned by acquire after Close.
+var errClosed = &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
+	Code: protocol.CodeShuttingDown, Message: "The server is shutting down."}
+
+// acquire waits for slot id (≥ 0) or for the best idle slot (id < 0) and marks it busy.
+func (p *Slots) acquire(ctx context.Context, id int, items []protocol.Item) (*slot, error) {
+	if id >= len(p.slots) {
+		return nil, badRequest(protocol.CodeInvalidValue, "id_slot", "id_slot %d: this server has slots 0 to %d.", id, len(p.slots)-1)
+	}
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errClosed
+		}
+		s := p.pick(id, items)
+		if s != nil {
+			s.busy = true
+			if s.timer != nil {
+				s.timer.Stop()
+				s.timer = nil
+			}
+			p.mu.Unlock()
+			return s, nil
+		}
+		ch := p.released
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// pick returns slot id if idle, or for id < 0 the idle slot with the longest matching prefix,
+// else the least recently used idle slot; nil when none is idle. Called with mu held.
+func (p *Slots) pick(id int, items []protocol.Item) *slot {
+	if id >= 0 {
+		if s := p.slots[id]; !s.busy {
+			return s
+		}
+		return nil
+	}
+	var best, lru *slot
+	bestN := 0
+	for _, s := range p.slots {
+		if s.busy {
+			continue
+		}
+		if lru == nil || s.used < lru.used {
+			lru = s
+		}
+		if s.ms == nil {
+			continue
+		}
+		if n := prefixLen(s.held(), items); n > bestN {
+			best, bestN = s, n
+		}
+	}
+	if best == nil {
+		return lru
+	}
+	return best
+}
+
+// release marks s idle and arms its idle timer.
+func (p *Slots) release(s *slot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.busy = false
+	p.clock++
+	s.used = p.clock
+	if p.closed {
+		s.free()
+	}
+	s.n = len(s.fed) + len(s.gen)
+	if !p.closed && p.idle > 0 && s.ms != nil {
+		used := s.used
+		s.timer = time.AfterFunc(p.idle, func() { p.expire(s, used) })
+	}
+	close(p.released)
+	p.released = make(chan struct{})
+}
+
+// expire frees s's session when it has not been used since used.
+func (p *Slots) expire(s *slot, used int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !s.busy && s.used == used {
+		s.free()
+		s.n = 0
+	}
+}
+
+// Close frees every idle slot's session and makes later requests fail; a busy slot is freed
+// when its request releases it.
+func (p *Slots) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, s := range p.slots {
+		if s.timer != nil {
+			s.timer.Stop()
+			s.timer = nil
+		}
+		if !s.busy {
+			s.free()
+			s.n = 0
+		}
+	}
+	close(p.released)
+	p.released = make(chan struct{})
+}
+
+// held returns the items s's session holds, its generated ones included.
+func (s *slot) held() []protocol.Item {
+	return append(s.fed[:len(s.fed):len(s.fed)], s.gen...)
+}
+
+// free closes s's session (a panicking Close is contained) and forgets its items.
+func (s *slot) free() {
+	ms := s.ms
+	s.ms, s.settings, s.fed, s.gen, s.steps = nil, nil, nil, nil, 0
+	if ms != nil {
+		defer func() { _ = recover() }()
+		ms.Close()
+	}
+}
+
+// SlotInfo describes one slot for GET /slots.
+type SlotInfo struct {
+	ID           int  `json:"id"`
+	IsProcessing bool `json:"is_processing"`
+	// Items is the number of items the slot's session held when it was last released (0: no
+	// session).
+	Items int `json:"n_items"`
+}
+
+// Info returns the slots' state.
+func (p *Slots) Info() []SlotInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]SlotInfo, len(p.slots))
+	for i, s := range p.slots {
+		out[i] = SlotInfo{ID: s.id, IsProcessing: s.busy, Items: s.n}
+	}
+	return out
+}
+
+// prefixLen returns the number of leading items held and items share (by content).
+func prefixLen(held, items []protocol.Item) int {
+	n := 0
+	for n < len(held) && n < len(items) && sameItem(&held[n], &items[n]) {
+		n++
+	}
+	return n
+}
+
+// sameItem compares two items by content: type, role, text, name, arguments and output;
+// never ids, call_ids or statuses.
+func sameItem(a, b *protocol.Item) bool {
+	if a.Type != b.Type {
+		return false
+	}
+	switch a.Type {
+	case protocol.ItemMessage:
+		return a.Role == b.Role && a.Text() == b.Text()
+	case protocol.ItemFunctionCall:
+		return a.Name == b.Name && a.Arguments == b.Arguments
+	case protocol.ItemFunctionCallOutput:
+		return outputText(a) == outputText(b)
+	}
+	return string(a.Raw) == string(b.Raw)
+}
+
+// prepare makes s ready to sample items with settings: it returns the step to run, reusing
+// the open session when its items are a prefix of items and its settings are equal (and
+// reuse is allowed), else opening a new session. The caller holds s (busy).
+func (s *slot) prepare(ctx context.Context, model sampler.Model, settings *sampler.Settings, items []protocol.Item, reuse bool) (*sampler.Step, error) {
+	held := s.held()
+	if s.ms != nil && reuse && reflect.DeepEqual(s.settings, settings) && prefixLen(held, items) == len(held) {
+		step := &sampler.Step{Index: s.steps, Output: items[len(s.fed):len(held):len(held)],
+			Input: items[len(held):], Context: items, Calls: countCalls(items[:len(held)])}
+		return step, nil
+	}
+	s.free()
+	ms, err := model.Open(ctx, sampler.RolloutInfo{ID: fmt.Sprintf("slot_%d", s.id), ConnID: fmt.Sprintf("slot_%d", s.id), Settings: settings})
+	if err != nil {
+		return nil, err
+	}
+	s.ms, s.settings = ms, settings
+	return &sampler.Step{Input: items, Context: items}, nil
+}
+
+// done records a step's outcome: the items it generated are held when the step succeeded and
+// the slot stays within maxBytes; otherwise the session is freed.
+func (s *slot) done(items, generated []protocol.Item, ok bool, maxBytes int64) {
+	s.steps++
+	s.fed = items
+	s.gen = generated
+	if !ok || (maxBytes > 0 && session.ItemsBytes(items)+session.ItemsBytes(generated) > maxBytes) {
+		s.free()
+	}
+}
+
+func countCalls(items []protocol.Item) int {
+	n := 0
+	for i := range items {
+		if items[i].Type == protocol.ItemFunctionCall {
+			n++
+		}
+	}
+	return n
+}

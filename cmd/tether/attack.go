@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tetherd/tether/internal/attack"
+)
+
+// attackCmd runs `tether attack`: the resource attacks of issue 15, each against a fresh
+// `tether serve` child, with a table of peak RSS, /healthz latency and outcomes.
+func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("attack", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	exe := fs.String("exe", "", "tether binary to start as the server (default: this one)")
+	scale := fs.Float64("scale", 0.25, "multiplies each attack's connection and request counts (1 = the issue's numbers)")
+	names := fs.String("attacks", strings.Join(attack.Names, ","), "comma-separated attacks to run")
+	hold := fs.Duration("hold", 5*time.Second, "how long an attack keeps its connections after sending")
+	sizes := fs.Float64("size-scale", 1, "multiplies each attack's frame and body sizes")
+	serveArgs := fs.String("serve-args", "", "extra flags for `tether serve`, space-separated")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	results, err := attack.Run(ctx, attack.Config{Exe: *exe, Scale: *scale, Attacks: strings.Split(*names, ","),
+		Hold: *hold, SizeScale: *sizes, ServeArgs: strings.Fields(*serveArgs)}, stderr)
+	printAttack(stdout, results)
+	return err
+}
+
+func printAttack(w io.Writer, rs []attack.Result) {
+	fmt.Fprintln(w, "| attack | peak RSS | RSS at end | /healthz p50 / max | /healthz failed | outcomes | note |")
+	fmt.Fprintln(w, "| --- | --: | --: | --: | --: | --- | --- |")
+	for _, r := range rs {
+		var outs []string
+		for k, v := range r.Outcomes {
+			outs = append(outs, fmt.Sprintf("%s ×%d", k, v))
+		}
+		sort.Strings(outs)
+		fmt.Fprintf(w, "| %s | %s | %s | %v / %v | %d | %s | %s |\n", r.Name, formatBytes(r.PeakRSS), formatBytes(r.EndRSS),
+			r.HealthzP50.Round(time.Millisecond), r.HealthzMax.Round(time.Millisecond), r.HealthzFailed, strings.Join(outs, ", "), r.Note)
+	}
+}

@@ -1,0 +1,220 @@
+package attack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetherd/tether/internal/bench"
+)
+
+// Config configures Run.
+type Config struct {
+	// Exe is the tether binary to start as the server (os.Executable() when empty).
+	Exe string
+	// ServeArgs are extra flags of `tether serve` (after -addr 127.0.0.1:0 -model-speed instant).
+	ServeArgs []string
+	// Scale multiplies each attack's connection and request counts (0 means 0.25).
+	Scale float64
+	// Attacks names the attacks to run (nil: all, in the order of Names).
+	Attacks []string
+	// Hold is how long an attack keeps its connections after sending (0 means 5s).
+	Hold time.Duration
+	// SizeScale multiplies the attacks' frame and body sizes (0 means 1: the issue's sizes);
+	// the tests use small sizes.
+	SizeScale float64
+}
+
+// Names are the attacks, in the order Run runs them.
+var Names = []string{"tools", "store", "decode", "idle-ws", "stalled", "keepalive", "starve"}
+
+// Result is one attack's outcome.
+type Result struct {
+	Name string
+	// PeakRSS is the server's VmHWM at the end of the attack, in bytes; EndRSS its VmRSS.
+	PeakRSS, EndRSS int64
+	// HealthzMax and HealthzP50 are the /healthz latencies seen during the attack;
+	// HealthzFailed counts probes that got no 200 within 5 s.
+	HealthzMax, HealthzP50 time.Duration
+	HealthzFailed          int
+	// Outcomes counts what the attack's requests got: "200", "503 server_overloaded",
+	// "ws error server_overloaded", "closed", ….
+	Outcomes map[string]int
+	// Note is an attack-specific finding (e.g. whether key A's response survived).
+	Note string
+}
+
+// Run runs the attacks one by one, each against a fresh server, and returns their results.
+func Run(ctx context.Context, cfg Config, progress io.Writer) ([]Result, error) {
+	if cfg.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Exe = exe
+	}
+	if cfg.Scale <= 0 {
+		cfg.Scale = 0.25
+	}
+	if cfg.SizeScale <= 0 {
+		cfg.SizeScale = 1
+	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = 5 * time.Second
+	}
+	names := cfg.Attacks
+	if len(names) == 0 {
+		names = Names
+	}
+	var out []Result
+	for _, name := range names {
+		fn, ok := attacks[name]
+		if !ok {
+			return out, fmt.Errorf("attack: unknown attack %q (known: %s)", name, strings.Join(Names, ", "))
+		}
+		fmt.Fprintf(progress, "attack %s …\n", name)
+		r, err := runOne(ctx, cfg, name, fn)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// env is what an attack gets: the server's URL, the scale and the hold time, and the tally.
+type env struct {
+	base  string // http://127.0.0.1:port
+	scale float64
+	sizes float64
+	hold  time.Duration
+	mu    sync.Mutex
+	tally map[string]int
+	note  string
+}
+
+func (e *env) n(full int) int { return max(1, int(float64(full)*e.scale+0.5)) }
+
+// size scales a frame or body size.
+func (e *env) size(full int) int { return max(1024, int(float64(full)*e.sizes)) }
+
+func (e *env) count(outcome string) {
+	e.mu.Lock()
+	e.tally[outcome]++
+	e.mu.Unlock()
+}
+
+var attacks = map[string]func(context.Context, *env){
+	"tools": attackTools, "store": attackStore, "decode": attackDecode, "idle-ws": attackIdleWS,
+	"stalled": attackStalled, "keepalive": attackKeepAlive, "starve": attackStarve,
+}
+
+func runOne(ctx context.Context, cfg Config, name string, fn func(context.Context, *env)) (Result, error) {
+	args := append([]string{"serve", "-addr", "127.0.0.1:0", "-model-speed", "instant"}, cfg.ServeArgs...)
+	if name == "starve" {
+		keys, err := keyFile()
+		if err != nil {
+			return Result{}, err
+		}
+		defer os.Remove(keys)
+		args = append(args, "-api-keys", keys)
+	}
+	child, err := bench.Spawn(ctx, cfg.Exe, args...)
+	if err != nil {
+		return Result{}, err
+	}
+	defer child.Stop(10 * time.Second)
+	e := &env{base: child.URL, scale: cfg.Scale, sizes: cfg.SizeScale, hold: cfg.Hold, tally: map[string]int{}}
+	probe := startProbe(child.URL)
+	fn(ctx, e)
+	lat, failed := probe.stop()
+	r := Result{Name: name, Outcomes: e.tally, Note: e.note, HealthzFailed: failed}
+	r.PeakRSS, r.EndRSS = memOf(child.PID)
+	if len(lat) > 0 {
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		r.HealthzMax, r.HealthzP50 = lat[len(lat)-1], lat[len(lat)/2]
+	}
+	return r, nil
+}
+
+// keyFile writes the API keys of the starve attack ("key-a", "key-b") to a temporary file.
+func keyFile() (string, error) {
+	f, err := os.CreateTemp("", "tether-attack-keys")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString("key-a\nkey-b\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return f.Name(), err
+}
+
+// memOf reads VmHWM and VmRSS of pid from /proc, in bytes.
+func memOf(pid int) (peak, now int64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmHWM" && k != "VmRSS") {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if k == "VmHWM" {
+			peak = kb << 10
+		} else {
+			now = kb << 10
+		}
+	}
+	return peak, now
+}
+
+// probe asks GET /healthz every 100 ms on a new connection and records the latencies.
+type probe struct {
+	stopc  chan struct{}
+	done   chan struct{}
+	lat    []time.Duration
+	failed int
+}
+
+func startProbe(base string) *probe {
+	p := &probe{stopc: make(chan struct{}), done: make(chan struct{})}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	go func() {
+		defer close(p.done)
+		for {
+			start := time.Now()
+			resp, err := client.Get(base + "/healthz")
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			if err != nil || resp.StatusCode != 200 {
+				p.failed++
+			} else {
+				p.lat = append(p.lat, time.Since(start))
+			}
+			select {
+			case <-p.stopc:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return p
+}
+
+func (p *probe) stop() ([]time.Duration, int) {
+	close(p.stopc)
+	<-p.done
+	return p.lat, p.failed
+}

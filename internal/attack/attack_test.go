@@ -1,0 +1,88 @@
+package attack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tetherd/tether/internal/server"
+)
+
+// childEnv makes the test binary act as a `tether serve` child.
+const childEnv = "ATTACK_TEST_CHILD_SERVE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(childServe())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// childServe serves Tether the way `tether serve` does (server.HTTPServer), with the API keys
+// of -api-keys if given and small limits, and logs its listen address.
+func childServe() int {
+	opts := server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxFrame: 1 << 20, MaxMemory: 64 << 20, ReadTimeout: time.Second}
+	for i, a := range os.Args {
+		if a == "-api-keys" && i+1 < len(os.Args) {
+			keys, err := server.LoadKeys(os.Args[i+1])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			opts.Keys = keys
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s := server.New(opts)
+	hs, l := s.HTTPServer(ln)
+	go func() { _ = hs.Serve(l) }()
+	fmt.Fprintf(os.Stderr, "time=now level=INFO msg=\"tether listening\" addr=%s model=sim\n", ln.Addr())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	<-sig
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.Shutdown(ctx)
+	_ = hs.Shutdown(ctx)
+	return 0
+}
+
+// TestRunEveryAttack runs every attack, tiny, against this binary as the server.
+func TestRunEveryAttack(t *testing.T) {
+	t.Setenv(childEnv, "1")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Run(context.Background(), Config{Exe: exe, Scale: 0.001, SizeScale: 0.02, Hold: 100 * time.Millisecond,
+		ServeArgs: []string{"-test.run=^$"}}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != len(Names) {
+		t.Fatalf("%d results, want %d", len(rs), len(Names))
+	}
+	for _, r := range rs {
+		if r.PeakRSS <= 0 || len(r.Outcomes) == 0 || r.HealthzFailed > 0 {
+			t.Errorf("%s: %+v", r.Name, r)
+		}
+	}
+	starve := rs[len(rs)-1]
+	if !strings.Contains(starve.Note, "A's stored response after B's flood: 200") {
+		t.Errorf("starve: %s", starve.Note)
+	}
+}

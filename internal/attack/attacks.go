@@ -1,0 +1,340 @@
+package attack
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+const mib = 1 << 20
+
+// toolCreate is an append-shape response.create that suspends at one call, with a tool whose
+// description is n bytes.
+func toolCreate(n int, frame bool) []byte {
+	m := map[string]any{"model": "sim", "input": "run it", "metadata": map[string]string{"sim.calls": "1"},
+		"tools": []any{map[string]any{"type": "function", "name": "exec_command", "description": strings.Repeat("d", n),
+			"parameters": map[string]any{"type": "object", "properties": map[string]any{"cmd": map[string]any{"type": "string"}}}}}}
+	if frame {
+		m["type"] = "response.create"
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func dialWS(ctx context.Context, base, key string, appendShape bool) (*websocket.Conn, string) {
+	h := http.Header{}
+	if appendShape {
+		h.Set("OpenAI-Beta", "responses_append=v1")
+	}
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/responses", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Sprintf("upgrade %d", resp.StatusCode)
+		}
+		return nil, "upgrade failed"
+	}
+	c.SetReadLimit(-1)
+	return c, ""
+}
+
+// nextOf reads frames until one of the types (or an error frame) and names the outcome.
+func nextOf(ctx context.Context, c *websocket.Conn, types ...string) string {
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			return "ws closed"
+		}
+		var f struct {
+			Type  string `json:"type"`
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(b, &f)
+		if f.Type == "error" {
+			return "ws error " + f.Error.Code
+		}
+		for _, t := range types {
+			if f.Type == t {
+				return "ws " + t
+			}
+		}
+	}
+}
+
+var client = &http.Client{Timeout: 2 * time.Minute}
+
+// post sends body to POST /v1/responses and names the outcome ("200", "503 server_overloaded").
+func post(ctx context.Context, base, key string, body []byte) (string, map[string]any) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/responses", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return outcome(client.Do(req))
+}
+
+func get(ctx context.Context, base, key, path string) string {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	o, _ := outcome(client.Do(req))
+	return o
+}
+
+func outcome(resp *http.Response, err error) (string, map[string]any) {
+	if err != nil {
+		return "request failed", nil
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	if resp.StatusCode == 200 {
+		return "200", m
+	}
+	e, _ := m["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return fmt.Sprintf("%d %s", resp.StatusCode, code), m
+}
+
+func attackTools(ctx context.Context, e *env) {
+	c, fail := dialWS(ctx, e.base, "", true)
+	if c == nil {
+		e.count(fail)
+		return
+	}
+	defer c.CloseNow()
+	frame := toolCreate(e.size(24*mib), true)
+	for range e.n(64) {
+		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+			e.count("ws closed")
+			return
+		}
+		e.count(nextOf(ctx, c, "response.done", "response.completed"))
+	}
+	time.Sleep(e.hold)
+}
+
+func attackStore(ctx context.Context, e *env) {
+	body := toolCreate(e.size(24*mib), false)
+	for range e.n(146) {
+		o, _ := post(ctx, e.base, "", body)
+		e.count(o)
+	}
+	time.Sleep(e.hold)
+}
+
+func attackDecode(ctx context.Context, e *env) {
+	var b bytes.Buffer
+	b.WriteString(`{"model":"sim","input":[`)
+	for i := 0; b.Len() < e.size(32*mib)-64; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"role":"user","content":"x"}`)
+	}
+	b.WriteString(`]}`)
+	body := b.Bytes()
+	var wg sync.WaitGroup
+	for range max(e.n(8), 4) {
+		wg.Go(func() {
+			o, _ := post(ctx, e.base, "", body)
+			e.count(o)
+		})
+	}
+	wg.Wait()
+}
+
+func attackIdleWS(ctx context.Context, e *env) {
+	frame := []byte(`{"type":"response.processed","response_id":"resp_x","pad":"` + strings.Repeat("x", e.size(31*mib)) + `"}`)
+	var conns []*websocket.Conn
+	var wg sync.WaitGroup
+	for range e.n(103) {
+		c, fail := dialWS(ctx, e.base, "", true)
+		if c == nil {
+			e.count(fail)
+			continue
+		}
+		conns = append(conns, c)
+		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+			e.count("ws closed")
+			continue
+		}
+		e.count("frame sent")
+		wg.Go(func() { // read (and answer pings) until closed
+			if o := nextOf(ctx, c); o != "ws closed" {
+				e.count(o)
+			}
+		})
+	}
+	time.Sleep(e.hold)
+	for _, c := range conns {
+		_ = c.CloseNow()
+	}
+	wg.Wait()
+}
+
+func attackStalled(ctx context.Context, e *env) {
+	size := e.size(32 * mib)
+	body := append([]byte(`{"model":"sim","input":"`), bytes.Repeat([]byte("x"), size-1000-24)...)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	for range e.n(141) {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+			if err != nil {
+				e.count("dial failed")
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			fmt.Fprintf(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
+			_ = c.SetWriteDeadline(time.Now().Add(e.hold + 10*time.Second))
+			if _, err := c.Write(body); err != nil {
+				e.count("body refused before the end")
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(e.hold)
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		switch {
+		case err == nil:
+			e.count(fmt.Sprintf("answered %d", resp.StatusCode))
+		case isTimeout(err):
+			e.count("still open, no answer")
+		default:
+			e.count("closed")
+		}
+		_ = c.Close()
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+func attackKeepAlive(ctx context.Context, e *env) {
+	addr := strings.TrimPrefix(e.base, "http://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	n := e.n(20000)
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur > 512 && uint64(n) > lim.Cur-256 {
+		n = int(lim.Cur - 256) // leave this process descriptors for the probe and the last POST
+	}
+	for range n {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			e.count("dial failed")
+			continue
+		}
+		conns = append(conns, c)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			e.count("closed")
+			continue
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			e.count("closed")
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		e.count(fmt.Sprintf("%d, then idle", resp.StatusCode))
+	}
+	time.Sleep(e.hold)
+	open := 0
+	one := make([]byte, 1)
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if _, err := c.Read(one); isTimeout(err) {
+			open++
+		}
+	}
+	o, _ := post(ctx, e.base, "", []byte(`{"model":"sim","input":"hi"}`))
+	e.note = fmt.Sprintf("idle connections the server still holds: %d of %d; a fresh POST after the attack: %s", open, len(conns), o)
+}
+
+func attackStarve(ctx context.Context, e *env) {
+	o, a := post(ctx, e.base, "key-a", []byte(`{"model":"sim","input":"keep me"}`))
+	id, _ := a["id"].(string)
+	if o != "200" || id == "" {
+		e.note = "key A's first POST: " + o
+		return
+	}
+	var wg sync.WaitGroup
+	work := make(chan struct{})
+	for range 16 {
+		wg.Go(func() {
+			for range work {
+				o, _ := post(ctx, e.base, "key-b", []byte(`{"model":"sim","input":"flood"}`))
+				e.count("B POST " + o)
+			}
+		})
+	}
+	for range e.n(10000) {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	e.count("B GET of A's id " + get(ctx, e.base, "key-b", "/v1/responses/"+id))
+	notes := []string{"A's stored response after B's flood: " + get(ctx, e.base, "key-a", "/v1/responses/"+id)}
+	// B holds suspended rollouts over many connections, then A creates one.
+	var conns []*websocket.Conn
+	frame := toolCreate(16, true)
+	total := e.n(10000)
+	perConn := 63
+	for held := 0; held < total; {
+		c, fail := dialWS(ctx, e.base, "key-b", true)
+		if c == nil {
+			e.count("B " + fail)
+			break
+		}
+		conns = append(conns, c)
+		refused := false
+		for i := 0; i < perConn && held < total; i++ {
+			_ = c.Write(ctx, websocket.MessageText, frame)
+			o := nextOf(ctx, c, "response.done", "response.completed")
+			e.count("B create " + o)
+			if o != "ws response.done" {
+				refused = true
+				break
+			}
+			held++
+		}
+		if refused {
+			break
+		}
+	}
+	ao, _ := post(ctx, e.base, "key-a", toolCreate(16, false))
+	notes = append(notes, "A's POST while B holds rollouts: "+ao)
+	e.note = strings.Join(notes, "; ")
+	for _, c := range conns {
+		_ = c.CloseNow()
+	}
+}

@@ -1,0 +1,15 @@
+// Package attack runs the resource attacks of issue 15 against `tether serve` child
+// processes and reports, per attack, the server's peak resident memory (VmHWM), the latency
+// of GET /healthz during the attack, and what the server answered or refused. Each attack
+// gets a fresh server so that its peak is its own. `tether attack` is its command.
+//
+// The attacks, at scale 1 (Config.Scale multiplies the counts, not the sizes):
+//
+//	tools       64 append-shape creates with a 24 MiB tool description on one connection
+//	store       146 store:true POSTs with a 24 MiB tool description
+//	decode      8 concurrent 32 MiB POSTs of about 1.1 M tiny input items
+//	idle-ws     103 WebSockets that each send one 31 MiB frame, then idle
+//	stalled     141 POSTs with Content-Length 32 MiB that stall 1,000 bytes before the end
+//	keepalive   20,000 keep-alive connections idle after one GET /healthz
+//	starve      key B: 10,000 tiny stored POSTs; then key A's stored response is looked up
+package attack

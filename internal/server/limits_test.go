@@ -1,0 +1,332 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// realServer runs s through HTTPServer on a loopback listener (the command's configuration)
+// and returns its address "127.0.0.1:PORT".
+func realServer(t *testing.T, opts Options) (*Server, string) {
+	t.Helper()
+	return realServerOn(t, opts, nil)
+}
+
+// smallSendBuffers makes the server's socket send buffers small, so that a client that does
+// not read blocks the server's writes after a few KiB.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// realServerOn is realServer with the listener wrapped by wrap (nil: none).
+func realServerOn(t *testing.T, opts Options, wrap func(net.Listener) net.Listener) (*Server, string) {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	s := New(opts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
+	}
+	hs, l := s.HTTPServer(ln)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(l)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		_ = hs.Shutdown(ctx)
+		_ = hs.Close()
+		<-done
+	})
+	return s, ln.Addr().String()
+}
+
+// rawConn is one client TCP connection that writes requests by hand.
+type rawConn struct {
+	t *testing.T
+	net.Conn
+	r *bufio.Reader
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawConn{t: t, Conn: c, r: bufio.NewReader(c)}
+}
+
+func (c *rawConn) send(s string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.Conn, s); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// head sends the headers of a POST /v1/responses with Content-Length n and no body yet.
+func (c *rawConn) head(n int) {
+	c.send(fmt.Sprintf("POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", n))
+}
+
+func (c *rawConn) get(path string) {
+	c.send("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+}
+
+// response reads one response and returns its status and body.
+func (c *rawConn) response() (int, string) {
+	c.t.Helper()
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		c.t.Fatalf("reading the response: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// closed reports whether the server closed the connection (EOF or reset on read).
+func (c *rawConn) closed() bool {
+	_, err := c.r.ReadByte()
+	return err != nil
+}
+
+func TestContentLengthOverLimitRefusedBeforeReading(t *testing.T) {
+	_, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	c := dialRaw(t, addr)
+	c.head(2 << 20) // and no body at all: the answer must not wait for it
+	if code, body := c.response(); code != 413 || !strings.Contains(body, "request_body_too_large") {
+		t.Fatalf("Content-Length over -max-frame: %d %s", code, body)
+	}
+}
+
+func TestStalledBodyDropped(t *testing.T) {
+	_, addr := realServer(t, Options{MaxFrame: 1 << 20, ReadTimeout: 200 * time.Millisecond})
+	c := dialRaw(t, addr)
+	c.head(64 << 10)
+	c.send(`{"model":"sim","input":"`) // then nothing
+	if code, body := c.response(); code != 408 || !strings.Contains(body, "request_timeout") {
+		t.Fatalf("stalled body: %d %s", code, body)
+	}
+	if !c.closed() {
+		t.Fatal("the connection of a stalled body stays open")
+	}
+}
+
+func TestIdleKeepAliveClosed(t *testing.T) {
+	_, addr := realServer(t, Options{IdleTimeout: 200 * time.Millisecond})
+	c := dialRaw(t, addr)
+	c.get("/healthz")
+	if code, _ := c.response(); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	if !c.closed() { // blocks until the server closes the idle connection
+		t.Fatal("idle keep-alive connection not closed")
+	}
+}
+
+func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
+	_, addr := realServer(t, Options{MaxHTTPConnections: 3})
+	// Three connections that never send a request hold the bound.
+	for range 3 {
+		c := dialRaw(t, addr)
+		c.send("GET /hea") // a request in progress: not idle, not evictable
+	}
+	time.Sleep(50 * time.Millisecond) // let the server accept them (ordering only, not timing)
+	// The reserve: /healthz answers, anything else is 503, and the connection is closed.
+	h := dialRaw(t, addr)
+	h.get("/healthz")
+	if code, _ := h.response(); code != 200 {
+		t.Fatalf("/healthz at the bound: %d", code)
+	}
+	if !h.closed() {
+		t.Fatal("a reserve connection stays open after /healthz")
+	}
+	p := dialRaw(t, addr)
+	p.get("/v1/responses/resp_x")
+	if code, body := p.response(); code != 503 || !strings.Contains(body, "too_many_connections") {
+		t.Fatalf("request over the bound: %d %s", code, body)
+	}
+	// Past the reserve, new connections are closed at once.
+	var held []*rawConn
+	for range HealthzReserve {
+		c := dialRaw(t, addr)
+		c.send("GET /hea")
+		held = append(held, c)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if x := dialRaw(t, addr); !x.closed() {
+		t.Fatal("a connection past the reserve was not closed")
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+}
+
+func TestHTTPConnectionBoundEvictsIdle(t *testing.T) {
+	_, addr := realServer(t, Options{MaxHTTPConnections: 3})
+	var idle []*rawConn
+	for range 3 {
+		c := dialRaw(t, addr)
+		c.get("/healthz")
+		if code, _ := c.response(); code != 200 {
+			t.Fatalf("/healthz: %d", code)
+		}
+		idle = append(idle, c)
+	}
+	// A fourth client is served in full: the longest-idle keep-alive makes room.
+	c := dialRaw(t, addr)
+	c.get("/v1/responses/resp_missing")
+	if code, body := c.response(); code != 404 {
+		t.Fatalf("request at the bound with idle connections: %d %s", code, body)
+	}
+	if !idle[0].closed() {
+		t.Fatal("the longest-idle connection was not closed")
+	}
+}
+
+func TestMemoryBudgetRefusesAtOnce(t *testing.T) {
+	s, addr := realServer(t, Options{MaxFrame: 1 << 20, MaxMemory: 4 << 20})
+	// A body of 900 KiB in progress holds 4×900 KiB of the 4 MiB budget.
+	stalled := dialRaw(t, addr)
+	stalled.head(900 << 10)
+	stalled.send(`{"model":"sim","input":"`)
+	waitFor(t, func() bool { return s.Budget().InUse() > 0 })
+	p := dialRaw(t, addr)
+	p.head(300 << 10)
+	if code, body := p.response(); code != 503 || !strings.Contains(body, "server_overloaded") {
+		t.Fatalf("POST over the memory budget: %d %s", code, body)
+	}
+	// A WebSocket frame over the budget gets an error frame; the connection stays usable.
+	c := dialAppend(t, "ws://"+addr+"/v1/responses")
+	c.SendRaw(`{"type":"response.processed","pad":"` + strings.Repeat("x", 300<<10) + `"}`)
+	c.ExpectError(503, "server_overloaded", "")
+	_ = stalled.Close()
+	waitFor(t, func() bool { return s.Budget().InUse() < 100<<10 })
+	c.Send(create("hello", nil))
+	if f := c.Until("response.completed"); len(f) == 0 {
+		t.Fatal("no answer after the budget was released")
+	}
+}
+
+func TestDecodingBound(t *testing.T) {
+	s, addr := realServer(t, Options{MaxDecoding: 1})
+	stalled := dialRaw(t, addr)
+	stalled.head(1000)
+	stalled.send(`{"model":"sim",`)
+	waitFor(t, func() bool { return s.Budget().InUse() > 0 })
+	p := dialRaw(t, addr)
+	body := `{"model":"sim","input":"hi"}`
+	p.head(len(body))
+	p.send(body)
+	if code, b := p.response(); code != 503 || !strings.Contains(b, "server_overloaded") {
+		t.Fatalf("POST over the decoding bound: %d %s", code, b)
+	}
+}
+
+// After one large frame, an idle WebSocket holds no reservation (and no large buffer: both
+// are dropped when the next read begins).
+func TestLargeFrameReleasedWhileIdle(t *testing.T) {
+	s, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	c := dialAppend(t, "ws://"+addr+"/v1/responses")
+	c.SendRaw(`{"type":"response.processed","pad":"` + strings.Repeat("x", 900<<10) + `"}`)
+	c.ExpectError(400, "missing_required_parameter", "response_id")
+	c.SendRaw(`{"type":"nope"}`)
+	c.ExpectError(400, "unknown_event_type", "type")
+	if n := s.Budget().InUse(); n > 64<<10 {
+		t.Fatalf("an idle connection still holds %d bytes of the budget after a large frame", n)
+	}
+}
+
+// waitFor polls cond until it holds (an ordering wait, not a speed assertion).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+	}
+}
+
+// Many tiny items decode to far more than their JSON size: the budget counts them before
+// decoding (the issue's concurrent 32 MiB POSTs of ~1.1 M items, scaled down).
+func TestTinyItemsCountedBeforeDecoding(t *testing.T) {
+	_, addr := realServer(t, Options{MaxFrame: 1 << 20, MaxMemory: 8 << 20})
+	var b strings.Builder
+	b.WriteString(`{"model":"sim","input":[`)
+	for i := 0; b.Len() < 1<<20-64; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"role":"user","content":"x"}`)
+	}
+	b.WriteString(`]}`)
+	p := dialRaw(t, addr)
+	p.head(b.Len())
+	p.send(b.String())
+	if code, body := p.response(); code != 503 || !strings.Contains(body, "server_overloaded") {
+		t.Fatalf("1 MiB of tiny items within an 8 MiB budget: %d %s", code, body)
+	}
+	c := dialAppend(t, "ws://"+addr+"/v1/responses")
+	c.SendRaw(`{"type":"response.create",` + strings.TrimPrefix(b.String(), "{"))
+	c.ExpectError(503, "server_overloaded", "")
+	c.Send(create("hello", nil))
+	c.Until("response.completed")
+}
+
+// A client that does not read a JSON answer is cut off after the write timeout: the answer
+// it finally reads is truncated.
+func TestJSONAnswerHasWriteDeadline(t *testing.T) {
+	_, addr := realServerOn(t, Options{MaxFrame: 8 << 20, WriteTimeout: 2 * time.Second},
+		func(l net.Listener) net.Listener { return smallSendBuffers{l} })
+	code, r := post(t, "ws://"+addr+"/v1/responses", "", map[string]any{"model": "sim", "input": "hi", "tools": []any{bigTool(2 << 20)}})
+	if code != 200 {
+		t.Fatalf("POST: %d", code)
+	}
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := io.WriteString(nc, "GET /v1/responses/"+r["id"].(string)+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // not reading, past the write timeout
+	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		return // cut off before the headers arrived
+	}
+	defer resp.Body.Close()
+	if n, err := io.Copy(io.Discard, resp.Body); err == nil {
+		t.Fatalf("a client that did not read got the whole answer (%d bytes) after the write timeout", n)
+	}
+}

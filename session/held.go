@@ -1,0 +1,70 @@
+package session
+
+import (
+	"net/http"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// The bytes a connection holds (its registry's Rollout.bytes: items and settings) are counted
+// in Options.Budget, server-wide, and bounded per connection by connBytes. Every change of
+// Rollout.bytes goes through resizeLocked, every removal from the registry through dropLocked.
+
+// connBytes is the per-connection bound on held bytes: the larger of CacheBytes and
+// MaxRolloutBytes, so that one rollout can always reach MaxRolloutBytes.
+func (o *Options) connBytes() int64 { return max(o.CacheBytes, o.MaxRolloutBytes) }
+
+// heldLocked sums the bytes of the registry.
+func (c *Conn) heldLocked() int64 {
+	var n int64
+	for _, h := range c.reg {
+		n += h.bytes
+	}
+	return n
+}
+
+// reserveLocked admits add more held bytes: ended rollouts are evicted (least recently used
+// first) to keep the connection within connBytes, and add is reserved in the server's
+// Budget. Errors: rollout_limit_reached (429) when the connection's live rollouts alone hold
+// too much, server_overloaded (503) when the server's budget is in use.
+func (c *Conn) reserveLocked(add int64) *protocol.Error {
+	limit := c.opts.connBytes()
+	held := c.heldLocked()
+	for held+add > limit {
+		h := c.oldestEndedLocked()
+		if h == nil {
+			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRolloutLimit, "",
+				"This connection's live rollouts hold about %d bytes; %d more would exceed its limit of %d: finish or cancel one first.", held, add, limit)
+		}
+		held -= h.bytes
+		c.dropLocked(h)
+	}
+	if !c.opts.Budget.TryReserve(add) {
+		return OverloadedError("the server's memory budget is in use")
+	}
+	return nil
+}
+
+// resizeLocked sets h.bytes to n, counting the change in the Budget.
+func (c *Conn) resizeLocked(h *Rollout, n int64) {
+	c.opts.Budget.Grow(n - h.bytes)
+	h.bytes = n
+}
+
+// dropLocked removes h from the registry and returns its bytes to the Budget.
+func (c *Conn) dropLocked(h *Rollout) {
+	delete(c.reg, h.key)
+	c.opts.Budget.Release(h.bytes)
+	h.bytes = 0
+}
+
+// oldestEndedLocked returns the least recently used ended rollout, or nil.
+func (c *Conn) oldestEndedLocked() *Rollout {
+	var oldest *Rollout
+	for _, h := range c.reg {
+		if h.state == stateEnded && (oldest == nil || h.stamp < oldest.stamp) {
+			oldest = h
+		}
+	}
+	return oldest
+}

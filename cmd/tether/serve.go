@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/ui"
 	"github.com/tetherd/tether/sampler"
@@ -289,12 +290,12 @@ func startupAttrs(cfg *serveConfig, addr string) []any {
 // connections, in-flight responses finish within -shutdown-grace, and a second signal ends
 // the grace at once (every response still gets its terminal event).
 func stop(ctx context.Context, cfg *serveConfig, log *slog.Logger, srv *server.Server, hs *http.Server, ln net.Listener, errc <-chan error) error {
+	_ = ln.Close() // before the log line, which tells that no new connection is accepted
 	log.Info("shutting down: no new connections; in-flight responses may finish (a second signal ends them now)", "grace", cfg.shutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.shutdownGrace, 0)+10*time.Second)
 	defer cancel()
 	drained := make(chan error, 1)
 	go func() { drained <- srv.Shutdown(sctx) }()
-	_ = ln.Close()
 	var werr error
 	select {
 	case werr = <-drained:
@@ -348,6 +349,16 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 		}
 		return chat.New(chat.Options{BaseURL: cfg.upstream, APIKey: key, Model: cfg.upstreamModel,
 			Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, LegacyMaxTokens: cfg.upstreamLegacy}), nil
+	case "responses":
+		key, err := upstreamKey(cfg)
+		if err != nil {
+			return nil, err
+		}
+		m, err := responses.New(responses.Options{URL: cfg.upstream, APIKey: key, Timeout: cfg.upstreamTO})
+		if err != nil {
+			return nil, fmt.Errorf("-upstream: %w", err)
+		}
+		return m, nil
 	}
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
 }

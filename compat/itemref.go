@@ -10,27 +10,7 @@ import (
 // session.FindStoredItem). An id found nowhere is invalid_item_reference (400, param
 // "input[i]"). input is returned as is when it holds no reference.
 func (r *registry) resolveRefs(input []protocol.Item) ([]protocol.Item, *protocol.Error) {
-	var out []protocol.Item
-	for i := range input {
-		if input[i].Type != protocol.ItemReference {
-			continue
-		}
-		if out == nil {
-			out = append([]protocol.Item(nil), input...)
-		}
-		it, ok := r.segmentItem(input[i].ID)
-		if !ok {
-			var err *protocol.Error
-			if it, err = session.FindStoredItem(r.conn.Context(), r.store, input[i].ID, r.owner, i); err != nil {
-				return nil, err
-			}
-		}
-		out[i] = it
-	}
-	if out == nil {
-		return input, nil
-	}
-	return out, nil
+	return session.ResolveItemRefs(r.conn.Context(), input, r.segmentItem, r.store, r.owner)
 }
 
 // segmentItem looks id up in the items of the connection's cached segments.

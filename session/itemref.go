@@ -15,6 +15,14 @@ import (
 // (store.FindItem). An id found nowhere is invalid_item_reference (400, param "input[i]"); a
 // failing store is store_unavailable. input is returned as is when it holds no reference.
 func (c *Conn) ResolveRefs(input []protocol.Item) ([]protocol.Item, *protocol.Error) {
+	return ResolveItemRefs(c.ctx, input, c.connItem, c.opts.Store, c.opts.Owner)
+}
+
+// ResolveItemRefs replaces every item_reference of input by the item it names: local's (the
+// connection's own items, looked up first), else owner's stored items in st (FindStoredItem).
+// input is returned as is when it holds no reference. Both shapes use it.
+func ResolveItemRefs(ctx context.Context, input []protocol.Item, local func(id string) (protocol.Item, bool),
+	st store.Store, owner string) ([]protocol.Item, *protocol.Error) {
 	var out []protocol.Item
 	for i := range input {
 		if input[i].Type != protocol.ItemReference {
@@ -23,10 +31,10 @@ func (c *Conn) ResolveRefs(input []protocol.Item) ([]protocol.Item, *protocol.Er
 		if out == nil {
 			out = append([]protocol.Item(nil), input...)
 		}
-		it, ok := c.connItem(input[i].ID)
+		it, ok := local(input[i].ID)
 		if !ok {
 			var err *protocol.Error
-			if it, err = FindStoredItem(c.ctx, c.opts.Store, input[i].ID, c.opts.Owner, i); err != nil {
+			if it, err = FindStoredItem(ctx, st, input[i].ID, owner, i); err != nil {
 				return nil, err
 			}
 		}

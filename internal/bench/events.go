@@ -18,6 +18,36 @@ import (
 // output_text.delta per token), all started at once. It counts every event of every rollout
 // from the first create written to the last terminal event read.
 func (b *bencher) events(ctx context.Context, n, tokens int) (*EventsResult, error) {
+	frame := []byte(`{"type":"response.create","model":"sim","input":"Stream a long answer, please.","metadata":{"` +
+		sim.MetaAnswerTokens + `":"` + strconv.Itoa(tokens) + `","` + sim.MetaSpeed + `":"` + b.speed.String() + `"}}`)
+	run, err := b.concurrent(ctx, n, func() string { return fmt.Sprintf("events/s: %d rollout(s) streaming", n) },
+		func(ctx context.Context, c *websocket.Conn) (int, error) { return stream(ctx, c, frame) })
+	if err != nil {
+		return nil, err
+	}
+	res := &EventsResult{Rollouts: n, AnswerTokens: tokens, Seconds: run.elapsed.Seconds(), ServerCPUS: -1, Events: run.count}
+	res.EventsPerS = float64(res.Events) / run.elapsed.Seconds()
+	if run.cpu >= 0 {
+		res.ServerCPUS = run.cpu.Seconds()
+		if res.Events > 0 {
+			res.ServerCPUUSPerEvent = float64(run.cpu) / float64(time.Microsecond) / float64(res.Events)
+		}
+	}
+	return res, nil
+}
+
+// concurrentRun is what concurrent measured: the sum of the counts, the wall time from the
+// start to the last connection's end, and the server's CPU time over it (-1 when not read).
+type concurrentRun struct {
+	count   int
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+// concurrent dials n append-shape connections, then runs one on each at once and sums the
+// counts they return. label names the measurement on the progress line.
+func (b *bencher) concurrent(ctx context.Context, n int, label func() string,
+	one func(ctx context.Context, c *websocket.Conn) (int, error)) (concurrentRun, error) {
 	conns := make([]*websocket.Conn, n)
 	defer func() {
 		for _, c := range conns {
@@ -31,13 +61,10 @@ func (b *bencher) events(ctx context.Context, n, tokens int) (*EventsResult, err
 	for i := range conns {
 		c, err := dialWS(ctx, b.ep.ws, b.cfg.APIKey, true, hc)
 		if err != nil {
-			return nil, err
+			return concurrentRun{}, err
 		}
 		conns[i] = c
 	}
-	frame := []byte(`{"type":"response.create","model":"sim","input":"Stream a long answer, please.","metadata":{"` +
-		sim.MetaAnswerTokens + `":"` + strconv.Itoa(tokens) + `","` + sim.MetaSpeed + `":"` + b.speed.String() + `"}}`)
-
 	var c0 time.Duration
 	if b.cpu {
 		c0, _ = readCPU(b.cfg.PID)
@@ -51,31 +78,26 @@ func (b *bencher) events(ctx context.Context, n, tokens int) (*EventsResult, err
 		go func() {
 			defer wg.Done()
 			<-start
-			counts[i], errs[i] = stream(ctx, c, frame)
+			counts[i], errs[i] = one(ctx, c)
 		}()
 	}
 	t0 := time.Now()
 	close(start)
-	stop := b.prog.ticker(func() string { return fmt.Sprintf("events/s: %d rollout(s) streaming", n) })
+	stop := b.prog.ticker(label)
 	wg.Wait()
 	stop()
-	elapsed := time.Since(t0)
-	res := &EventsResult{Rollouts: n, AnswerTokens: tokens, Seconds: elapsed.Seconds(), ServerCPUS: -1}
+	run := concurrentRun{elapsed: time.Since(t0), cpu: -1}
 	for i := range conns {
 		if errs[i] != nil {
-			return nil, fmt.Errorf("rollout %d: %w", i+1, errs[i])
+			return run, fmt.Errorf("rollout %d: %w", i+1, errs[i])
 		}
-		res.Events += counts[i]
+		run.count += counts[i]
 	}
-	res.EventsPerS = float64(res.Events) / elapsed.Seconds()
 	if b.cpu {
 		c1, _ := readCPU(b.cfg.PID)
-		res.ServerCPUS = (c1 - c0).Seconds()
-		if res.Events > 0 {
-			res.ServerCPUUSPerEvent = float64(c1-c0) / float64(time.Microsecond) / float64(res.Events)
-		}
+		run.cpu = c1 - c0
 	}
-	return res, nil
+	return run, nil
 }
 
 // stream sends frame and reads until the rollout's terminal event, reusing one buffer.

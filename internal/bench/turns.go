@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -33,60 +32,19 @@ type TurnsResult struct {
 // terminal event. It runs only on the append shape: it measures the server's turn machinery,
 // which the four transports' overhead tables compare per turn.
 func (b *bencher) turns(ctx context.Context, n, calls int) (*TurnsResult, error) {
-	conns := make([]*websocket.Conn, n)
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				_ = c.CloseNow()
-			}
-		}
-	}()
-	hc := newHTTPClient(&counter{})
-	defer hc.CloseIdleConnections()
-	for i := range conns {
-		c, err := dialWS(ctx, b.ep.ws, b.cfg.APIKey, true, hc)
-		if err != nil {
-			return nil, err
-		}
-		conns[i] = c
-	}
 	create := []byte(`{"type":"response.create","model":"sim","input":"Run the tool until done.","tools":[` + execToolJSON +
 		`],"metadata":{"` + sim.MetaCalls + `":"` + strconv.Itoa(calls) + `","` + sim.MetaSpeed + `":"` + b.speed.String() + `"}}`)
-	var c0 time.Duration
-	if b.cpu {
-		c0, _ = readCPU(b.cfg.PID)
+	run, err := b.concurrent(ctx, n, func() string { return fmt.Sprintf("turns/s: %d rollout(s) of %d calls", n, calls) },
+		func(ctx context.Context, c *websocket.Conn) (int, error) { return loop(ctx, c, create) })
+	if err != nil {
+		return nil, err
 	}
-	counts := make([]int, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			counts[i], errs[i] = loop(ctx, c, create)
-		}()
-	}
-	t0 := time.Now()
-	close(start)
-	stop := b.prog.ticker(func() string { return fmt.Sprintf("turns/s: %d rollout(s) of %d calls", n, calls) })
-	wg.Wait()
-	stop()
-	elapsed := time.Since(t0)
-	res := &TurnsResult{Rollouts: n, Calls: calls, Seconds: elapsed.Seconds(), ServerCPUS: -1}
-	for i := range conns {
-		if errs[i] != nil {
-			return nil, fmt.Errorf("rollout %d: %w", i+1, errs[i])
-		}
-		res.Turns += counts[i]
-	}
-	res.TurnsPerS = float64(res.Turns) / elapsed.Seconds()
-	if b.cpu {
-		c1, _ := readCPU(b.cfg.PID)
-		res.ServerCPUS = (c1 - c0).Seconds()
+	res := &TurnsResult{Rollouts: n, Calls: calls, Turns: run.count, Seconds: run.elapsed.Seconds(), ServerCPUS: -1}
+	res.TurnsPerS = float64(res.Turns) / run.elapsed.Seconds()
+	if run.cpu >= 0 {
+		res.ServerCPUS = run.cpu.Seconds()
 		if res.Turns > 0 {
-			res.ServerCPUUSPerTurn = float64(c1-c0) / float64(time.Microsecond) / float64(res.Turns)
+			res.ServerCPUUSPerTurn = float64(run.cpu) / float64(time.Microsecond) / float64(res.Turns)
 		}
 	}
 	return res, nil

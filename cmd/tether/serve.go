@@ -333,8 +333,8 @@ func openStore(ctx context.Context, cfg *serveConfig) (store.Store, error) {
 
 // newModel returns the backend that -backend names.
 func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Model, error) {
-	if cfg.backend != "sim" && cfg.upstream == "" {
-		return nil, fmt.Errorf("-backend %s needs -upstream URL", cfg.backend)
+	if err := checkBackend(cfg); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	switch cfg.backend {
 	case "sim":
@@ -408,4 +408,34 @@ func selfURL(addr net.Addr) string {
 		ip = net.IPv4(127, 0, 0, 1) // a dual-stack [::] listener accepts it too
 	}
 	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
+}
+
+// checkBackend validates -backend and the upstream flags before anything is started: a known
+// backend, an -upstream URL it can dial, and no upstream flags for the sim.
+func checkBackend(cfg *serveConfig) error {
+	switch cfg.backend {
+	case "sim":
+		if cfg.upstream != "" || cfg.upstreamKey != "" || cfg.upstreamSlots != 0 || cfg.upstreamModel != "" {
+			return errors.New("-upstream, -upstream-api-key-file, -upstream-slots and -upstream-model need -backend chat or responses")
+		}
+		return nil
+	case "chat", "responses":
+	default:
+		return fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
+	}
+	if cfg.upstream == "" {
+		return fmt.Errorf("-backend %s needs -upstream URL", cfg.backend)
+	}
+	u, err := url.Parse(cfg.upstream)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("-upstream %q: want an absolute URL such as http://127.0.0.1:8080/v1", cfg.upstream)
+	}
+	schemes := map[string]bool{"http": true, "https": true}
+	if cfg.backend == "responses" {
+		schemes["ws"], schemes["wss"] = true, true
+	}
+	if !schemes[u.Scheme] {
+		return fmt.Errorf("-upstream %q: scheme %q is not one -backend %s dials", cfg.upstream, u.Scheme, cfg.backend)
+	}
+	return nil
 }

@@ -290,8 +290,18 @@ func (t *target) checksHeap() bool { return raceEnabled && t.srv != nil }
 
 // limits are the resource figures "after" must not exceed.
 func (t *target) limits(before sample, tol float64) (goroutines, mem int64) {
-	return before.Goroutines + int64(math.Ceil(float64(before.Goroutines)*tol)), int64(float64(t.memory(before)) * (1 + tol))
+	m := t.memory(before)
+	margin := int64(float64(m) * tol)
+	if !t.checksHeap() {
+		margin = max(margin, MinMemoryMargin) // RSS keeps the runtime's metadata; the heap after GC does not
+	}
+	return before.Goroutines + int64(math.Ceil(float64(before.Goroutines)*tol)), m + margin
 }
+
+// MinMemoryMargin is the least RSS margin the settle check allows above "before": the Go
+// runtime keeps a few MiB of span and GC metadata after a peak, which a small server without a
+// warm-up (tens of MiB) would otherwise report as a leak.
+const MinMemoryMargin = 4 << 20
 
 // settle waits, up to cfg.Settle, for the server to close every connection, end every rollout
 // and return within the tolerance of before.

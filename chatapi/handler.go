@@ -69,7 +69,15 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *pro
 	}
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The body is not a valid chat completion request: %v", err)
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidType, te.Field,
+				"Invalid type for '%s': expected %s, but got a JSON %s.", te.Field, te.Type, te.Value)
+		}
+		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The body is not valid JSON.")
+	}
+	if perr := checkRanges(&req); perr != nil {
+		return nil, perr
 	}
 	switch {
 	case req.Model == "":
@@ -205,4 +213,37 @@ func WriteError(w http.ResponseWriter, e *protocol.Error) {
 func (h *Handler) ServeSlots(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(h.Slots.Info())
+}
+
+// checkRanges holds the numeric fields to OpenAI's documented ranges, with its codes (as
+// protocol.CreateBounds does for /v1/responses): temperature 0–2, top_p 0–1, max_tokens and
+// max_completion_tokens at least 1.
+func checkRanges(req *Request) *protocol.Error {
+	decimal := func(param string, v *float64, lo, hi float64) *protocol.Error {
+		switch {
+		case v == nil:
+			return nil
+		case *v < lo:
+			return protocol.Errorf(http.StatusBadRequest, protocol.CodeDecimalBelowMin, param,
+				"Invalid '%s': decimal below minimum value. Expected a value >= %g, but got %g instead.", param, lo, *v)
+		case *v > hi:
+			return protocol.Errorf(http.StatusBadRequest, protocol.CodeDecimalAboveMax, param,
+				"Invalid '%s': decimal above maximum value. Expected a value <= %g, but got %g instead.", param, hi, *v)
+		}
+		return nil
+	}
+	integer := func(param string, v *int) *protocol.Error {
+		if v != nil && *v < 1 {
+			return protocol.Errorf(http.StatusBadRequest, protocol.CodeIntegerBelowMin, param,
+				"Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", param, *v)
+		}
+		return nil
+	}
+	for _, err := range []*protocol.Error{decimal("temperature", req.Temperature, 0, 2), decimal("top_p", req.TopP, 0, 1),
+		integer("max_tokens", req.MaxTokens), integer("max_completion_tokens", req.MaxCompletionTokens)} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

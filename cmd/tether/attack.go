@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,16 +15,23 @@ import (
 // attackCmd runs `tether attack`: the resource attacks of issue 15, each against a fresh
 // `tether serve` child, with a table of peak RSS, /healthz latency and outcomes.
 func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("attack", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("attack", "Run the resource attacks of issue 15, each against a fresh 'tether serve' child, and print peak RSS, /healthz latency and what was refused.", stderr)
 	exe := fs.String("exe", "", "tether binary to start as the server (default: this one)")
 	scale := fs.Float64("scale", 0.25, "multiplies each attack's connection and request counts (1 = the issue's numbers)")
 	names := fs.String("attacks", strings.Join(attack.Names, ","), "comma-separated attacks to run")
 	hold := fs.Duration("hold", 5*time.Second, "how long an attack keeps its connections after sending")
 	sizes := fs.Float64("size-scale", 1, "multiplies each attack's frame and body sizes")
-	serveArgs := fs.String("serve-args", "", "extra flags for `tether serve`, space-separated")
+	serveArgs := fs.String("serve-args", "", "extra flags for the server, space-separated (e.g. \"-max-memory 1GiB\")")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: attack takes no arguments, got %q", errUsage, fs.Args())
+	}
+	for _, n := range strings.Split(*names, ",") {
+		if !slices.Contains(attack.Names, n) {
+			return fmt.Errorf("%w: -attacks: unknown attack %q (want some of %s)", errUsage, n, strings.Join(attack.Names, ","))
+		}
 	}
 	results, err := attack.Run(ctx, attack.Config{Exe: *exe, Scale: *scale, Attacks: strings.Split(*names, ","),
 		Hold: *hold, SizeScale: *sizes, ServeArgs: strings.Fields(*serveArgs)}, stderr)

@@ -63,9 +63,9 @@ func (k *Keys) owner(r *http.Request) (string, bool) {
 	if k.Open() {
 		return "", true
 	}
-	auth := r.Header.Get("Authorization")
-	key, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || key == "" {
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	key = strings.TrimSpace(key)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" { // schemes are case-insensitive (RFC 9110 §11.1)
 		return "", false
 	}
 	h := sha256.Sum256([]byte(key))

@@ -93,11 +93,11 @@ type drillClient struct {
 	c     *websocket.Conn
 }
 
-func (d *drillClient) dial(ctx context.Context) bool {
+func (d *drillClient) dial(ctx context.Context, appendShape bool) bool {
 	for backoff := 20 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, time.Second) {
 		d.n.dials.Add(1)
 		h := http.Header{}
-		if d.kind == kindAppend {
+		if appendShape {
 			h.Set("OpenAI-Beta", "responses_append=v1")
 		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -180,14 +180,21 @@ func (d *drillClient) rollout(ctx context.Context, tag string) {
 	user := fmt.Sprintf("[%s] drill: run %d checks", tag, d.turns)
 	cp := checkpoint{want: []string{quote("user", user)},
 		transcript: []any{map[string]any{"role": "user", "content": user}}}
+	var lastErr error
+	defer func() {
+		if ctx.Err() != nil {
+			d.n.fail("%s: unfinished at the deadline (checkpoint %q, last error %v)", tag, cp.prev, lastErr)
+		}
+	}()
 	usePrev := false // store:false: the next create names the hot-path parent although the connection is new
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		if attempt > 50 {
-			d.n.fail("%s: no answer after 50 attempts", tag)
+		if attempt > 50 || ctx.Err() != nil {
+			d.n.fail("%s: no answer after %d attempts (last checkpoint %s)", tag, attempt, cp.prev)
 			return
 		}
 		if d.c == nil {
-			if !d.dial(ctx) {
+			// an append rollout ended by a drain continues on the public shape
+			if !d.dial(ctx, d.kind == kindAppend && cp.prev == "") {
 				return
 			}
 		}
@@ -200,7 +207,11 @@ func (d *drillClient) rollout(ctx context.Context, tag string) {
 		}
 		if done {
 			d.n.completed.Add(1)
+			d.drop() // a new connection per rollout: no connection piles up finished chains
 			return
+		}
+		if err != nil {
+			lastErr = err
 		}
 		if err != nil { // the connection dropped before a terminal event (SIGKILL) or was refused
 			d.drop()

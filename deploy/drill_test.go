@@ -92,6 +92,10 @@ func TestRestartDrill(t *testing.T) {
 	}
 }
 
+// restartGap separates the restarts: longer than nginx.conf's fail_timeout (5s), so that
+// nginx has taken the restarted instance back into rotation before the next one goes down.
+const restartGap = 5500 * time.Millisecond
+
 // chaos restarts the instances one after another with SIGTERM, then kills one with SIGKILL
 // and restarts it, and repeats until dur has passed (at least once).
 func chaos(ins []*instance, dur time.Duration) (restarts, kills int, err error) {
@@ -106,7 +110,7 @@ func chaos(ins []*instance, dur time.Duration) (restarts, kills int, err error) 
 				return restarts, kills, err
 			}
 			restarts++
-			time.Sleep(time.Second)
+			time.Sleep(restartGap)
 		}
 		in := ins[cycle%len(ins)]
 		if err := in.stop(syscall.SIGKILL); err != nil {
@@ -117,7 +121,7 @@ func chaos(ins []*instance, dur time.Duration) (restarts, kills int, err error) 
 		if err := in.start(); err != nil {
 			return restarts, kills, err
 		}
-		time.Sleep(time.Second)
+		time.Sleep(restartGap)
 	}
 	return restarts, kills, nil
 }

@@ -43,7 +43,7 @@ func (in *instance) start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(in.bin, "serve", "-addr", in.addr(), "-store", in.store, "-shutdown-grace", "1s",
+	cmd := exec.Command(in.bin, "serve", "-addr", in.addr(), "-store", in.store, "-shutdown-grace", "1s", "-model-speed", "65",
 		"-log-format", "json", "-log-level", "warn")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

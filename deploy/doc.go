@@ -2,4 +2,10 @@
 // several `tether serve` instances sharing one Redis behind nginx. The tests run the real
 // nginx (Debian package nginx; $TETHER_NGINX names the binary, TETHER_REQUIRE_NGINX=1 makes a
 // missing one a failure) and a real redis-server in front of two in-process instances.
+//
+// TestRestartDrill (issue 10 §4) runs the built binary three times behind nginx. While a
+// load of resuming clients runs, it restarts each process with SIGTERM and kills one with
+// SIGKILL. Its clients are raw JSON over github.com/coder/websocket. They check every rollout
+// end to end through the sim's answer, which quotes each tool output once, in order.
+// TETHER_DRILL_DURATION lengthens it (README "Restart drill").
 package deploy

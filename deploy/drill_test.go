@@ -1,0 +1,127 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tetherd/tether/internal/redistest"
+)
+
+// drillDuration is how long the drill's load and restarts run: TETHER_DRILL_DURATION (a Go
+// duration), default 15s. At least one cycle runs whatever the duration: a SIGTERM restart
+// of each instance in turn, then a SIGKILL of one instance and its restart.
+func drillDuration(t *testing.T) time.Duration {
+	s := os.Getenv("TETHER_DRILL_DURATION")
+	if s == "" {
+		return 15 * time.Second
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("TETHER_DRILL_DURATION=%q: want a positive Go duration such as 5m", s)
+	}
+	return d
+}
+
+// TestRestartDrill is issue 10 §4: three `tether serve` processes sharing one redis-server
+// behind nginx, under a load of rollouts of both shapes, restarted one after another with
+// SIGTERM and one killed with SIGKILL; every rollout must end with an answer that quotes
+// every tool output once, in order.
+func TestRestartDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs the drill")
+	}
+	rs := redistest.Start(t)
+	dur := drillDuration(t)
+	bin := buildTether(t)
+	logs := t.TempDir()
+	var ins []*instance
+	var addrs []string
+	for range 3 {
+		in := &instance{bin: bin, store: rs.URL(), logDir: logs, port: freePort(t)}
+		if err := in.start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(in.kill)
+		ins = append(ins, in)
+		addrs = append(addrs, in.addr())
+	}
+	base := startNginx(t, addrs)
+	wsURL := "ws" + strings.TrimPrefix(base, "http") + "/v1/responses"
+
+	n := &drillCounts{}
+	ctx, cancel := context.WithTimeout(context.Background(), dur+90*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 9 {
+		c := &drillClient{id: i, kind: drillKind(i % 3), url: wsURL, turns: 4, n: n}
+		wg.Go(func() { c.run(ctx, stop) })
+	}
+
+	restarts, kills, err := chaos(ins, dur)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Error(err)
+	}
+	report := fmt.Sprintf("drill %s: %d SIGTERM restarts, %d SIGKILL; rollouts %d started, %d completed and verified; "+
+		"%d segments; %d terminal events seen (drain); %d resumed from the last stored response, %d restarted "+
+		"(nothing stored yet); %d store:false recovered with the full input after previous_response_not_found; "+
+		"%d refused while draining; %d tool outputs sent; dials %d (%d failed); lost %d, duplicated %d; violations %d",
+		dur, restarts, kills, n.rollouts.Load(), n.completed.Load(), n.segments.Load(), n.terminalSeen.Load(),
+		n.resumedStored.Load(), n.restartedFresh.Load(), n.notFoundRecovered.Load(), n.refused.Load(),
+		n.toolOutputs.Load(), n.dials.Load(), n.dialFailures.Load(), n.lost.Load(), n.duplicated.Load(), len(n.violations))
+	t.Log(report)
+	for _, v := range n.violations {
+		t.Error(v)
+	}
+	if n.lost.Load() != 0 || n.duplicated.Load() != 0 {
+		t.Errorf("items lost %d, duplicated %d", n.lost.Load(), n.duplicated.Load())
+	}
+	if n.completed.Load() != n.rollouts.Load() {
+		t.Errorf("%d rollouts started, %d completed", n.rollouts.Load(), n.completed.Load())
+	}
+	if n.completed.Load() == 0 {
+		t.Error("no rollout completed")
+	}
+}
+
+// restartGap separates the restarts: longer than nginx.conf's fail_timeout (5s), so that
+// nginx has taken the restarted instance back into rotation before the next one goes down.
+const restartGap = 5500 * time.Millisecond
+
+// chaos restarts the instances one after another with SIGTERM, then kills one with SIGKILL
+// and restarts it, and repeats until dur has passed (at least once).
+func chaos(ins []*instance, dur time.Duration) (restarts, kills int, err error) {
+	end := time.Now().Add(dur)
+	time.Sleep(time.Second)
+	for cycle := 0; cycle == 0 || time.Now().Before(end); cycle++ {
+		for _, in := range ins {
+			if err := in.stop(syscall.SIGTERM); err != nil {
+				return restarts, kills, err
+			}
+			if err := in.start(); err != nil {
+				return restarts, kills, err
+			}
+			restarts++
+			time.Sleep(restartGap)
+		}
+		in := ins[cycle%len(ins)]
+		if err := in.stop(syscall.SIGKILL); err != nil {
+			return restarts, kills, err
+		}
+		kills++
+		time.Sleep(200 * time.Millisecond)
+		if err := in.start(); err != nil {
+			return restarts, kills, err
+		}
+		time.Sleep(restartGap)
+	}
+	return restarts, kills, nil
+}

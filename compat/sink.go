@@ -222,13 +222,16 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 			}
 		}
 	}
+	// No longer in flight before the client can see the terminal event: a continuation sent
+	// right after it must find the segment (or its eviction), never "in progress".
+	delete(r.inflight, ps.seg.id)
 	r.mu.Unlock()
 	if storeFailed && suspended {
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
 	_ = s.send(&protocol.Event{Type: session.TerminalEvent(status), Response: &final})
 	s.cur = nil
-	r.ended(ps)
+	close(ps.done)
 }
 
 // ended marks ps as answered: it is no longer in flight and its done channel closes.

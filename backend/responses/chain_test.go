@@ -1,7 +1,6 @@
 package responses_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -86,23 +85,7 @@ func outputs(done wstest.Frame, n *int) []any {
 // metric returns the value of the sample named exactly name (with labels) in base's /metrics.
 func metric(t *testing.T, base, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("%s not in /metrics", name)
-	return 0
+	return servertest.Metric(t, base, name)
 }
 
 const (

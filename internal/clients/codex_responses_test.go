@@ -1,10 +1,7 @@
 package clients_test
 
 import (
-	"bufio"
 	"log/slog"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -46,21 +43,5 @@ func TestCodexExecThroughResponsesChain(t *testing.T) {
 // upstreamMetric returns the value of the sample named exactly name in base's /metrics.
 func upstreamMetric(t *testing.T, base, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("%s not in /metrics", name)
-	return 0
+	return servertest.Metric(t, base, name)
 }

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/store"
@@ -229,9 +227,9 @@ func (idleTransport) Read(ctx context.Context) ([]byte, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
-func (idleTransport) Write(context.Context, []byte) error      { return nil }
-func (idleTransport) Close(websocket.StatusCode, string) error { return nil }
-func (idleTransport) Abort() error                             { return nil }
+func (idleTransport) Write(context.Context, []byte) error     { return nil }
+func (idleTransport) Close(session.CloseReason, string) error { return nil }
+func (idleTransport) Abort() error                            { return nil }
 
 func notFound(id string) *protocol.Error {
 	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "", "Response with id '%s' not found.", id)

@@ -1,10 +1,7 @@
 package compat
 
 import (
-	"errors"
 	"net/http"
-
-	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
@@ -55,56 +52,33 @@ func (o *Options) counters() *Counters {
 // an error envelope, and closes c before it returns. The returned error says why the read loop
 // ended; it is nil after a drain.
 func ServeWebSocket(c *session.Conn, opts Options) error {
-	defer c.Close()
-	r := opts.registry(c)
-	counters := opts.counters()
-	for {
-		data, err := c.Transport().Read(c.Context())
-		if err != nil {
-			if stop, rerr := readError(c, err); stop {
-				return rerr
-			}
-			continue
-		}
-		ev, perr := protocol.DecodeClientEvent(data)
-		if perr != nil {
-			_ = c.WriteError(session.ForShape(&ev, perr, session.PublicEventTypes))
-			continue
-		}
-		switch ev.Type {
-		case protocol.EventCreate:
-			if _, err := r.create(ev.Create, &wsEmitter{c: c}, true, counters); err != nil {
-				_ = c.WriteError(err)
-			}
-		case protocol.EventProcessed:
-		case protocol.EventSteer:
-			_ = steerFailed(c, ev.Steer)
-		default:
-			_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
-				"Event type '%s' is not supported on a public-shape connection (open the WebSocket with 'OpenAI-Beta: responses_append=v1' for the append shape). Supported types are: %s.", ev.Type, session.PublicEventTypes))
-		}
-	}
+	return session.Serve(c, &wsHandler{c: c, r: opts.registry(c), counters: opts.counters()})
 }
 
-// readError answers a failed read; stop reports whether the read loop must end.
-func readError(c *session.Conn, err error) (stop bool, _ error) {
-	switch {
-	case errors.Is(err, session.ErrBinaryFrame):
-		_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedFrame, "",
-			"Binary frames are not supported: send each event as one JSON text frame."))
-		return false, nil
-	case errors.Is(err, session.ErrOverloaded):
-		_ = c.WriteError(session.OverloadedError("the server's memory budget for frames being read is in use"))
-		return false, nil
-	case errors.Is(err, session.ErrFrameTooLarge):
-		_ = c.WriteError(session.FrameTooLargeError(c.MaxFrame()))
-		_ = c.Transport().Close(websocket.StatusMessageTooBig, "frame too large")
-		return true, err
+// wsHandler is the public WebSocket shape's session.Handler.
+type wsHandler struct {
+	c        *session.Conn
+	r        *registry
+	counters *Counters
+}
+
+// EventTypes implements session.Handler.
+func (h *wsHandler) EventTypes() string { return session.PublicEventTypes }
+
+// Handle implements session.Handler.
+func (h *wsHandler) Handle(ev *protocol.ClientEvent) *protocol.Error {
+	switch ev.Type {
+	case protocol.EventCreate:
+		_, err := h.r.create(ev.Create, &wsEmitter{c: h.c}, true, h.counters)
+		return err
+	case protocol.EventProcessed:
+		return nil
+	case protocol.EventSteer:
+		_ = steerFailed(h.c, ev.Steer)
+		return nil
 	}
-	if draining, _ := c.Draining(); draining {
-		return true, nil
-	}
-	return true, err
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
+		"Event type '%s' is not supported on a public-shape connection (open the WebSocket with 'OpenAI-Beta: responses_append=v1' for the append shape). Supported types are: %s.", ev.Type, session.PublicEventTypes)
 }
 
 // wsEmitter writes one segment's events as WebSocket text frames, from the goroutine of the

@@ -1,77 +1,30 @@
 package session
 
 import (
-	"errors"
 	"net/http"
 	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/store"
 )
 
-// ServeAppend runs the append shape (architecture §4) on c: it reads client frames until the
-// peer goes away or the connection is drained, answers every bad frame with an error envelope,
-// and closes c (stopping every rollout) before it returns. The returned error says why the read
-// loop ended; it is nil after a drain.
-func ServeAppend(c *Conn) error {
-	defer c.Close()
-	a := &appendAdapter{c: c}
-	for {
-		data, err := c.Transport().Read(c.ctx)
-		if err != nil {
-			if stop, rerr := a.readError(err); stop {
-				return rerr
-			}
-			continue
-		}
-		ev, perr := protocol.DecodeClientEvent(data)
-		if perr != nil {
-			_ = c.WriteError(ForShape(&ev, perr, AppendEventTypes))
-			continue
-		}
-		if e := a.dispatch(&ev); e != nil {
-			_ = c.WriteError(e)
-		}
-	}
-}
+// ServeAppend runs the append shape (architecture §4) on c through Serve: it reads client
+// frames until the peer goes away or the connection is drained, answers every bad frame with an
+// error envelope, and closes c (stopping every rollout) before it returns. The returned error
+// says why the read loop ended; it is nil after a drain.
+func ServeAppend(c *Conn) error { return Serve(c, &appendAdapter{c: c}) }
 
-// readError answers a failed read; stop reports whether the read loop must end.
-func (a *appendAdapter) readError(err error) (stop bool, _ error) {
-	c := a.c
-	switch {
-	case errors.Is(err, ErrBinaryFrame):
-		_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedFrame, "",
-			"Binary frames are not supported: send each event as one JSON text frame."))
-		return false, nil
-	case errors.Is(err, ErrOverloaded):
-		_ = c.WriteError(OverloadedError("the server's memory budget for frames being read is in use"))
-		return false, nil
-	case errors.Is(err, ErrFrameTooLarge):
-		_ = c.WriteError(FrameTooLargeError(c.opts.maxFrame()))
-		_ = c.tr.Close(websocket.StatusMessageTooBig, "frame too large")
-		return true, err
-	}
-	if draining, _ := c.Draining(); draining {
-		return true, nil
-	}
-	return true, err
-}
-
-// FrameTooLargeError is the websocket_message_too_large error (413) for a frame over max bytes;
-// the connection is closed with 1009 after it (architecture §8).
-func FrameTooLargeError(max int64) *protocol.Error {
-	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeMessageTooLarge, "",
-		"The frame exceeds the limit of %d bytes; the connection will be closed.", max)
-}
-
+// appendAdapter is the append shape's Handler.
 type appendAdapter struct {
 	c *Conn
 }
 
-func (a *appendAdapter) dispatch(ev *protocol.ClientEvent) *protocol.Error {
+// EventTypes implements Handler.
+func (a *appendAdapter) EventTypes() string { return AppendEventTypes }
+
+// Handle implements Handler.
+func (a *appendAdapter) Handle(ev *protocol.ClientEvent) *protocol.Error {
 	switch ev.Type {
 	case protocol.EventCreate:
 		return a.create(ev.Create)

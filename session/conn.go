@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/store"
@@ -368,9 +366,6 @@ func (c *Conn) signal() {
 	}
 }
 
-// closeStatus is the close code used after a drain (architecture §4).
-const closeStatus = websocket.StatusGoingAway
-
 // Drain ends the connection gracefully (architecture §4 "How rollouts end"): new creates are
 // refused, suspended and queued rollouts end at once with reason (incomplete), sampling ones
 // may finish within Options.ShutdownGrace and are then ended with reason too; for the age limit
@@ -410,7 +405,7 @@ func (c *Conn) Drain(reason string) {
 	if reason == protocol.ReasonConnectionLimit {
 		_ = c.WriteError(connectionLimitError(c.opts.MaxAge))
 	}
-	_ = c.tr.Close(closeStatus, drainCloseReason(reason))
+	_ = c.tr.Close(CloseGoingAway, drainCloseReason(reason))
 }
 
 func drainCloseReason(reason string) string {

@@ -17,13 +17,12 @@
 // one terminal event. The wire protocol is documented in docs/append-protocol.md and summarised
 // in package protocol.
 //
-// [NewWebSocketTransport] adapts a github.com/coder/websocket connection: the library's read
-// limit is disabled and frames are read through an io.LimitReader, so that an oversize frame
-// can be answered with websocket_message_too_large before the close with 1009 (architecture §8).
-// [NewBudgetTransport] also counts each frame in the server-wide [Budget] while it is read and
-// decoded (a frame that does not fit is discarded and answered server_overloaded; the
-// connection stays usable), and drops a read buffer larger than 64 KiB when the next read
-// begins, so that an idle connection keeps no large buffer.
+// [Serve] is the one read loop of both shapes: it owns reading, binary, oversize and
+// over-budget frames, decoding, draining and the error envelope, and hands each decoded client
+// event to the shape's [Handler] (the append adapter here, the public one in package compat).
+// A [Transport] carries the frames; package session/wstransport implements it over WebSocket,
+// so this package does not depend on a WebSocket library. [Transport.Close] takes a
+// [CloseReason], which the transport maps to its close code.
 //
 // # Memory accounting
 //

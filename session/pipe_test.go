@@ -6,8 +6,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-
-	"github.com/coder/websocket"
 )
 
 // pipe is an in-memory Transport; it works inside testing/synctest bubbles, where a real
@@ -18,7 +16,7 @@ type pipe struct {
 	done chan struct{}
 
 	mu     sync.Mutex // guards code
-	code   websocket.StatusCode
+	code   CloseReason
 	closed bool
 }
 
@@ -51,7 +49,7 @@ func (p *pipe) Write(ctx context.Context, data []byte) error {
 	}
 }
 
-func (p *pipe) Close(code websocket.StatusCode, _ string) error {
+func (p *pipe) Close(code CloseReason, _ string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed {
@@ -62,7 +60,7 @@ func (p *pipe) Close(code websocket.StatusCode, _ string) error {
 	return nil
 }
 
-func (p *pipe) closeCode() websocket.StatusCode {
+func (p *pipe) closeCode() CloseReason {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.code
@@ -105,4 +103,7 @@ func (p *pipe) until(t *testing.T, typ string) []map[string]any {
 	}
 }
 
-func (p *pipe) Abort() error { return p.Close(websocket.StatusAbnormalClosure, "") }
+// pipeAborted is the close reason a pipe records for Abort.
+const pipeAborted CloseReason = -1
+
+func (p *pipe) Abort() error { return p.Close(pipeAborted, "") }

@@ -5,7 +5,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
 	"github.com/tetherd/tether/protocol"
@@ -32,7 +31,7 @@ func serve(t *testing.T, opts Options) (*pipe, *Conn, func()) {
 		_ = ServeAppend(c)
 	}()
 	return p, c, func() {
-		_ = p.Close(websocket.StatusNormalClosure, "")
+		_ = p.Close(CloseNormal, "")
 		<-served
 	}
 }
@@ -76,8 +75,8 @@ func TestConnectionAgeLimit(t *testing.T) {
 			t.Fatalf("want the connection limit error frame, got %v", e)
 		}
 		<-p.done
-		if p.closeCode() != websocket.StatusGoingAway {
-			t.Fatalf("close %d, want 1001", p.closeCode())
+		if p.closeCode() != CloseGoingAway {
+			t.Fatalf("close %s, want going_away", p.closeCode())
 		}
 	})
 }
@@ -100,8 +99,8 @@ func TestShutdownGraceCutsSamplingRollout(t *testing.T) {
 			t.Fatalf("cut after %v, want the 100ms grace", waited)
 		}
 		<-p.done
-		if p.closeCode() != websocket.StatusGoingAway {
-			t.Fatalf("close %d, want 1001", p.closeCode())
+		if p.closeCode() != CloseGoingAway {
+			t.Fatalf("close %s, want going_away", p.closeCode())
 		}
 		synctest.Wait()
 	})

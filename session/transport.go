@@ -3,154 +3,51 @@ package session
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-
-	"github.com/coder/websocket"
 )
 
 // Transport carries one connection's frames. Read returns one text frame's bytes; it returns
 // ErrBinaryFrame for a binary frame (the connection stays usable), ErrFrameTooLarge for a frame
-// over the limit (the connection must then be closed with StatusMessageTooBig), and any other
-// error when the peer is gone. Write sends one text frame and does not retain data. Close sends
-// a close frame with the code and reason; Abort drops the connection at once, without a close
-// handshake (for a peer that does not answer or read). Write, Close and Abort are safe for
-// concurrent use; Read is called from one goroutine.
+// over the limit (the connection is then closed with CloseTooLarge), and any other error when
+// the peer is gone. Write sends one text frame and does not retain data. Close ends the
+// connection with a close handshake carrying why (the transport maps it to its own close code)
+// and a short text; Abort drops the connection at once, without a close handshake (for a peer
+// that does not answer or read). Write, Close and Abort are safe for concurrent use; Read is
+// called from one goroutine. Package session/wstransport implements it over WebSocket.
 type Transport interface {
 	Read(ctx context.Context) ([]byte, error)
 	Write(ctx context.Context, data []byte) error
-	Close(code websocket.StatusCode, reason string) error
+	Close(why CloseReason, text string) error
 	Abort() error
+}
+
+// CloseReason is why the server closes a connection. A transport maps it to its close code
+// (WebSocket: RFC 6455 §7.4.1, as given for each reason).
+type CloseReason int
+
+const (
+	// CloseNormal ends a connection that has done its work (WebSocket 1000).
+	CloseNormal CloseReason = iota
+	// CloseGoingAway ends a draining connection: server shutdown or the connection age limit,
+	// architecture §4 (WebSocket 1001).
+	CloseGoingAway
+	// CloseTooLarge follows websocket_message_too_large, architecture §8 (WebSocket 1009).
+	CloseTooLarge
+)
+
+// String returns the reason's name, e.g. "going_away".
+func (r CloseReason) String() string {
+	switch r {
+	case CloseNormal:
+		return "normal"
+	case CloseGoingAway:
+		return "going_away"
+	case CloseTooLarge:
+		return "too_large"
+	}
+	return "unknown"
 }
 
 // ErrOverloaded is returned by Read for a frame that did not fit in the server-wide Budget:
 // the rest of the frame was read and discarded without being kept, and the connection stays
 // usable (answer it with OverloadedError).
 var ErrOverloaded = errors.New("server memory budget exhausted")
-
-// wsTransport is the Transport over a coder/websocket connection. The library's own read
-// limit is disabled: it would close with 1009 before the error frame of architecture §8 could
-// be sent, so frames are read through an io.LimitReader of maxFrame+1 bytes instead.
-type wsTransport struct {
-	c        *websocket.Conn
-	maxFrame int64
-	budget   *Budget
-	// Owned by the reading goroutine
-	buf      []byte
-	reserved int64 // bytes of budget held for the frame last returned
-}
-
-// keepBuffer is the largest read buffer kept between frames; a larger one (after one large
-// frame) is dropped when the next Read begins, so an idle connection holds no large buffer.
-const keepBuffer = 64 << 10
-
-// NewWebSocketTransport wraps an accepted WebSocket connection. maxFrame is the largest client
-// frame in bytes (architecture §10 -max-frame); 0 means 32 MiB.
-func NewWebSocketTransport(c *websocket.Conn, maxFrame int64) Transport {
-	return NewBudgetTransport(c, maxFrame, nil)
-}
-
-// NewBudgetTransport is NewWebSocketTransport with every frame read counted in b
-// (DecodeFactor bytes per frame byte, reserved as the frame arrives and held until the next
-// Read, i.e. while the frame is decoded and dispatched). A frame that does not fit is
-// discarded and Read returns ErrOverloaded.
-func NewBudgetTransport(c *websocket.Conn, maxFrame int64, b *Budget) Transport {
-	if maxFrame <= 0 {
-		maxFrame = DefaultMaxFrame
-	}
-	c.SetReadLimit(-1)
-	return &wsTransport{c: c, maxFrame: maxFrame, budget: b}
-}
-
-func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
-	t.releaseFrame()
-	typ, r, err := t.c.Reader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t.buf, err = t.readFrame(t.buf[:0], io.LimitReader(r, t.maxFrame+1))
-	if err == nil && int64(len(t.buf)) <= t.maxFrame && !t.reserveBytes(DecodeCost(t.buf)) {
-		err = ErrOverloaded // the frame is read: the budget would not cover decoding it
-	}
-	if errors.Is(err, ErrOverloaded) {
-		t.releaseFrame()
-		if _, err := io.Copy(io.Discard, r); err != nil {
-			return nil, err
-		}
-		return nil, ErrOverloaded
-	}
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(t.buf)) > t.maxFrame {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrFrameTooLarge, t.maxFrame)
-	}
-	if typ != websocket.MessageText {
-		return nil, ErrBinaryFrame
-	}
-	return t.buf, nil
-}
-
-// releaseFrame returns the budget of the previous frame and drops a large buffer: the caller
-// is done with the previous frame once it reads again.
-func (t *wsTransport) releaseFrame() {
-	t.budget.Release(t.reserved)
-	t.reserved = 0
-	if cap(t.buf) > keepBuffer {
-		t.buf = nil
-	}
-}
-
-// readFrame reads r to EOF into b, reserving budget before the buffer grows.
-func (t *wsTransport) readFrame(b []byte, r io.Reader) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			if !t.reserve(int64(len(b)) + 1) {
-				return b, ErrOverloaded
-			}
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if errors.Is(err, io.EOF) {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-}
-
-// reserve makes sure the frame's reservation covers a buffer of n bytes (with a quarter of
-// headroom, so that a growing buffer reserves O(log n) times).
-func (t *wsTransport) reserve(n int64) bool {
-	if t.budget == nil || n*DecodeFactor <= t.reserved {
-		return true
-	}
-	return t.reserveBytes(max((n+n/4)*DecodeFactor, 4096*DecodeFactor))
-}
-
-// reserveBytes makes the frame's reservation at least n bytes.
-func (t *wsTransport) reserveBytes(n int64) bool {
-	if t.budget == nil || n <= t.reserved {
-		return true
-	}
-	if !t.budget.TryReserve(n - t.reserved) {
-		return false
-	}
-	t.reserved = n
-	return true
-}
-
-func (t *wsTransport) Write(ctx context.Context, data []byte) error {
-	return t.c.Write(ctx, websocket.MessageText, data)
-}
-
-func (t *wsTransport) Close(code websocket.StatusCode, reason string) error {
-	return t.c.Close(code, reason)
-}
-
-// Ping sends a protocol ping and waits for the pong (the connection's read loop receives it).
-func (t *wsTransport) Ping(ctx context.Context) error { return t.c.Ping(ctx) }
-
-func (t *wsTransport) Abort() error { return t.c.CloseNow() }

@@ -17,6 +17,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/session/wstransport"
 	"github.com/tetherd/tether/store"
 )
 
@@ -361,7 +362,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(session.NewBudgetTransport(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner, quota))
+	c := session.NewConn(wstransport.NewBudget(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner, quota))
 	shape, gauge := ShapePublic, &s.metrics.PublicConns
 	if appendShape {
 		shape, gauge = ShapeAppend, &s.metrics.AppendConns

@@ -1,0 +1,75 @@
+package session
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// Handler is a shape adapter (architecture §3, §4): it answers the decoded client events of one
+// connection. Serve owns everything else about reading.
+type Handler interface {
+	// Handle answers one decoded client event. A non-nil error is request-scoped: Serve sends
+	// it as an error envelope and keeps reading.
+	Handle(ev *protocol.ClientEvent) *protocol.Error
+	// EventTypes lists the client event types the shape serves, as quoted in
+	// unknown_event_type messages (AppendEventTypes, PublicEventTypes).
+	EventTypes() string
+}
+
+// Serve is a connection's one read loop, for both shapes: it reads frames from c's transport
+// until the peer goes away or c is drained, answers binary frames (unsupported_frame), frames
+// over the budget (server_overloaded) and undecodable frames with an error envelope and keeps
+// the connection usable, answers an oversize frame with websocket_message_too_large and closes
+// with CloseTooLarge (architecture §8), and hands every decoded event to h. It closes c
+// (stopping every rollout) before it returns. The error says why the loop ended: nil after a
+// drain, the transport's error otherwise.
+func Serve(c *Conn, h Handler) error {
+	defer c.Close()
+	for {
+		data, err := c.tr.Read(c.ctx)
+		if err != nil {
+			if stop, rerr := c.readError(err); stop {
+				return rerr
+			}
+			continue
+		}
+		ev, perr := protocol.DecodeClientEvent(data)
+		if perr != nil {
+			_ = c.WriteError(ForShape(&ev, perr, h.EventTypes()))
+			continue
+		}
+		if e := h.Handle(&ev); e != nil {
+			_ = c.WriteError(e)
+		}
+	}
+}
+
+// readError answers a failed read; stop reports whether the read loop must end.
+func (c *Conn) readError(err error) (stop bool, _ error) {
+	switch {
+	case errors.Is(err, ErrBinaryFrame):
+		_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedFrame, "",
+			"Binary frames are not supported: send each event as one JSON text frame."))
+		return false, nil
+	case errors.Is(err, ErrOverloaded):
+		_ = c.WriteError(OverloadedError("the server's memory budget for frames being read is in use"))
+		return false, nil
+	case errors.Is(err, ErrFrameTooLarge):
+		_ = c.WriteError(FrameTooLargeError(c.opts.maxFrame()))
+		_ = c.tr.Close(CloseTooLarge, "frame too large")
+		return true, err
+	}
+	if draining, _ := c.Draining(); draining {
+		return true, nil
+	}
+	return true, err
+}
+
+// FrameTooLargeError is the websocket_message_too_large error (413) for a frame over max bytes;
+// the connection is closed with CloseTooLarge (1009) after it (architecture §8).
+func FrameTooLargeError(max int64) *protocol.Error {
+	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeMessageTooLarge, "",
+		"The frame exceeds the limit of %d bytes; the connection will be closed.", max)
+}

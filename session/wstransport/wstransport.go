@@ -1,0 +1,150 @@
+package wstransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/session"
+)
+
+// wsTransport is the Transport over a coder/websocket connection. The library's own read
+// limit is disabled: it would close with 1009 before the error frame of architecture §8 could
+// be sent, so frames are read through an io.LimitReader of maxFrame+1 bytes instead.
+type wsTransport struct {
+	c        *websocket.Conn
+	maxFrame int64
+	budget   *session.Budget
+	// Owned by the reading goroutine
+	buf      []byte
+	reserved int64 // bytes of budget held for the frame last returned
+}
+
+// keepBuffer is the largest read buffer kept between frames; a larger one (after one large
+// frame) is dropped when the next Read begins, so an idle connection holds no large buffer.
+const keepBuffer = 64 << 10
+
+// New wraps an accepted WebSocket connection. maxFrame is the largest client
+// frame in bytes (architecture §10 -max-frame); 0 means 32 MiB.
+func New(c *websocket.Conn, maxFrame int64) session.Transport {
+	return NewBudget(c, maxFrame, nil)
+}
+
+// NewBudget is New with every frame read counted in b
+// (session.DecodeFactor bytes per frame byte, reserved as the frame arrives and held until the next
+// Read, i.e. while the frame is decoded and dispatched). A frame that does not fit is
+// discarded and Read returns session.ErrOverloaded.
+func NewBudget(c *websocket.Conn, maxFrame int64, b *session.Budget) session.Transport {
+	if maxFrame <= 0 {
+		maxFrame = session.DefaultMaxFrame
+	}
+	c.SetReadLimit(-1)
+	return &wsTransport{c: c, maxFrame: maxFrame, budget: b}
+}
+
+func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
+	t.releaseFrame()
+	typ, r, err := t.c.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.buf, err = t.readFrame(t.buf[:0], io.LimitReader(r, t.maxFrame+1))
+	if err == nil && int64(len(t.buf)) <= t.maxFrame && !t.reserveBytes(session.DecodeCost(t.buf)) {
+		err = session.ErrOverloaded // the frame is read: the budget would not cover decoding it
+	}
+	if errors.Is(err, session.ErrOverloaded) {
+		t.releaseFrame()
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return nil, err
+		}
+		return nil, session.ErrOverloaded
+	}
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(t.buf)) > t.maxFrame {
+		return nil, fmt.Errorf("%w: more than %d bytes", session.ErrFrameTooLarge, t.maxFrame)
+	}
+	if typ != websocket.MessageText {
+		return nil, session.ErrBinaryFrame
+	}
+	return t.buf, nil
+}
+
+// releaseFrame returns the budget of the previous frame and drops a large buffer: the caller
+// is done with the previous frame once it reads again.
+func (t *wsTransport) releaseFrame() {
+	t.budget.Release(t.reserved)
+	t.reserved = 0
+	if cap(t.buf) > keepBuffer {
+		t.buf = nil
+	}
+}
+
+// readFrame reads r to EOF into b, reserving budget before the buffer grows.
+func (t *wsTransport) readFrame(b []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			if !t.reserve(int64(len(b)) + 1) {
+				return b, session.ErrOverloaded
+			}
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// reserve makes sure the frame's reservation covers a buffer of n bytes (with a quarter of
+// headroom, so that a growing buffer reserves O(log n) times).
+func (t *wsTransport) reserve(n int64) bool {
+	if t.budget == nil || n*session.DecodeFactor <= t.reserved {
+		return true
+	}
+	return t.reserveBytes(max((n+n/4)*session.DecodeFactor, 4096*session.DecodeFactor))
+}
+
+// reserveBytes makes the frame's reservation at least n bytes.
+func (t *wsTransport) reserveBytes(n int64) bool {
+	if t.budget == nil || n <= t.reserved {
+		return true
+	}
+	if !t.budget.TryReserve(n - t.reserved) {
+		return false
+	}
+	t.reserved = n
+	return true
+}
+
+func (t *wsTransport) Write(ctx context.Context, data []byte) error {
+	return t.c.Write(ctx, websocket.MessageText, data)
+}
+
+func (t *wsTransport) Close(why session.CloseReason, text string) error {
+	return t.c.Close(closeCode(why), text)
+}
+
+// closeCode maps a close reason to its WebSocket close code (RFC 6455 §7.4.1).
+func closeCode(why session.CloseReason) websocket.StatusCode {
+	switch why {
+	case session.CloseGoingAway:
+		return websocket.StatusGoingAway
+	case session.CloseTooLarge:
+		return websocket.StatusMessageTooBig
+	}
+	return websocket.StatusNormalClosure
+}
+
+// Ping sends a protocol ping and waits for the pong (the connection's read loop receives it).
+func (t *wsTransport) Ping(ctx context.Context) error { return t.c.Ping(ctx) }
+
+func (t *wsTransport) Abort() error { return t.c.CloseNow() }

@@ -17,8 +17,9 @@ import (
 )
 
 // Rollout is one running agent rollout (architecture §1, §4): a Response that spans sampling
-// steps, suspended at each tool call until Resume. One goroutine, started by Start, owns all of
-// its state; the methods talk to it through channels and are safe for concurrent use.
+// steps, suspended at each tool call until Resume. One goroutine, Run (started by its owner, or
+// by Start), owns all of its state; the methods talk to it through channels and are safe for
+// concurrent use. The rollout's State is kept here and nowhere else: its owners ask it.
 type Rollout struct {
 	// Immutable
 	cfg    Config
@@ -27,9 +28,10 @@ type Rollout struct {
 	ctx    context.Context // ends on Cancel or when Start's ctx ends
 	cancel context.CancelCauseFunc
 
-	// state is the rollout's phase (stateRunning, …), written by the loop and by Resume's
-	// compare-and-swap from suspended to resuming.
-	state atomic.Int32
+	// state is the rollout's phase. It changes under stateMu, which is also held while the
+	// Sink's StateObserver hears of the change, so that observers see changes in order.
+	state   atomic.Int32
+	stateMu sync.Mutex
 
 	// sinkMu is held around every Sink call, so that KeepAlive (another goroutine) never
 	// interleaves with the rollout's own events; inStep is guarded by it.
@@ -59,12 +61,63 @@ type Rollout struct {
 	emit      emitter
 }
 
+// State is a rollout's phase. Queued → Sampling → (Suspended → Resuming → Sampling)* → Ended;
+// any phase may go to Ended.
+type State int32
+
 const (
-	stateRunning int32 = iota
-	stateSuspended
-	stateResuming
-	stateEnded
+	// Queued: started, waiting for its first ticket.
+	Queued State = iota
+	// Sampling: holds its ticket and samples (or prefills, for a warm-up).
+	Sampling
+	// Suspended: stopped at tool calls (or after an answer, Config.SuspendOnAnswer), waiting
+	// for Resume.
+	Suspended
+	// Resuming: Resume's input is accepted or being checked; waiting for the ticket.
+	Resuming
+	// Ended: Sink.Ended has been or is being called.
+	Ended
 )
+
+// String returns the phase's name: "queued", "sampling", "suspended", "resuming", "ended".
+func (s State) String() string {
+	if s < Queued || s > Ended {
+		return "unknown"
+	}
+	return [...]string{"queued", "sampling", "suspended", "resuming", "ended"}[s]
+}
+
+// StateObserver is an optional interface of a Sink: StateChanged is called after every change
+// of the rollout's State, in order, from the goroutine that made it (the rollout's, or
+// Resume's caller for Suspended → Resuming). It must not call the Rollout's methods.
+type StateObserver interface {
+	StateChanged(from, to State)
+}
+
+// State returns the rollout's phase. Safe for concurrent use.
+func (r *Rollout) State() State { return State(r.state.Load()) }
+
+// setState moves the rollout to to and tells the Sink's StateObserver. With want >= 0 it
+// changes only from want and reports whether it did.
+func (r *Rollout) setState(want, to State) bool {
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	from := State(r.state.Load())
+	if want != anyState && from != want {
+		return false
+	}
+	if from == to {
+		return true
+	}
+	r.state.Store(int32(to))
+	if o, ok := r.cfg.Sink.(StateObserver); ok {
+		o.StateChanged(from, to)
+	}
+	return true
+}
+
+// anyState is setState's want for an unconditional change.
+const anyState State = -1
 
 type resumeRequest struct {
 	in    Resume
@@ -77,12 +130,13 @@ type cancelCause struct{ reason string }
 func (c *cancelCause) Error() string { return "sampler: rollout cancelled (" + c.reason + ")" }
 func (c *cancelCause) Unwrap() error { return ErrCancelled }
 
-// Start starts a rollout's goroutine and returns at once. The goroutine waits for cfg.Ticket,
-// opens a session of cfg.Model and samples cfg.History and cfg.Input (or, with
-// cfg.StartSuspended, prefills them and suspends). It ends, calling cfg.Sink.Ended, when the rollout ends: see Ending. When
-// ctx ends (client disconnect) the goroutine stops at once and frees the rollout; Ended is
-// still called. cfg.Model, cfg.Sink are required; a nil Ticket means no queue.
-func Start(ctx context.Context, cfg Config) *Rollout {
+// New returns a Queued rollout; its owner runs it with Run, in a goroutine of its own. Run
+// waits for cfg.Ticket, opens a session of cfg.Model and samples cfg.History and cfg.Input (or,
+// with cfg.StartSuspended, prefills them and suspends). It returns, after calling
+// cfg.Sink.Ended, when the rollout ends: see Ending. When ctx ends (client disconnect) Run stops
+// at once and frees the rollout; Ended is still called. cfg.Model, cfg.Sink are required; a nil
+// Ticket means no queue.
+func New(ctx context.Context, cfg Config) *Rollout {
 	r := &Rollout{
 		cfg:   cfg,
 		inbox: make(chan resumeRequest),
@@ -91,7 +145,13 @@ func Start(ctx context.Context, cfg Config) *Rollout {
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	r.rng = newRNG()
 	r.emit.r = r
-	go r.run()
+	return r
+}
+
+// Start is New followed by go Run, for an owner that does not count its goroutines.
+func Start(ctx context.Context, cfg Config) *Rollout {
+	r := New(ctx, cfg)
+	go r.Run()
 	return r
 }
 
@@ -109,8 +169,8 @@ func newRNG() *mrand.ChaCha8 {
 // the input does not answer the pending calls, in which case the rollout stays suspended. On
 // error the caller keeps ownership of in.Ticket.
 func (r *Rollout) Resume(in Resume) error {
-	if !r.state.CompareAndSwap(stateSuspended, stateResuming) {
-		if r.state.Load() == stateEnded {
+	if !r.setState(Suspended, Resuming) {
+		if r.State() == Ended {
 			return fmt.Errorf("%w: %w", ErrNotSuspended, ErrEnded)
 		}
 		return ErrNotSuspended
@@ -152,7 +212,9 @@ func (r *Rollout) Done() <-chan struct{} { return r.done }
 // Wait blocks until the rollout's goroutine has ended.
 func (r *Rollout) Wait() { <-r.done }
 
-func (r *Rollout) run() {
+// Run is the rollout's goroutine (see New). It returns when the rollout has ended; call it
+// once.
+func (r *Rollout) Run() {
 	defer close(r.done)
 	defer r.cancel(nil)
 	e := r.loop()
@@ -165,7 +227,7 @@ func (r *Rollout) run() {
 	e.Usage = r.usage
 	e.Context = r.context()
 	e.Sampling = r.holding
-	r.state.Store(stateEnded)
+	r.setState(anyState, Ended)
 	r.sinkMu.Lock()
 	r.sinkCalls++
 	r.cfg.Sink.Ended(e)
@@ -190,6 +252,7 @@ func (r *Rollout) loop() Ending {
 			}
 			r.holding = true
 		}
+		r.setState(anyState, Sampling)
 		if err := r.prefill(); err != nil {
 			if r.ctx.Err() != nil {
 				return r.interrupted()
@@ -209,6 +272,7 @@ func (r *Rollout) loop() Ending {
 			}
 		}
 		r.holding = true
+		r.setState(anyState, Sampling)
 		if !r.started {
 			r.started = true
 			r.sinkStarted()
@@ -311,7 +375,7 @@ func (r *Rollout) suspend() (Ending, bool) {
 		Context:        r.context(),
 	}
 	r.suspendAt = len(r.output)
-	r.state.Store(stateSuspended)
+	r.setState(anyState, Suspended)
 	r.sinkMu.Lock()
 	r.sinkCalls++
 	r.cfg.Sink.Suspended(s)
@@ -333,13 +397,12 @@ func (r *Rollout) suspend() (Ending, bool) {
 		select {
 		case req := <-r.inbox:
 			if perr := CheckOutputs(pending, r.hasCall, req.in.Input); perr != nil {
-				r.state.Store(stateSuspended)
+				r.setState(anyState, Suspended)
 				req.reply <- perr
 				continue
 			}
 			r.appendItems(req.in.Input)
 			r.ticket = req.in.Ticket
-			r.state.Store(stateRunning)
 			req.reply <- nil
 			return Ending{}, true
 		case <-r.ctx.Done():

@@ -158,7 +158,7 @@ type Conn struct {
 	opened time.Time     // when NewConn returned (Snapshot)
 
 	mu         sync.Mutex // guards reg, stamp, draining, drainWhy, closing, graceEnded
-	reg        map[string]*Rollout
+	reg        map[string]*rollout
 	stamp      uint64
 	draining   bool
 	drainWhy   string
@@ -166,7 +166,7 @@ type Conn struct {
 	graceEnded bool          // EndGrace was called
 	changed    chan struct{} // signalled (non-blocking) when a rollout suspends or ends
 
-	rollouts sync.WaitGroup // one per started rollout goroutine, the age limit, the pinger, the watchdog
+	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog
 
 	wmu        sync.Mutex   // serialises Write, so that writeStart times the one write in progress
 	writeStart atomic.Int64 // unix nanoseconds when the write in progress began; 0 when none
@@ -188,20 +188,20 @@ func NewConn(tr Transport, opts Options) *Conn {
 		cancel:  cancel,
 		gate:    newGate(o.QueueDepth, o.Admission),
 		closed:  make(chan struct{}),
-		reg:     make(map[string]*Rollout),
+		reg:     make(map[string]*rollout),
 		changed: make(chan struct{}, 1),
 		opened:  time.Now(),
 	}
 	if o.MaxAge > 0 {
-		c.rollouts.Add(1)
+		c.goroutines.Add(1)
 		go c.ageLimit(o.MaxAge)
 	}
 	if o.WriteTimeout > 0 || o.KeepAlive > 0 {
-		c.rollouts.Add(1)
+		c.goroutines.Add(1)
 		go c.watchdog(o.WriteTimeout, o.KeepAlive)
 	}
 	if p, ok := tr.(Pinger); ok && o.PingInterval > 0 {
-		c.rollouts.Add(1)
+		c.goroutines.Add(1)
 		go c.pinger(p, o.PingInterval)
 	}
 	return c
@@ -214,7 +214,7 @@ type Pinger interface {
 
 // pinger pings the peer every interval and drops it when a pong does not arrive in time.
 func (c *Conn) pinger(p Pinger, interval time.Duration) {
-	defer c.rollouts.Done()
+	defer c.goroutines.Done()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -238,7 +238,7 @@ func (c *Conn) pinger(p Pinger, interval time.Duration) {
 // and would otherwise pin the writing rollout, and the memory it holds, for ever), and sends
 // keepalives (keepAlive). It checks every quarter of the shorter of the two.
 func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
-	defer c.rollouts.Done()
+	defer c.goroutines.Done()
 	tick := time.Duration(1<<63 - 1)
 	for _, d := range []time.Duration{writeTimeout, keepAlive} {
 		if d > 0 {
@@ -275,7 +275,7 @@ func (c *Conn) dropPeer(why string) {
 }
 
 func (c *Conn) ageLimit(age time.Duration) {
-	defer c.rollouts.Done()
+	defer c.goroutines.Done()
 	t := time.NewTimer(age)
 	defer t.Stop()
 	select {
@@ -347,7 +347,7 @@ func (c *Conn) Close() {
 		return
 	}
 	c.cancel()
-	c.rollouts.Wait()
+	c.goroutines.Wait()
 	c.flushCounts()
 	c.mu.Lock()
 	c.opts.Budget.Release(c.heldLocked())
@@ -438,11 +438,12 @@ func (c *Conn) cancelIdle(reason string, all bool) int {
 	var stop []*sampler.Rollout
 	live := 0
 	for _, r := range c.reg {
-		if r.state == stateEnded {
+		state := r.r.State()
+		if r.final || state == sampler.Ended {
 			continue
 		}
 		live++
-		if all || r.state != stateSampling {
+		if all || state != sampler.Sampling {
 			if !r.cancelled {
 				r.cancelled = true
 				stop = append(stop, r.r)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
 )
 
 // DefaultMaxFrame is the default largest client frame: 32 MiB (architecture §10).
@@ -25,7 +26,7 @@ func notFoundError(key string) *protocol.Error {
 	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id", "No response with id '%s' on this connection.", key)
 }
 
-func notSuspendedError(key string, s rolloutState) *protocol.Error {
+func notSuspendedError(key string, s sampler.State) *protocol.Error {
 	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseNotSuspended, "response_id", "Response %s is not suspended (it is %s).", key, s)
 }
 

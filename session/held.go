@@ -46,23 +46,23 @@ func (c *Conn) reserveLocked(add int64) *protocol.Error {
 }
 
 // resizeLocked sets h.bytes to n, counting the change in the Budget.
-func (c *Conn) resizeLocked(h *Rollout, n int64) {
+func (c *Conn) resizeLocked(h *rollout, n int64) {
 	c.opts.Budget.Grow(n - h.bytes)
 	h.bytes = n
 }
 
 // dropLocked removes h from the registry and returns its bytes to the Budget.
-func (c *Conn) dropLocked(h *Rollout) {
+func (c *Conn) dropLocked(h *rollout) {
 	delete(c.reg, h.key)
 	c.opts.Budget.Release(h.bytes)
 	h.bytes = 0
 }
 
 // oldestEndedLocked returns the least recently used ended rollout, or nil.
-func (c *Conn) oldestEndedLocked() *Rollout {
-	var oldest *Rollout
+func (c *Conn) oldestEndedLocked() *rollout {
+	var oldest *rollout
 	for _, h := range c.reg {
-		if h.state == stateEnded && (oldest == nil || h.stamp < oldest.stamp) {
+		if h.final && (oldest == nil || h.stamp < oldest.stamp) {
 			oldest = h
 		}
 	}

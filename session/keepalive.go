@@ -22,7 +22,7 @@ func (c *Conn) samplingRollout() *sampler.Rollout {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, h := range c.reg {
-		if h.state == stateSampling && h.r != nil {
+		if h.r != nil && h.r.State() == sampler.Sampling {
 			return h.r
 		}
 	}

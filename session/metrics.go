@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tetherd/tether/sampler"
 )
 
 // TurnBuckets are the upper bounds, in seconds, of Metrics' per-turn server time histogram.
@@ -93,13 +95,13 @@ func (m *Metrics) Turns() (count int64, sum float64, cumulative []int64) {
 }
 
 // gauge returns the gauge of a rollout state (nil for ended).
-func (m *Metrics) gauge(s rolloutState) *atomic.Int64 {
+func (m *Metrics) gauge(s sampler.State) *atomic.Int64 {
 	switch s {
-	case stateQueued, stateResuming:
+	case sampler.Queued, sampler.Resuming:
 		return &m.Queued
-	case stateSampling:
+	case sampler.Sampling:
 		return &m.Sampling
-	case stateSuspended:
+	case sampler.Suspended:
 		return &m.Suspended
 	}
 	return nil

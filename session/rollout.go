@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -12,29 +11,17 @@ import (
 	"github.com/tetherd/tether/store"
 )
 
-type rolloutState int
-
-const (
-	stateQueued    rolloutState = iota // started, waiting for the sampling slot
-	stateSampling                      // holds the slot
-	stateSuspended                     // waiting for input
-	stateResuming                      // input accepted, waiting for the slot
-	stateEnded                         // finished; items kept for previous_response_id
-)
-
-func (s rolloutState) String() string {
-	return [...]string{"queued", "sampling", "suspended", "resuming", "ended"}[s]
-}
-
-// Rollout is the registry entry of one rollout: the live sampler.Rollout while it runs, and the
+// rollout is the registry entry of one rollout: the live sampler.Rollout while it runs, and the
 // chain's items (history, inputs and outputs, in order) for previous_response_id once it ends.
-type Rollout struct {
+// The rollout's phase is the sampler.Rollout's State, asked of it; the entry only records
+// what the connection accounts for it.
+type rollout struct {
 	// Immutable
 	key string
 	r   *sampler.Rollout
 
 	// Guarded by Conn.mu
-	state     rolloutState
+	final     bool            // the rollout has ended and items holds its chain
 	turnStart time.Time       // when the current turn was accepted (Start or Resume)
 	turn      *ticket         // the ticket of the current turn
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
@@ -94,7 +81,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		return err
 	}
 	now := time.Now()
-	h := &Rollout{key: req.Key, state: stateQueued, turnStart: now, started: now, turns: 1, bytes: size, settings: req.SettingsBytes, turn: t}
+	h := &rollout{key: req.Key, turnStart: now, started: now, turns: 1, bytes: size, settings: req.SettingsBytes, turn: t}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -111,14 +98,14 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 	}
 	cfg.ConnID = c.id
 	cfg.Sink = &coreSink{c: c, h: h, inner: cfg.Sink}
-	c.rollouts.Add(1)
-	h.r = sampler.Start(c.ctx, cfg)
+	h.r = sampler.New(c.ctx, cfg)
+	c.goroutines.Add(1)
+	go func() {
+		defer c.goroutines.Done()
+		h.r.Run()
+	}()
 	c.mu.Unlock()
 	c.log.Debug("rollout started", "key", req.Key, "history_items", len(cfg.History), "input_items", len(cfg.Input))
-	go func() {
-		defer c.rollouts.Done()
-		h.r.Wait()
-	}()
 	return nil
 }
 
@@ -128,7 +115,7 @@ func (c *Conn) checkLimitsLocked() *protocol.Error {
 	if max := c.opts.MaxSuspended; max > 0 {
 		live := 0
 		for _, h := range c.reg {
-			if h.state != stateEnded {
+			if !h.final {
 				live++
 			}
 		}
@@ -143,26 +130,6 @@ func (c *Conn) checkLimitsLocked() *protocol.Error {
 				"The server holds %d live rollouts (its limit): try again later.", n)
 		}
 	}
-	return nil
-}
-
-// resumedTicket marks a resumed rollout as sampling once it holds the slot again, so that a
-// drain lets it finish within the grace (the sampler calls Sink.Started once per rollout).
-type resumedTicket struct {
-	*ticket
-	c *Conn
-	h *Rollout
-}
-
-func (t resumedTicket) Wait(ctx context.Context) error {
-	if err := t.ticket.Wait(ctx); err != nil {
-		return err
-	}
-	t.c.mu.Lock()
-	if t.h.state == stateResuming {
-		t.c.setStateLocked(t.h, stateSampling)
-	}
-	t.c.mu.Unlock()
 	return nil
 }
 
@@ -198,8 +165,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		c.mu.Unlock()
 		return notFoundError(key)
 	}
-	if h.state != stateSuspended {
-		state := h.state
+	if state := h.r.State(); state != sampler.Suspended {
 		c.mu.Unlock()
 		return notSuspendedError(key, state)
 	}
@@ -212,11 +178,10 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	h.turnStart = time.Now()
 	h.turn = t
 	h.turns++
-	c.setStateLocked(h, stateResuming)
 	c.stamp++
 	h.stamp = c.stamp
 	c.mu.Unlock()
-	err := h.r.Resume(sampler.Resume{Input: input, Ticket: resumedTicket{t, c, h}})
+	err := h.r.Resume(sampler.Resume{Input: input, Ticket: t})
 	if err == nil {
 		c.mu.Lock()
 		h.bytes += add
@@ -228,15 +193,8 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 	c.mu.Lock()
 	c.opts.Budget.Release(add)
 	h.turns-- // the turn never began
-	if h.state == stateResuming {
-		h.state = stateSuspended // back, as if the turn never began
-		if m := c.opts.Metrics; m != nil {
-			m.Queued.Add(-1)
-			m.Suspended.Add(1)
-		}
-	}
-	state := h.state
 	c.mu.Unlock()
+	state := h.r.State()
 	if perr, ok := protocol.AsError(err); ok {
 		return perr
 	}
@@ -252,7 +210,7 @@ func (c *Conn) Cancel(key, reason string) *protocol.Error {
 		c.mu.Unlock()
 		return notFoundError(key)
 	}
-	if h.state == stateEnded || h.cancelled {
+	if h.final || h.cancelled || h.r.State() == sampler.Ended {
 		c.mu.Unlock()
 		return protocol.Errorf(http.StatusConflict, protocol.CodeAlreadyCompleted, "response_id", "Response %s has already ended.", key)
 	}
@@ -274,7 +232,7 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 	}
 	c.stamp++
 	h.stamp = c.stamp
-	return h.items[:len(h.items):len(h.items)], h.state == stateEnded, true
+	return h.items[:len(h.items):len(h.items)], h.final, true
 }
 
 // Lookup resolves a previous_response_id: the connection's registry first, then
@@ -309,7 +267,7 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 func (c *Conn) Forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if h, ok := c.reg[key]; ok && h.state == stateEnded {
+	if h, ok := c.reg[key]; ok && h.final {
 		c.dropLocked(h)
 	}
 }
@@ -332,11 +290,11 @@ func (c *Conn) evictLocked() {
 	for {
 		var count int
 		var bytes int64
-		var oldest *Rollout
+		var oldest *rollout
 		for _, h := range c.reg {
 			count++
 			bytes += h.bytes
-			if h.state == stateEnded && (oldest == nil || h.stamp < oldest.stamp) {
+			if h.final && (oldest == nil || h.stamp < oldest.stamp) {
 				oldest = h
 			}
 		}
@@ -350,31 +308,34 @@ func (c *Conn) evictLocked() {
 	}
 }
 
-// setStateLocked moves h to state s, keeping the Metrics gauges and the turn-time histogram.
-func (c *Conn) setStateLocked(h *Rollout, s rolloutState) {
-	old := h.state
-	h.state = s
+// stateChanged keeps the Metrics gauges and the turn-time histogram as h changes phase
+// (sampler.StateObserver, through coreSink).
+func (c *Conn) stateChanged(h *rollout, from, to sampler.State) {
 	m := c.opts.Metrics
-	if m == nil || old == s {
+	if m == nil {
 		return
 	}
-	if g := m.gauge(old); g != nil {
+	if g := m.gauge(from); g != nil {
 		g.Add(-1)
 	}
-	if g := m.gauge(s); g != nil {
+	if g := m.gauge(to); g != nil {
 		g.Add(1)
 	}
-	inTurn := old == stateQueued || old == stateSampling || old == stateResuming
-	if inTurn && (s == stateSuspended || s == stateEnded) {
-		m.observeTurn(time.Since(h.turnStart))
+	inTurn := from == sampler.Queued || from == sampler.Sampling || from == sampler.Resuming
+	if inTurn && (to == sampler.Suspended || to == sampler.Ended) {
+		c.mu.Lock()
+		start := h.turnStart
+		c.mu.Unlock()
+		m.observeTurn(time.Since(start))
 	}
 }
 
 // coreSink tracks the rollout's state in the registry, then forwards to the adapter's sink.
 type coreSink struct {
 	c     *Conn
-	h     *Rollout
+	h     *rollout
 	inner sampler.Sink
+	was   sampler.State // the phase the rollout ended from
 }
 
 // KeepAlive implements sampler.KeepAliver by asking the shape's sink.
@@ -383,12 +344,15 @@ func (s *coreSink) KeepAlive() bool {
 	return ok && k.KeepAlive()
 }
 
-func (s *coreSink) Started() {
-	s.c.mu.Lock()
-	s.c.setStateLocked(s.h, stateSampling)
-	s.c.mu.Unlock()
-	s.inner.Started()
+// StateChanged implements sampler.StateObserver.
+func (s *coreSink) StateChanged(from, to sampler.State) {
+	if to == sampler.Ended {
+		s.was = from // for the log line; Ended is called next, on the same goroutine
+	}
+	s.c.stateChanged(s.h, from, to)
 }
+
+func (s *coreSink) Started() { s.inner.Started() }
 
 func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 
@@ -398,7 +362,6 @@ func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
-	s.c.setStateLocked(s.h, stateSuspended)
 	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output))
 	t := s.h.turn
 	s.h.record(sp.Usage, sp.StepUsage)
@@ -415,17 +378,14 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
 	c.mu.Lock()
-	was := h.state
-	if h.state != stateEnded {
-		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
-	}
-	c.setStateLocked(h, stateEnded)
+	c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+	h.final = true
 	h.items = e.Context
 	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
 	t := h.turn
 	h.record(e.Usage, e.StepUsage)
 	c.mu.Unlock()
-	logEnded(c.log, h.key, was, e)
+	logEnded(c.log, h.key, s.was, e)
 	t.releaseAdmission() // as in Suspended
 	if !e.Sampling && e.Err == nil {
 		t := c.gate.enqueueAlways()
@@ -449,7 +409,7 @@ func (s *coreSink) Ended(e sampler.Ending) {
 // was in: no terminal event was sent and nobody cancelled it. That is how every public-shape
 // chain ends: its Responses completed, and its rollout waited suspended for a continuation
 // until the request or connection ended.
-func logEnded(log *slog.Logger, key string, was rolloutState, e sampler.Ending) {
+func logEnded(log *slog.Logger, key string, was sampler.State, e sampler.Ending) {
 	var pe *sampler.PanicError
 	if errors.As(e.Err, &pe) {
 		log.Error("model backend panicked: the rollout ended failed", "key", key, "panic", pe.Value, "stack", string(pe.Stack))

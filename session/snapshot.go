@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
 )
 
 // RolloutSnapshot is a read-only view of one live rollout of a connection, for operators
@@ -49,19 +50,19 @@ func (c *Conn) Snapshot() ConnSnapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := ConnSnapshot{ID: c.id, Opened: c.opened, Draining: c.draining}
-	live := make([]*Rollout, 0, len(c.reg))
+	live := make([]*rollout, 0, len(c.reg))
 	for _, h := range c.reg {
-		if h.state == stateEnded {
+		if h.final {
 			s.Ended++
 			continue
 		}
 		live = append(live, h)
 	}
-	slices.SortFunc(live, func(a, b *Rollout) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(live, func(a, b *rollout) int { return cmp.Compare(a.seq, b.seq) })
 	for _, h := range live {
-		state := h.state
-		if state == stateResuming {
-			state = stateQueued
+		state := h.r.State()
+		if state == sampler.Resuming {
+			state = sampler.Queued
 		}
 		s.Rollouts = append(s.Rollouts, RolloutSnapshot{Key: h.key, State: state.String(), Turns: h.turns,
 			Usage: h.usage, ContextTokens: h.context, Started: h.started, TurnStarted: h.turnStart})
@@ -70,7 +71,7 @@ func (c *Conn) Snapshot() ConnSnapshot {
 }
 
 // record keeps a rollout's usage as of a suspension or its end. Guarded by Conn.mu.
-func (h *Rollout) record(total, step protocol.Usage) {
+func (h *rollout) record(total, step protocol.Usage) {
 	h.usage = total
 	if n := step.InputTokens + step.OutputTokens; n > 0 {
 		h.context = n

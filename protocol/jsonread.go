@@ -69,6 +69,46 @@ func (r *reader) member() (key []byte, ok bool) {
 	return key, true
 }
 
+// memberFunc reads one member of an object for reader.object: key is the member's unescaped
+// name and the reader is at its value. It may leave the value unread; object then skips it with
+// skipChecked.
+type memberFunc func(key []byte) *Error
+
+// object reads the object at r.pos (after peek) member by member with fn and returns fn's first
+// error. A value that is not an object is invalid_type ("expected an object") at p; a caller
+// that allows null checks for it first (optObject). fn gets the key, not the member's path, so
+// that no path escapes through the indirect call: callers build it on their stack.
+func (r *reader) object(p *path, fn memberFunc) *Error {
+	if c := r.peek(); c != '{' {
+		return errType(p, "an object", c)
+	}
+	r.open()
+	for {
+		key, ok := r.member()
+		if !ok {
+			return nil
+		}
+		start := r.pos
+		if err := fn(key); err != nil {
+			return err
+		}
+		if r.pos == start {
+			if err := r.skipChecked(&path{parent: p, key: key, index: -1}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// optObject is object for a value that may be null: null is consumed and reported as
+// found=false.
+func (r *reader) optObject(p *path, fn memberFunc) (found bool, err *Error) {
+	if r.null() {
+		return false, nil
+	}
+	return true, r.object(p, fn)
+}
+
 // elem advances to the next element of the array being read, consuming a separating ','; after
 // the last element it consumes ']' and returns false.
 func (r *reader) elem() bool {

@@ -39,10 +39,15 @@ var (
 //     metadata over its limits: invalid_value.
 //
 // Members are checked in document order; missing required fields are reported after the walk.
-// When "type" occurs more than once, the first occurrence decides; for other duplicated
-// members the last one wins, as in encoding/json. Unknown members are ignored (architecture
-// §9). The decoder records background, stream_id and generate without judging them: the shape
-// adapters reject what their shape does not support.
+// A member repeated in the top-level object of response.create, response.append,
+// response.cancel or response.processed (or of a POST body) is rejected: invalid_value with
+// Param the key, so that no two readers of one frame see different requests (a response.steer
+// frame is kept whole, and of an unknown type the first "type" is reported). Inside nested
+// objects every occurrence of a member is checked and the last one wins, as in encoding/json,
+// except that the first "type" selects the shape of an item, content part, tool or
+// tool_choice. Unknown members are ignored (architecture §9). The decoder records background,
+// stream_id and generate without judging them: the shape adapters reject what their shape does
+// not support.
 //
 // DecodeClientEvent does not retain data: strings and raw values are copied.
 func DecodeClientEvent(data []byte) (ClientEvent, *Error) {

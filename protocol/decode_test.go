@@ -480,3 +480,28 @@ func TestDecodeRejectsDuplicateTopLevelKeys(t *testing.T) {
 		t.Errorf("POST body with two inputs: %v", err)
 	}
 }
+
+// TestDecodeDuplicateNestedMembers pins the rule for repeated members below the top level:
+// every occurrence is checked, the last one wins, and the first "type" selects the shape.
+func TestDecodeDuplicateNestedMembers(t *testing.T) {
+	ev, err := DecodeClientEvent([]byte(`{"type":"response.create","model":"m","metadata":{"k":"1","k":"2"},` +
+		`"reasoning":{"effort":"low","effort":"high"},` +
+		`"input":[{"type":"message","type":"function_call","role":"user","content":"a","content":"b"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := ev.Create
+	if it := cp.Input[0]; it.Type != ItemMessage || len(it.Content) != 1 || it.Content[0].Text != "b" {
+		t.Errorf("item: got %+v, want a message with the last content \"b\"", it)
+	}
+	if cp.Metadata["k"] != "2" || len(cp.Metadata) != 1 {
+		t.Errorf("metadata: got %v, want the last value", cp.Metadata)
+	}
+	if cp.Reasoning == nil || cp.Reasoning.Effort == nil || *cp.Reasoning.Effort != "high" {
+		t.Errorf("reasoning: got %+v, want the last effort", cp.Reasoning)
+	}
+	_, err = DecodeClientEvent([]byte(`{"type":"response.create","model":"m","input":[{"role":"user","content":1,"content":"b"}]}`))
+	if err == nil || err.Code != CodeInvalidType || err.Param != "input[0].content" {
+		t.Errorf("an overridden bad occurrence: got %v, want invalid_type at input[0].content", err)
+	}
+}

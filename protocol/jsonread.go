@@ -1,5 +1,26 @@
 package protocol
 
+// Why the protocol package reads JSON by hand instead of with encoding/json.Unmarshal:
+//
+//   - Strictness with param paths. Every type error names the offending value the way OpenAI
+//     does ("input[3].content[0].text", "tools[1].parameters"), numbers that do not fit a
+//     float64 are rejected even in ignored members, repeated top-level members are rejected,
+//     and a "type" member selects the shape of a union before its other members are read.
+//     Unmarshal's type errors carry a dotted field path without array indices, and unions
+//     (string or array, objects keyed by "type") need a second pass over json.RawMessage.
+//   - No reflection and the standard library only: the reader walks the validated bytes without
+//     an intermediate tree, keeps paths on the stack and copies only the strings and raw values
+//     it keeps.
+//
+// The cost is measured by BenchmarkDecodeCreateTypical (a response.create with 4 tools and 20
+// items, 3.3 KB) against Unmarshal into an equivalent struct that checks only JSON types:
+//
+//	go test -run XXX -bench BenchmarkDecodeCreateTypical -benchtime 10000x -count 5 ./protocol/
+//
+// One run (2 shared cores, medians): DecodeClientEvent 51 µs/op, 23.2 KB/op, 200 allocs/op;
+// encoding/json 70 µs/op, 13.5 KB/op, 138 allocs/op: about 1.4× faster, with 1.45× the
+// allocations, about half of which are the bounds pass's paths (checkBounds, bounds.go).
+
 import (
 	"bytes"
 	"encoding/json"

@@ -39,10 +39,15 @@ var (
 //     metadata over its limits: invalid_value.
 //
 // Members are checked in document order; missing required fields are reported after the walk.
-// When "type" occurs more than once, the first occurrence decides; for other duplicated
-// members the last one wins, as in encoding/json. Unknown members are ignored (architecture
-// §9). The decoder records background, stream_id and generate without judging them: the shape
-// adapters reject what their shape does not support.
+// A member repeated in the top-level object of response.create, response.append,
+// response.cancel or response.processed (or of a POST body) is rejected: invalid_value with
+// Param the key, so that no two readers of one frame see different requests (a response.steer
+// frame is kept whole, and of an unknown type the first "type" is reported). Inside nested
+// objects every occurrence of a member is checked and the last one wins, as in encoding/json,
+// except that the first "type" selects the shape of an item, content part, tool or
+// tool_choice. Unknown members are ignored (architecture §9). The decoder records background,
+// stream_id and generate without judging them: the shape adapters reject what their shape does
+// not support.
 //
 // DecodeClientEvent does not retain data: strings and raw values are copied.
 func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
@@ -179,28 +184,16 @@ func (r reader) findType(p *path) (typ []byte, found, role bool, err *Error) {
 
 // create decodes a response.create body at r.pos. skipType ignores the "type" member.
 func (r *reader) create(skipType bool) (*CreateParams, *Error) {
-	var seen keySet
 	cp := &CreateParams{}
 	haveModel := false
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
-		if err := seen.add(key); err != nil {
-			return nil, err
-		}
+	err := r.frame(func(key []byte) (err *Error) {
 		kp := path{key: key, index: -1}
 		p := &kp
-		var err *Error
 		switch string(key) {
 		case "type":
 			if skipType {
 				r.skip()
-				continue
 			}
-			err = r.skipChecked(p)
 		case "model":
 			cp.Model, err = r.strOrNull(p)
 			haveModel = cp.Model != ""
@@ -270,15 +263,15 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 			}
 		case "conversation", "prompt", "context_management", "moderation", "prompt_cache_options":
 			if !r.null() {
-				return nil, errUnsupported(string(key))
+				err = errUnsupported(string(key))
 			}
-		default:
-			// event_id, client_metadata and unknown members: accepted (see CreateFields).
-			err = r.skipChecked(p)
 		}
-		if err != nil {
-			return nil, err
-		}
+		// Other members (event_id, client_metadata, unknown ones; "type" in a POST body) are
+		// accepted and skipped (see CreateFields).
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !haveModel {
 		return nil, errMissing(child(nil, "model"))
@@ -288,19 +281,9 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 
 // append decodes a response.append frame {response_id, input}.
 func (r *reader) append(ev *ClientEvent) *Error {
-	var seen keySet
 	haveInput := false
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
-		if err := seen.add(key); err != nil {
-			return err
-		}
+	err := r.frame(func(key []byte) (err *Error) {
 		kp := path{key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "type":
 			r.skip()
@@ -316,12 +299,11 @@ func (r *reader) append(ev *ClientEvent) *Error {
 			default:
 				err = errType(&kp, "an array of input items", c)
 			}
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if ev.ResponseID == "" {
 		return errMissing(child(nil, "response_id"))
@@ -334,29 +316,18 @@ func (r *reader) append(ev *ClientEvent) *Error {
 
 // responseIDOnly decodes response.cancel and response.processed {response_id}.
 func (r *reader) responseIDOnly(ev *ClientEvent) *Error {
-	var seen keySet
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
-		if err := seen.add(key); err != nil {
-			return err
-		}
+	err := r.frame(func(key []byte) (err *Error) {
 		kp := path{key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "type":
 			r.skip()
 		case "response_id":
 			ev.ResponseID, err = r.strOrNull(&kp)
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if ev.ResponseID == "" {
 		return errMissing(child(nil, "response_id"))
@@ -449,28 +420,21 @@ func (r *reader) item(p *path, it *Item) *Error {
 	}
 	it.Type = string(typ)
 	start := r.pos
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
-		kp := path{parent: p, key: key, index: -1}
+	err = r.object(p, func(key []byte) *Error {
 		switch string(key) {
 		case "id":
 			if r.peek() == '"' {
 				it.ID = r.str()
-				continue
 			}
 		case "status":
 			if r.peek() == '"' {
 				it.Status = r.str()
-				continue
 			}
 		}
-		if err := r.skipChecked(&kp); err != nil {
-			return err
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	it.Raw = compactCopy(r.data[start:r.pos])
 	if it.Type == ItemReference && it.ID == "" {
@@ -487,14 +451,8 @@ func (r *reader) message(p *path, it *Item) *Error {
 		isString  bool
 		haveParts bool
 	)
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err := r.object(p, func(key []byte) (err *Error) {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "type":
 			r.skip()
@@ -526,12 +484,11 @@ func (r *reader) message(p *path, it *Item) *Error {
 			it.ID, err = r.strOrNull(&kp)
 		case "status":
 			err = r.status(&kp, &it.Status)
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if it.Role == "" {
 		return errMissing(child(p, "role"))
@@ -578,14 +535,8 @@ func (r *reader) reqStr(p *path, dst *string, have *bool) *Error {
 func (r *reader) functionCall(p *path, it *Item) *Error {
 	it.Type = ItemFunctionCall
 	var haveCall, haveName, haveArgs bool
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err := r.object(p, func(key []byte) (err *Error) {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "type":
 			r.skip()
@@ -599,14 +550,12 @@ func (r *reader) functionCall(p *path, it *Item) *Error {
 			it.ID, err = r.strOrNull(&kp)
 		case "status":
 			err = r.status(&kp, &it.Status)
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return err
+	})
 	switch {
+	case err != nil:
+		return err
 	case !haveCall:
 		return errMissing(child(p, "call_id"))
 	case !haveName:
@@ -622,14 +571,8 @@ func (r *reader) functionCall(p *path, it *Item) *Error {
 func (r *reader) functionCallOutput(p *path, it *Item) *Error {
 	it.Type = ItemFunctionCallOutput
 	var haveCall, haveOutput bool
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err := r.object(p, func(key []byte) (err *Error) {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "type":
 			r.skip()
@@ -652,14 +595,12 @@ func (r *reader) functionCallOutput(p *path, it *Item) *Error {
 			it.ID, err = r.strOrNull(&kp)
 		case "status":
 			err = r.status(&kp, &it.Status)
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return err
+	})
 	switch {
+	case err != nil:
+		return err
 	case !haveCall:
 		return errMissing(child(p, "call_id"))
 	case !haveOutput:
@@ -730,38 +671,24 @@ func (r *reader) part(p *path, pt *ContentPart) *Error {
 		pt.Type, textKey = PartRefusal, "refusal"
 	default:
 		pt.Type = string(typ)
-		start := r.pos
-		if err := r.skipChecked(p); err != nil {
-			return err
-		}
-		pt.Raw = compactCopy(r.data[start:r.pos])
-		return nil
+		pt.Raw, err = r.raw(p)
+		return err
 	}
 	haveText := false
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err = r.object(p, func(key []byte) *Error {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
-		switch {
-		case string(key) == "type":
+		switch string(key) {
+		case "type":
 			r.skip()
-		case string(key) == textKey:
-			err = r.reqStr(&kp, &pt.Text, &haveText)
-		default:
-			err = r.skipChecked(&kp)
+		case textKey:
+			return r.reqStr(&kp, &pt.Text, &haveText)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if !haveText {
+		return nil
+	})
+	if err == nil && !haveText {
 		return errMissing(child(p, textKey))
 	}
-	return nil
+	return err
 }
 
 // tools reads the tools array, or null.
@@ -802,23 +729,13 @@ func (r *reader) tool(p *path, t *Tool) *Error {
 	}
 	if string(typ) != ToolFunction {
 		t.Type = string(typ)
-		start := r.pos
-		if err := r.skipChecked(p); err != nil {
-			return err
-		}
-		t.Raw = compactCopy(r.data[start:r.pos])
-		return nil
+		t.Raw, err = r.raw(p)
+		return err
 	}
 	t.Type = ToolFunction
 	haveName := false
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err = r.object(p, func(key []byte) (err *Error) {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "type":
 			r.skip()
@@ -827,31 +744,16 @@ func (r *reader) tool(p *path, t *Tool) *Error {
 		case "description":
 			t.Description, err = r.optStr(&kp)
 		case "parameters":
-			switch c := r.peek(); c {
-			case 'n':
-				r.token()
-				t.Parameters = nil
-			case '{':
-				start := r.pos
-				if err = r.skipChecked(&kp); err == nil {
-					t.Parameters = compactCopy(r.data[start:r.pos])
-				}
-			default:
-				err = errType(&kp, "an object", c)
-			}
+			t.Parameters, err = r.optRawObject(&kp)
 		case "strict":
 			t.Strict, err = r.optBool(&kp)
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if !haveName {
+		return err
+	})
+	if err == nil && !haveName {
 		return errMissing(child(p, "name"))
 	}
-	return nil
+	return err
 }
 
 // toolChoice reads tool_choice: a mode string, {"type":"function","name":…}, another object
@@ -881,38 +783,24 @@ func (r *reader) toolChoice(p *path) (ToolChoice, *Error) {
 		return r.allowedTools(p)
 	}
 	if string(typ) != ToolFunction {
-		start := r.pos
-		if err := r.skipChecked(p); err != nil {
-			return tc, err
-		}
-		tc.Raw = compactCopy(r.data[start:r.pos])
-		return tc, nil
+		tc.Raw, err = r.raw(p)
+		return tc, err
 	}
 	haveName := false
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err = r.object(p, func(key []byte) *Error {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "type":
 			r.skip()
 		case "name":
-			err = r.reqStr(&kp, &tc.Name, &haveName)
-		default:
-			err = r.skipChecked(&kp)
+			return r.reqStr(&kp, &tc.Name, &haveName)
 		}
-		if err != nil {
-			return tc, err
-		}
-	}
-	if !haveName || tc.Name == "" {
+		return nil
+	})
+	if err == nil && (!haveName || tc.Name == "") {
 		return tc, errMissing(child(p, "name"))
 	}
-	return tc, nil
+	return tc, err
 }
 
 // allowedTools reads {"type":"allowed_tools","mode":…,"tools":[{"type":"function","name":…}]}:
@@ -922,14 +810,8 @@ func (r *reader) allowedTools(p *path) (ToolChoice, *Error) {
 	tc := ToolChoice{Mode: ToolChoiceAuto, Allowed: []string{}}
 	start := r.pos
 	haveTools := false
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err := r.object(p, func(key []byte) (err *Error) {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "mode":
 			var m *string
@@ -938,7 +820,7 @@ func (r *reader) allowedTools(p *path) (ToolChoice, *Error) {
 			}
 		case "tools":
 			if c := r.peek(); c != '[' {
-				return tc, errType(&kp, "an array", c)
+				return errType(&kp, "an array", c)
 			}
 			haveTools = true
 			r.open()
@@ -946,18 +828,17 @@ func (r *reader) allowedTools(p *path) (ToolChoice, *Error) {
 				ep := path{parent: &kp, index: i}
 				var t Tool
 				if err = r.allowedTool(&ep, &t); err != nil {
-					return tc, err
+					return err
 				}
 				tc.Allowed = append(tc.Allowed, t.Name)
 			}
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return tc, err
-		}
-	}
-	if !haveTools {
+		return err
+	})
+	switch {
+	case err != nil:
+		return tc, err
+	case !haveTools:
 		return tc, errMissing(child(p, "tools"))
 	}
 	tc.Raw = compactCopy(r.data[start:r.pos])
@@ -966,32 +847,20 @@ func (r *reader) allowedTools(p *path) (ToolChoice, *Error) {
 
 // allowedTool reads one entry of allowed_tools.tools: {"type", "name"?}.
 func (r *reader) allowedTool(p *path, t *Tool) *Error {
-	c := r.peek()
-	if c != '{' {
-		return errType(p, "an object", c)
-	}
 	haveType := false
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err := r.object(p, func(key []byte) (err *Error) {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "type":
 			err = r.reqStr(&kp, &t.Type, &haveType)
 		case "name":
 			t.Name, err = r.strOrNull(&kp)
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return err
+	})
 	switch {
+	case err != nil:
+		return err
 	case !haveType:
 		return errMissing(child(p, "type"))
 	case t.Type == ToolFunction && t.Name == "":
@@ -1024,107 +893,72 @@ func (r *reader) strings(p *path) ([]string, *Error) {
 // streamOptions reads stream_options {include_obfuscation?}, or null; it returns
 // include_obfuscation.
 func (r *reader) streamOptions(p *path) (*bool, *Error) {
-	switch c := r.peek(); c {
-	case 'n':
-		r.token()
-		return nil, nil
-	case '{':
-	default:
-		return nil, errType(p, "an object", c)
-	}
 	var v *bool
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			return v, nil
-		}
+	_, err := r.optObject(p, func(key []byte) (err *Error) {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		if string(key) == "include_obfuscation" {
 			v, err = r.optBool(&kp)
-		} else {
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return v, nil
 }
 
 // metadata reads an object of strings (at most MaxMetadataKeys keys of at most
 // MaxMetadataKeyLen characters, values of at most MaxMetadataValueLen characters), or null.
 func (r *reader) metadata(p *path) (map[string]string, *Error) {
-	switch c := r.peek(); c {
-	case 'n':
-		r.token()
+	if r.null() {
 		return nil, nil
-	case '{':
-	default:
-		return nil, errType(p, "an object", c)
 	}
 	m := map[string]string{}
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	err := r.object(p, func(key []byte) *Error {
 		kp := path{parent: p, key: key, index: -1}
 		c := r.peek()
 		if c != '"' {
-			return nil, errType(&kp, "a string", c)
+			return errType(&kp, "a string", c)
 		}
 		v := r.str()
 		k := string(key)
 		if n := utf8.RuneCountInString(k); n > MaxMetadataKeyLen {
-			return nil, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: p.String(),
+			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: p.String(),
 				Message: fmt.Sprintf("Invalid 'metadata': key '%s' is too long. Expected keys with maximum length %d, but got a key with length %d instead.", clip(k), MaxMetadataKeyLen, n)}
 		}
 		if n := utf8.RuneCountInString(v); n > MaxMetadataValueLen {
 			param := kp.String()
-			return nil, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: param,
+			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: param,
 				Message: fmt.Sprintf("Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.", param, MaxMetadataValueLen, n)}
 		}
 		m[k] = v
 		if len(m) > MaxMetadataKeys {
-			return nil, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: p.String(),
+			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: p.String(),
 				Message: fmt.Sprintf("Invalid 'metadata': too many properties. Expected an object with at most %d properties, but got more.", MaxMetadataKeys)}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
 // reasoning reads {effort, summary} (strings or null; other members ignored), or null.
 func (r *reader) reasoning(p *path) (*Reasoning, *Error) {
-	switch c := r.peek(); c {
-	case 'n':
-		r.token()
-		return nil, nil
-	case '{':
-	default:
-		return nil, errType(p, "an object", c)
-	}
 	rs := &Reasoning{}
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
+	found, err := r.optObject(p, func(key []byte) (err *Error) {
 		kp := path{parent: p, key: key, index: -1}
-		var err *Error
 		switch string(key) {
 		case "effort":
 			rs.Effort, err = r.optStr(&kp)
 		case "summary":
 			rs.Summary, err = r.optStr(&kp)
-		default:
-			err = r.skipChecked(&kp)
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if !found || err != nil {
+		return nil, err
 	}
 	return rs, nil
 }
@@ -1132,51 +966,46 @@ func (r *reader) reasoning(p *path) (*Reasoning, *Error) {
 // textConfig reads {format: object or null (kept raw), verbosity: low|medium|high or null}, or
 // null.
 func (r *reader) textConfig(p *path) (*TextConfig, *Error) {
+	tc := &TextConfig{}
+	found, err := r.optObject(p, func(key []byte) (err *Error) {
+		kp := path{parent: p, key: key, index: -1}
+		switch string(key) {
+		case "format":
+			tc.Format, err = r.optRawObject(&kp)
+		case "verbosity":
+			var v *string
+			if v, err = r.optEnum(&kp, verbosityValues); v != nil {
+				tc.Verbosity = *v
+			}
+		}
+		return err
+	})
+	if !found || err != nil {
+		return nil, err
+	}
+	return tc, nil
+}
+
+// raw reads any value, checking its numbers (skipChecked), and returns a compacted copy of it.
+func (r *reader) raw(p *path) (json.RawMessage, *Error) {
+	start := r.pos
+	if err := r.skipChecked(p); err != nil {
+		return nil, err
+	}
+	return compactCopy(r.data[start:r.pos]), nil
+}
+
+// optRawObject reads an object kept verbatim (see raw), or null (nil).
+func (r *reader) optRawObject(p *path) (json.RawMessage, *Error) {
 	switch c := r.peek(); c {
 	case 'n':
 		r.token()
 		return nil, nil
 	case '{':
+		return r.raw(p)
 	default:
 		return nil, errType(p, "an object", c)
 	}
-	tc := &TextConfig{}
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
-		}
-		kp := path{parent: p, key: key, index: -1}
-		var err *Error
-		switch string(key) {
-		case "format":
-			switch c := r.peek(); c {
-			case 'n':
-				r.token()
-				tc.Format = nil
-			case '{':
-				start := r.pos
-				if err = r.skipChecked(&kp); err == nil {
-					tc.Format = compactCopy(r.data[start:r.pos])
-				}
-			default:
-				err = errType(&kp, "an object", c)
-			}
-		case "verbosity":
-			var v *string
-			v, err = r.optEnum(&kp, verbosityValues)
-			if v != nil {
-				tc.Verbosity = *v
-			}
-		default:
-			err = r.skipChecked(&kp)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return tc, nil
 }
 
 // keySet rejects a repeated member of a frame's top-level object: a repeated "type", "model"
@@ -1193,6 +1022,17 @@ func (k *keySet) add(key []byte) *Error {
 	}
 	*k = append(*k, key)
 	return nil
+}
+
+// frame reads a frame's top-level object (r at its '{') with fn, rejecting repeated members.
+func (r *reader) frame(fn memberFunc) *Error {
+	var seen keySet
+	return r.object(nil, func(key []byte) *Error {
+		if err := seen.add(key); err != nil {
+			return err
+		}
+		return fn(key)
+	})
 }
 
 // null consumes a null literal if one is next and reports whether it did.

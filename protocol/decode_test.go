@@ -480,3 +480,136 @@ func TestDecodeRejectsDuplicateTopLevelKeys(t *testing.T) {
 		t.Errorf("POST body with two inputs: %v", err)
 	}
 }
+
+// TestDecodeDuplicateNestedMembers pins the rule for repeated members below the top level:
+// every occurrence is checked, the last one wins, and the first "type" selects the shape.
+func TestDecodeDuplicateNestedMembers(t *testing.T) {
+	ev, err := DecodeClientEvent([]byte(`{"type":"response.create","model":"m","metadata":{"k":"1","k":"2"},` +
+		`"reasoning":{"effort":"low","effort":"high"},` +
+		`"input":[{"type":"message","type":"function_call","role":"user","content":"a","content":"b"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := ev.Create
+	if it := cp.Input[0]; it.Type != ItemMessage || len(it.Content) != 1 || it.Content[0].Text != "b" {
+		t.Errorf("item: got %+v, want a message with the last content \"b\"", it)
+	}
+	if cp.Metadata["k"] != "2" || len(cp.Metadata) != 1 {
+		t.Errorf("metadata: got %v, want the last value", cp.Metadata)
+	}
+	if cp.Reasoning == nil || cp.Reasoning.Effort == nil || *cp.Reasoning.Effort != "high" {
+		t.Errorf("reasoning: got %+v, want the last effort", cp.Reasoning)
+	}
+	_, err = DecodeClientEvent([]byte(`{"type":"response.create","model":"m","input":[{"role":"user","content":1,"content":"b"}]}`))
+	if err == nil || err.Code != CodeInvalidType || err.Param != "input[0].content" {
+		t.Errorf("an overridden bad occurrence: got %v, want invalid_type at input[0].content", err)
+	}
+}
+
+// typicalCreate is a response.create as a coding agent sends it mid-session: four tools and 20
+// input items (messages with content parts, reasoning, function calls and their outputs).
+func typicalCreate() []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"type":"response.create","model":"gpt-5.6-codex","instructions":"You are Codex.",` +
+		`"tools":[{"type":"function","name":"exec_command","description":"Run a command","strict":false,` +
+		`"parameters":{"type":"object","properties":{"cmd":{"type":"string"},"workdir":{"type":"string"}},"required":["cmd"]}},` +
+		`{"type":"function","name":"read_file","description":"Read a file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}},` +
+		`{"type":"custom","name":"apply_patch","format":{"type":"grammar","syntax":"lark","definition":"start: x"}},` +
+		`{"type":"web_search"}],"tool_choice":"auto","parallel_tool_calls":true,` +
+		`"reasoning":{"effort":"medium","summary":"auto"},"store":false,"stream":true,` +
+		`"include":["reasoning.encrypted_content"],"prompt_cache_key":"sess-1","input":[`)
+	for i := range 4 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the failing test in ./pkg/foo and run it again"}]},` +
+			`{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAAABo0123456789abcdefghijklmnopqrstuvwxyz"},` +
+			`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"exec_command","arguments":"{\"cmd\":\"go test ./pkg/foo\"}"},` +
+			`{"type":"function_call_output","call_id":"call_1","output":"--- FAIL: TestFoo (0.00s)\n    foo_test.go:12: got 1, want 2\nFAIL\n"},` +
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"The test expects 2; the off-by-one is in foo.go.","annotations":[]}]}`)
+	}
+	sb.WriteString(`]}`)
+	return []byte(sb.String())
+}
+
+// stdCreate is typicalCreate's shape for encoding/json: the same members, typed where the
+// frame's values have one type (content parts as structs, unmodelled values raw). It reports
+// no param paths and checks nothing beyond JSON types.
+type stdCreate struct {
+	Type              string          `json:"type"`
+	Model             string          `json:"model"`
+	Instructions      *string         `json:"instructions"`
+	Input             []stdItem       `json:"input"`
+	Tools             []stdTool       `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	Reasoning         *struct {
+		Effort  *string `json:"effort"`
+		Summary *string `json:"summary"`
+	} `json:"reasoning"`
+	Store          *bool    `json:"store"`
+	Stream         bool     `json:"stream"`
+	Include        []string `json:"include"`
+	PromptCacheKey *string  `json:"prompt_cache_key"`
+}
+
+type stdItem struct {
+	Type      string    `json:"type"`
+	ID        string    `json:"id"`
+	Role      string    `json:"role"`
+	Content   []stdPart `json:"content"`
+	CallID    string    `json:"call_id"`
+	Name      string    `json:"name"`
+	Arguments string    `json:"arguments"`
+	Output    string    `json:"output"`
+}
+
+type stdPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type stdTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+	Format      json.RawMessage `json:"format"`
+}
+
+// BenchmarkDecodeCreateTypical compares DecodeClientEvent with encoding/json.Unmarshal into
+// stdCreate on typicalCreate (the numbers are quoted in jsonread.go).
+func BenchmarkDecodeCreateTypical(b *testing.B) {
+	frame := typicalCreate()
+	b.Run("DecodeClientEvent", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeClientEvent(frame); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding_json", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var v stdCreate
+			if err := json.Unmarshal(frame, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func TestTypicalCreateDecodes(t *testing.T) {
+	ev, err := DecodeClientEvent(typicalCreate())
+	if err != nil || len(ev.Create.Input) != 20 || len(ev.Create.Tools) != 4 {
+		t.Fatalf("typicalCreate: %v", err)
+	}
+	var v stdCreate
+	if err := json.Unmarshal(typicalCreate(), &v); err != nil || len(v.Input) != 20 || len(v.Tools) != 4 {
+		t.Fatalf("typicalCreate via encoding/json: %v", err)
+	}
+}

@@ -1,5 +1,26 @@
 package protocol
 
+// Why the protocol package reads JSON by hand instead of with encoding/json.Unmarshal:
+//
+//   - Strictness with param paths. Every type error names the offending value the way OpenAI
+//     does ("input[3].content[0].text", "tools[1].parameters"), numbers that do not fit a
+//     float64 are rejected even in ignored members, repeated top-level members are rejected,
+//     and a "type" member selects the shape of a union before its other members are read.
+//     Unmarshal's type errors carry a dotted field path without array indices, and unions
+//     (string or array, objects keyed by "type") need a second pass over json.RawMessage.
+//   - No reflection and the standard library only: the reader walks the validated bytes without
+//     an intermediate tree, keeps paths on the stack and copies only the strings and raw values
+//     it keeps.
+//
+// The cost is measured by BenchmarkDecodeCreateTypical (a response.create with 4 tools and 20
+// items, 3.3 KB) against Unmarshal into an equivalent struct that checks only JSON types:
+//
+//	go test -run XXX -bench BenchmarkDecodeCreateTypical -benchtime 10000x -count 5 ./protocol/
+//
+// One run (2 shared cores, medians): DecodeClientEvent 51 µs/op, 23.2 KB/op, 200 allocs/op;
+// encoding/json 70 µs/op, 13.5 KB/op, 138 allocs/op: about 1.4× faster, with 1.45× the
+// allocations, about half of which are the bounds pass's paths (checkBounds, bounds.go).
+
 import (
 	"bytes"
 	"encoding/json"
@@ -67,6 +88,46 @@ func (r *reader) member() (key []byte, ok bool) {
 	}
 	r.ws()
 	return key, true
+}
+
+// memberFunc reads one member of an object for reader.object: key is the member's unescaped
+// name and the reader is at its value. It may leave the value unread; object then skips it with
+// skipChecked.
+type memberFunc func(key []byte) *Error
+
+// object reads the object at r.pos (after peek) member by member with fn and returns fn's first
+// error. A value that is not an object is invalid_type ("expected an object") at p; a caller
+// that allows null checks for it first (optObject). fn gets the key, not the member's path, so
+// that no path escapes through the indirect call: callers build it on their stack.
+func (r *reader) object(p *path, fn memberFunc) *Error {
+	if c := r.peek(); c != '{' {
+		return errType(p, "an object", c)
+	}
+	r.open()
+	for {
+		key, ok := r.member()
+		if !ok {
+			return nil
+		}
+		start := r.pos
+		if err := fn(key); err != nil {
+			return err
+		}
+		if r.pos == start {
+			if err := r.skipChecked(&path{parent: p, key: key, index: -1}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// optObject is object for a value that may be null: null is consumed and reported as
+// found=false.
+func (r *reader) optObject(p *path, fn memberFunc) (found bool, err *Error) {
+	if r.null() {
+		return false, nil
+	}
+	return true, r.object(p, fn)
 }
 
 // elem advances to the next element of the array being read, consuming a separating ','; after

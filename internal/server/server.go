@@ -41,8 +41,8 @@ type Options struct {
 	QueueDepth     int
 	// MaxInflight and MaxLanes bound a WebSocket connection's lanes (stream_id): lanes sampling
 	// at once, and distinct named lanes over its life. See session.Options; 0 means 16 and 32.
-	MaxInflight int
-	MaxLanes    int
+	MaxInflight    int
+	MaxLanes       int
 	CacheResponses int
 	CacheBytes     int64
 	ShutdownGrace  time.Duration

@@ -31,6 +31,13 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	if err := session.CheckCreate(p, where); err != nil {
 		return nil, err
 	}
+	ps, err := r.createIn(p, em, ws, counters, p.Lane())
+	return ps, protocol.InLane(err, p.Lane())
+}
+
+// createIn is create after the checks that cannot be attributed to a lane; lane is the
+// create's stream_id.
+func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, counters *Counters, lane string) (*pendingSegment, *protocol.Error) {
 	input, err := r.resolveRefs(p.Input)
 	if err == nil {
 		input, err = session.ExpandCompactions(input)
@@ -44,7 +51,7 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	}
 	id := session.NewID("resp")
 	ps := &pendingSegment{
-		seg:     &segment{id: id, settings: settingsKey(p)},
+		seg:     &segment{id: id, settings: settingsKey(p), lane: lane},
 		resp:    session.NewResponse(id, p, time.Now().Unix()),
 		input:   p.Input,
 		store:   p.Stored(),
@@ -97,11 +104,15 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 	}
 	chain = parent.chain
 	if err := session.CheckContinuation(chain, p.Input); err != nil {
-		r.evictLocked(parent.id)
+		if parent.lane == ps.seg.lane { // a failed fork keeps its parent (reference §6.2)
+			r.evictLocked(parent.id)
+		}
 		r.mu.Unlock()
 		return nil, false, err
 	}
-	canHot := r.segs.isLatest(parent) && !ps.warmup && sameSettings(parent.settings, ps.seg.settings) &&
+	// Only the parent's own lane continues its suspended rollout; a fork from another lane
+	// takes the cold path, with a copy of the chain (docs/append-protocol.md, lanes).
+	canHot := r.segs.isLatest(parent) && parent.lane == ps.seg.lane && !ps.warmup && sameSettings(parent.settings, ps.seg.settings) &&
 		sampler.CheckOutputs(parent.pending, nil, p.Input) == nil
 	if !canHot {
 		r.mu.Unlock()
@@ -175,7 +186,7 @@ func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history [
 		Sink:            &rolloutSink{owner: r, key: key},
 		SuspendOnAnswer: true,
 		StartSuspended:  ps.warmup,
-	}, SettingsBytes: session.SettingsBytes(p)})
+	}, SettingsBytes: session.SettingsBytes(p), Lane: ps.seg.lane})
 	if err != nil {
 		r.mu.Lock()
 		delete(r.next, key)

@@ -10,6 +10,7 @@ type segment struct {
 	// Immutable once the segment has ended
 	id       string
 	rollout  string // the session key of its rollout
+	lane     string // stream_id of its create; "" is the default lane
 	settings []byte // settingsKey of its request
 	chain    []protocol.Item
 	pending  []string // call_ids left open at its end

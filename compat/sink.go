@@ -210,7 +210,9 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 		delete(r.segs.latest, s.key)
 	}
 	if status == protocol.ResponseFailed {
-		if ps.parent != "" && !storeFailed {
+		// A failed continuation evicts its parent, unless it forked from another lane
+		// (reference §6.2: a failed fork keeps its parent).
+		if parent := r.segs.byID[ps.parent]; parent != nil && parent.lane == ps.seg.lane && !storeFailed {
 			r.evictLocked(ps.parent)
 		}
 	} else {

@@ -69,7 +69,7 @@ func (h *wsHandler) EventTypes() string { return session.PublicEventTypes }
 func (h *wsHandler) Handle(ev *protocol.ClientEvent) *protocol.Error {
 	switch ev.Type {
 	case protocol.EventCreate:
-		_, err := h.r.create(ev.Create, &wsEmitter{c: h.c}, true, h.counters)
+		_, err := h.r.create(ev.Create, &wsEmitter{c: h.c, lane: ev.Create.Lane()}, true, h.counters)
 		return err
 	case protocol.EventProcessed:
 		return nil
@@ -84,16 +84,18 @@ func (h *wsHandler) Handle(ev *protocol.ClientEvent) *protocol.Error {
 // wsEmitter writes one segment's events as WebSocket text frames, from the goroutine of the
 // rollout that runs the segment.
 type wsEmitter struct {
-	c   *session.Conn
-	buf []byte
+	c    *session.Conn
+	lane string // stream_id carried by every event and error frame
+	buf  []byte
 }
 
 func (w *wsEmitter) emit(ev *protocol.Event) error {
+	ev.StreamID = w.lane
 	w.buf = protocol.AppendEvent(w.buf[:0], ev)
 	return w.c.Write(w.buf)
 }
 
-func (w *wsEmitter) errorFrame(e *protocol.Error) { _ = w.c.WriteError(e) }
+func (w *wsEmitter) errorFrame(e *protocol.Error) { _ = w.c.WriteError(protocol.InLane(e, w.lane)) }
 
 // steerFailed answers response.steer: steering is not supported (architecture §9).
 func steerFailed(c *session.Conn, steer []byte) error {

@@ -109,14 +109,14 @@ func errInvalidValue(t *T) {
 	p.stillUsable()
 }
 
-// errUnsupportedParameter: background:true and stream_id (lanes); generate:false on the
-// append shape.
+// errUnsupportedParameter: background:true; generate:false on the append shape; an empty
+// stream_id is invalid_stream_id (reference §3.1).
 func errUnsupportedParameter(t *T) {
 	p := t.dial()
 	p.send(t.create("hi", M{"background": true}))
 	p.expectError(400, "unsupported_parameter", "background")
-	p.send(t.create("hi", M{"stream_id": "lane-1"}))
-	p.expectError(400, "unsupported_parameter", "stream_id")
+	p.send(t.create("hi", M{"stream_id": ""}))
+	p.expectError(400, "invalid_stream_id", "stream_id")
 	if t.isAppend() {
 		p.send(t.create("hi", M{"generate": false}))
 		p.expectError(400, "unsupported_parameter", "generate")

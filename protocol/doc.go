@@ -88,9 +88,12 @@
 //	  of 65 characters; an empty call_id)                      string_below_min_length
 //	array over / under its length (tool_choice.tools)   400    array_above_max_length /             the path
 //	                                                           array_below_min_length
-//	background:true, stream_id, generate:false          400    unsupported_parameter                the field
-//	  (append), and every value CreateFields rejects
+//	background:true, stream_id over HTTP,               400    unsupported_parameter                the field
+//	  generate:false (append), and every value CreateFields rejects
 //	  (top_logprobs > 0, conversation, …)
+//	stream_id empty, over 256 characters or outside     400    invalid_stream_id (no stream_id)     stream_id
+//	  [A-Za-z0-9_.-]
+//	a new named lane past -max-lanes (32)               400    websocket_stream_limit_reached       stream_id
 //	text.format json_schema whose schema does not       400    invalid_json_schema                  text.format.schema
 //	  compile
 //	item_reference to an id unknown to the connection   400    invalid_item_reference               input[i]

@@ -11,8 +11,8 @@ import (
 
 // AppendEvent appends the JSON encoding of ev (one line, no trailing newline) to dst and
 // returns the extended buffer. The keys are those of reference §8.2 / §11 for ev.Type, in that
-// order, after "type" and "sequence_number" (every event but "error" carries
-// sequence_number, also when 0):
+// order, after "type", "sequence_number" (every event but "error" carries
+// sequence_number, also when 0) and "stream_id" (only when ev.StreamID is not ""):
 //
 //   - response.created, .in_progress, .completed, .incomplete, .failed: response.
 //   - response.output_item.added / .done: output_index, item.
@@ -43,6 +43,10 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 	dst = appendString(dst, ev.Type)
 	dst = append(dst, `,"sequence_number":`...)
 	dst = strconv.AppendInt(dst, int64(ev.SequenceNumber), 10)
+	if ev.StreamID != "" {
+		dst = append(dst, `,"stream_id":`...)
+		dst = appendString(dst, ev.StreamID)
+	}
 	switch ev.Type {
 	case EventOutputTextDelta:
 		dst = appendItemRef(dst, ev, true)
@@ -149,6 +153,10 @@ func appendItemRef(dst []byte, ev *Event, content bool) []byte {
 func AppendError(dst []byte, e *Error) []byte {
 	dst = append(dst, `{"type":"error","status":`...)
 	dst = strconv.AppendInt(dst, int64(errorStatus(e)), 10)
+	if e.StreamID != "" {
+		dst = append(dst, `,"stream_id":`...)
+		dst = appendString(dst, e.StreamID)
+	}
 	dst = append(dst, `,"error":{"type":`...)
 	dst = appendString(dst, errorType(e))
 	dst = append(dst, `,"code":`...)

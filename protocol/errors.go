@@ -22,8 +22,8 @@ const (
 	// CodeInvalidValue (400, param the path): a string outside its enum (role, status,
 	// tool_choice, truncation, text.verbosity), or metadata over its limits.
 	CodeInvalidValue = "invalid_value"
-	// CodeUnsupportedParameter (400, param the field): background:true, stream_id, or
-	// generate:false on an append-shape connection (decided by the adapters).
+	// CodeUnsupportedParameter (400, param the field): background:true, stream_id over HTTP,
+	// or generate:false on an append-shape connection (decided by the adapters).
 	CodeUnsupportedParameter = "unsupported_parameter"
 	// CodePreviousNotFound (400, param "previous_response_id"): parent unknown, evicted or on
 	// another connection.
@@ -142,6 +142,9 @@ type Error struct {
 	Code    string
 	Message string
 	Param   string
+	// StreamID is the lane the error is attributed to (reference §5.1): the envelope carries
+	// it when not "" (the default lane). See InLane.
+	StreamID string
 }
 
 // Error implements error.

@@ -45,16 +45,19 @@ const (
 type Event struct {
 	Type           string
 	SequenceNumber int
-	Response       *Response    // created, in_progress, completed, incomplete, failed
-	OutputIndex    int          // item and delta events
-	ContentIndex   int          // content part and text events
-	ItemID         string       // delta and done events below the item level
-	Item           *Item        // output_item.added / .done
-	Part           *ContentPart // content_part.added / .done
-	Delta          string       // *.delta
-	Text           string       // output_text.done
-	Name           string       // function_call_arguments.done
-	Arguments      string       // function_call_arguments.done
+	// StreamID is the lane of the response the event belongs to (reference §4.1): encoded on
+	// every event type when not "" (the default lane carries none).
+	StreamID     string
+	Response     *Response    // created, in_progress, completed, incomplete, failed
+	OutputIndex  int          // item and delta events
+	ContentIndex int          // content part and text events
+	ItemID       string       // delta and done events below the item level
+	Item         *Item        // output_item.added / .done
+	Part         *ContentPart // content_part.added / .done
+	Delta        string       // *.delta
+	Text         string       // output_text.done
+	Name         string       // function_call_arguments.done
+	Arguments    string       // function_call_arguments.done
 
 	// response.done (append shape)
 	ResponseID     string

@@ -61,7 +61,7 @@ var CreateFields = []FieldStatus{
 	{"prompt_cache_key", FieldEchoed, "At most 64 characters; echoed; Tether caches per rollout, keyed by the chain itself."},
 	{"user", FieldEchoed, "Echoed (the caller's label)."},
 	{"generate", FieldRejected, "false on an append-shape connection, or present over HTTP; false on a public WebSocket is a warm-up."},
-	{"stream_id", FieldRejected, "present (no lanes)."},
+	{"stream_id", FieldHonoured, "WebSocket lane (both shapes): its own FIFO, events carry it; invalid_stream_id when empty, over 256 characters or outside [A-Za-z0-9_.-]; websocket_stream_limit_reached past -max-lanes; rejected over HTTP (unsupported_parameter)."},
 	{"event_id", FieldEchoed, "WebSocket: the client's correlation id; not echoed, nothing to do."},
 	{"client_metadata", FieldEchoed, "Codex's client-side map (trace headers); accepted, not used."},
 	{"conversation", FieldRejected, "not null (no conversation objects)."},

@@ -34,7 +34,7 @@ type CreateParams struct {
 	ServiceTier        *string
 	Generate           *bool   // WebSocket only; false = warm-up (public shape)
 	Background         *bool   // true is rejected: unsupported_parameter
-	StreamID           *string // lanes are not built: rejected with unsupported_parameter
+	StreamID           *string // the lane (WebSocket only; CheckStreamID); nil is the default lane
 	// Include lists the extra output data asked for; message.output_text.logprobs is rejected
 	// (unsupported_parameter), reasoning.encrypted_content accepted.
 	Include []string
@@ -78,4 +78,12 @@ type ClientEvent struct {
 	ResponseID string
 	Input      []Item
 	Steer      json.RawMessage // the verbatim response.steer frame
+}
+
+// Lane returns the create's stream_id, "" for the default lane (absent or null).
+func (p *CreateParams) Lane() string {
+	if p.StreamID == nil {
+		return ""
+	}
+	return *p.StreamID
 }

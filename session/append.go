@@ -29,9 +29,9 @@ func (a *appendAdapter) Handle(ev *protocol.ClientEvent) *protocol.Error {
 	case protocol.EventCreate:
 		return a.create(ev.Create)
 	case protocol.EventAppend:
-		return a.c.Resume(ev.ResponseID, ev.Input)
+		return protocol.InLane(a.c.Resume(ev.ResponseID, ev.Input), a.c.laneOf(ev.ResponseID))
 	case protocol.EventCancel:
-		return a.c.Cancel(ev.ResponseID, protocol.ReasonCancelled)
+		return protocol.InLane(a.c.Cancel(ev.ResponseID, protocol.ReasonCancelled), a.c.laneOf(ev.ResponseID))
 	case protocol.EventProcessed:
 		return nil
 	}
@@ -54,11 +54,18 @@ func ForShape(ev *protocol.ClientEvent, e *protocol.Error, types string) *protoc
 	return protocol.UnknownEventType(ev.Type, types)
 }
 
-// create starts a rollout for a response.create frame.
+// create starts a rollout for a response.create frame. Its errors are attributed to the
+// create's lane (stream_id), except invalid_stream_id.
 func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	if err := CheckCreate(p, AppendWebSocket); err != nil {
 		return err
 	}
+	lane := p.Lane()
+	return protocol.InLane(a.start(p, lane), lane)
+}
+
+// start is create after the checks that cannot be attributed to a lane.
+func (a *appendAdapter) start(p *protocol.CreateParams, lane string) *protocol.Error {
 	input, err := a.c.ResolveRefs(p.Input)
 	if err == nil {
 		input, err = ExpandCompactions(input)
@@ -81,14 +88,14 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 		return err
 	}
 	id := NewID("resp")
-	sink := &appendSink{c: a.c, resp: NewResponse(id, p, time.Now().Unix()), history: len(history)}
+	sink := &appendSink{c: a.c, resp: NewResponse(id, p, time.Now().Unix()), history: len(history), lane: lane}
 	return a.c.Start(StartRequest{Key: id, Config: sampler.Config{
 		ID:       id,
 		Settings: sampler.SettingsFrom(p),
 		History:  history,
 		Input:    p.Input,
 		Sink:     sink,
-	}, SettingsBytes: SettingsBytes(p)})
+	}, SettingsBytes: SettingsBytes(p), Lane: lane})
 }
 
 // Where a create arrives: its shape and transport decide which fields it may carry.
@@ -104,9 +111,10 @@ const (
 )
 
 // CheckCreate rejects what a create may not carry where it arrives (architecture §8, §9), all
-// unsupported_parameter (400) with the field as param: background:true and stream_id
-// everywhere; generate:false on an append connection; generate at all over HTTP. It also
-// rejects a text.format schema that does not compile (CheckFormat). The backend's own checks are
+// unsupported_parameter (400) with the field as param: background:true everywhere;
+// generate:false on an append connection; generate and stream_id at all over HTTP. A stream_id
+// on a WebSocket must pass protocol.CheckStreamID (invalid_stream_id). It also rejects a
+// text.format schema that does not compile (CheckFormat). The backend's own checks are
 // Conn.CheckModel.
 func CheckCreate(p *protocol.CreateParams, where Where) *protocol.Error {
 	if err := CheckFormat(p); err != nil {
@@ -116,9 +124,11 @@ func CheckCreate(p *protocol.CreateParams, where Where) *protocol.Error {
 	case p.Background != nil && *p.Background:
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "background",
 			"background:true is not supported by this server.")
-	case p.StreamID != nil:
+	case where == PublicHTTP && p.StreamID != nil:
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "stream_id",
-			"stream_id (lanes) is not supported by this server: omit it to use the connection's single FIFO lane.")
+			"stream_id is a WebSocket-only parameter (lanes of one WebSocket connection).")
+	case p.StreamID != nil:
+		return protocol.CheckStreamID(p.StreamID)
 	case where == AppendWebSocket && !p.Generates():
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "generate",
 			"generate:false (warm-up) is a public-shape feature and is not supported on an append connection.")
@@ -208,6 +218,7 @@ func calledIn(input []protocol.Item, id string) bool {
 // owned by the rollout goroutine.
 type appendSink struct {
 	c       *Conn
+	lane    string // stream_id carried by every event
 	resp    protocol.Response
 	history int // items of the chain before this rollout's input
 	seq     int
@@ -217,6 +228,7 @@ type appendSink struct {
 
 func (s *appendSink) emit(ev *protocol.Event) error {
 	ev.SequenceNumber = s.seq
+	ev.StreamID = s.lane
 	s.seq++
 	s.buf = protocol.AppendEvent(s.buf[:0], ev)
 	return s.c.Write(s.buf)

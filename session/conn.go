@@ -12,6 +12,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/store"
+	"golang.org/x/sync/semaphore"
 )
 
 // Defaults of Options (architecture §10).
@@ -23,6 +24,8 @@ const (
 	DefaultShutdownGrace  = 30 * time.Second
 	DefaultWriteTimeout   = 30 * time.Second
 	DefaultKeepAlive      = 5 * time.Second
+	DefaultMaxInflight    = 16
+	DefaultMaxLanes       = 32
 )
 
 // Options configures a connection. The zero value works: each field's default is given.
@@ -32,8 +35,17 @@ type Options struct {
 	// SuspendTimeout ends a rollout suspended longer than this (incomplete, idle_timeout).
 	// 0 means DefaultSuspendTimeout (10 minutes); negative means never.
 	SuspendTimeout time.Duration
-	// QueueDepth bounds the creates/appends waiting behind the sampling rollout. 0 means 16.
+	// QueueDepth bounds the creates/appends waiting behind the sampling rollout of each lane.
+	// 0 means 16.
 	QueueDepth int
+	// MaxInflight bounds the lanes (stream_id, reference §6.3) that sample at once on this
+	// connection; a lane's turn past it waits, in its lane's queue, for one to finish.
+	// 0 means 16.
+	MaxInflight int
+	// MaxLanes bounds the distinct named lanes a connection may use over its life (the default
+	// lane is not counted; a name is never freed): a create naming one more is answered
+	// websocket_stream_limit_reached (400). 0 means 32.
+	MaxLanes int
 	// CacheResponses and CacheBytes bound the registry of finished rollouts kept for
 	// previous_response_id (entries, bytes of item text). 0 means 128 and 64 MiB. Live rollouts
 	// are never evicted. An adapter with its own registry of ended responses (the public shape's
@@ -137,6 +149,12 @@ func (o *Options) withDefaults() Options {
 	if r.KeepAlive == 0 {
 		r.KeepAlive = DefaultKeepAlive
 	}
+	if r.MaxInflight <= 0 {
+		r.MaxInflight = DefaultMaxInflight
+	}
+	if r.MaxLanes <= 0 {
+		r.MaxLanes = DefaultMaxLanes
+	}
 	return r
 }
 
@@ -147,18 +165,19 @@ func (o *Options) withDefaults() Options {
 // call Conn, and turn sampler.Sink calls into wire events.
 type Conn struct {
 	// Immutable
-	id     string // "conn_…", the connection's id for backends (sampler.RolloutInfo.ConnID)
-	opts   Options
-	tr     Transport
-	log    *slog.Logger
-	ctx    context.Context // cancelled when the connection ends: every rollout stops
-	cancel context.CancelFunc
-	gate   *gate
-	closed chan struct{} // closed by Close
-	opened time.Time     // when NewConn returned (Snapshot)
+	id       string // "conn_…", the connection's id for backends (sampler.RolloutInfo.ConnID)
+	opts     Options
+	tr       Transport
+	log      *slog.Logger
+	ctx      context.Context // cancelled when the connection ends: every rollout stops
+	cancel   context.CancelFunc
+	inflight *semaphore.Weighted // Options.MaxInflight, shared by the lanes' gates
+	closed   chan struct{}       // closed by Close
+	opened   time.Time           // when NewConn returned (Snapshot)
 
-	mu         sync.Mutex // guards reg, stamp, draining, drainWhy, closing, graceEnded
+	mu         sync.Mutex // guards reg, lanes, stamp, draining, drainWhy, closing, graceEnded
 	reg        map[string]*rollout
+	lanes      map[string]*gate // by stream_id; "" is the default lane
 	stamp      uint64
 	draining   bool
 	drainWhy   string
@@ -168,7 +187,7 @@ type Conn struct {
 
 	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog
 
-	wmu        sync.Mutex   // serialises Write, so that writeStart times the one write in progress
+	wmu        writeLock    // serialises Write in arrival order (fair between lanes); writeStart times the one write in progress
 	writeStart atomic.Int64 // unix nanoseconds when the write in progress began; 0 when none
 
 	framesSent, bytesSent atomic.Int64 // not yet added to Options.Metrics (flushCounts)
@@ -180,17 +199,18 @@ func NewConn(tr Transport, opts Options) *Conn {
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		id:      NewID("conn"),
-		opts:    o,
-		tr:      tr,
-		log:     o.Logger,
-		ctx:     ctx,
-		cancel:  cancel,
-		gate:    newGate(o.QueueDepth, o.Admission),
-		closed:  make(chan struct{}),
-		reg:     make(map[string]*rollout),
-		changed: make(chan struct{}, 1),
-		opened:  time.Now(),
+		id:       NewID("conn"),
+		opts:     o,
+		tr:       tr,
+		log:      o.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		inflight: semaphore.NewWeighted(int64(o.MaxInflight)),
+		closed:   make(chan struct{}),
+		lanes:    make(map[string]*gate),
+		reg:      make(map[string]*rollout),
+		changed:  make(chan struct{}, 1),
+		opened:   time.Now(),
 	}
 	if o.MaxAge > 0 {
 		c.goroutines.Add(1)
@@ -205,6 +225,26 @@ func NewConn(tr Transport, opts Options) *Conn {
 		go c.pinger(p, o.PingInterval)
 	}
 	return c
+}
+
+// laneLocked returns the gate of the lane streamID ("" for the default lane), creating it on
+// first use; websocket_stream_limit_reached (400) when that would exceed Options.MaxLanes named
+// lanes.
+func (c *Conn) laneLocked(streamID string) (*gate, *protocol.Error) {
+	if g, ok := c.lanes[streamID]; ok {
+		return g, nil
+	}
+	named := len(c.lanes)
+	if _, ok := c.lanes[""]; ok {
+		named--
+	}
+	if streamID != "" && named >= c.opts.MaxLanes {
+		return nil, protocol.StreamLimitError(c.opts.MaxLanes, streamID)
+	}
+	g := newGate(c.opts.QueueDepth, c.opts.Admission)
+	g.inflight = c.inflight
+	c.lanes[streamID] = g
+	return g, nil
 }
 
 // Pinger is implemented by transports that can send a protocol ping and wait for its pong.

@@ -4,13 +4,18 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
 )
 
-// gate is a connection's sampling slot (architecture §2): at most one rollout samples at a
-// time; the others wait in FIFO order, at most depth of them.
+// gate is one lane's sampling slot (architecture §2, reference §6.3): at most one rollout of
+// the lane samples at a time; the others wait in FIFO order, at most depth of them. A
+// connection has one gate per lane (Conn.laneLocked); the default lane's is the connection's
+// single FIFO of clients that never send stream_id.
 type gate struct {
-	depth int
-	adm   *Admission // the server-wide bound a sampling ticket also waits for; nil: none
+	depth    int
+	adm      *Admission          // the server-wide bound a sampling ticket also waits for; nil: none
+	inflight *semaphore.Weighted // the connection's bound on lanes sampling at once; nil: none
 
 	mu    sync.Mutex // guards busy and queue
 	busy  bool
@@ -22,8 +27,9 @@ type ticket struct {
 	g        *gate
 	ready    chan struct{} // closed when the ticket holds the slot
 	state    int           // guarded by g.mu
-	sampling bool          // a sampling turn: Wait also takes an admission (gate.adm)
+	sampling bool          // a sampling turn: Wait also takes the in-flight bound and an admission
 	admitted atomic.Bool   // holds an admission
+	inflight atomic.Bool   // holds a unit of gate.inflight
 }
 
 const (
@@ -74,13 +80,23 @@ func (g *gate) enqueueBounded(bounded bool) (*ticket, bool) {
 	return t, true
 }
 
-// Wait blocks until the ticket holds the slot (and, for a sampling turn, an admission) or
-// ctx ends.
+// Wait blocks until the ticket holds the slot (and, for a sampling turn, a unit of the
+// connection's in-flight bound, then an admission) or ctx ends.
 func (t *ticket) Wait(ctx context.Context) error {
 	if err := t.waitSlot(ctx); err != nil {
 		return err
 	}
-	if !t.sampling || t.g.adm == nil || t.admitted.Load() {
+	if !t.sampling {
+		return nil
+	}
+	if sem := t.g.inflight; sem != nil && !t.inflight.Load() {
+		if err := sem.Acquire(ctx, 1); err != nil {
+			t.Release()
+			return err
+		}
+		t.inflight.Store(true)
+	}
+	if t.g.adm == nil || t.admitted.Load() {
 		return nil
 	}
 	if err := t.g.adm.acquire(ctx); err != nil {
@@ -110,17 +126,21 @@ func (t *ticket) waitSlot(ctx context.Context) error {
 // sampling step is over, and what follows (the adapter's store write, the terminal event)
 // must not hold other connections' sampling. A later Wait takes an admission again.
 func (t *ticket) releaseAdmission() {
-	if t != nil && t.admitted.CompareAndSwap(true, false) {
+	if t == nil {
+		return
+	}
+	if t.admitted.CompareAndSwap(true, false) {
 		t.g.adm.release()
+	}
+	if t.inflight.CompareAndSwap(true, false) {
+		t.g.inflight.Release(1)
 	}
 }
 
 // Release gives the slot to the next ticket, or leaves the queue if still waiting.
 func (t *ticket) Release() {
 	g := t.g
-	if t.admitted.CompareAndSwap(true, false) {
-		g.adm.release()
-	}
+	t.releaseAdmission()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch t.state {

@@ -17,8 +17,10 @@ import (
 // what the connection accounts for it.
 type rollout struct {
 	// Immutable
-	key string
-	r   *sampler.Rollout
+	key  string
+	r    *sampler.Rollout
+	lane string // stream_id; "" is the default lane
+	gate *gate  // the lane's
 
 	// Guarded by Conn.mu
 	final     bool            // the rollout has ended and items holds its chain
@@ -46,6 +48,9 @@ type StartRequest struct {
 	// SettingsBytes is what the rollout holds besides its items (SettingsBytes of the
 	// create): counted with the items toward MaxRolloutBytes and CacheBytes.
 	SettingsBytes int64
+	// Lane is the create's stream_id ("" for the default lane, reference §6.3): the rollout's
+	// turns queue in that lane's FIFO, and every later turn (Resume) runs in it too.
+	Lane string
 }
 
 // Start queues a new rollout behind the sampling one (FIFO) and starts its goroutine. It
@@ -69,19 +74,24 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 		c.mu.Unlock()
 		return err
 	}
+	g, err := c.laneLocked(req.Lane)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	size := ItemsBytes(req.Config.History) + ItemsBytes(req.Config.Input) + req.SettingsBytes
 	if err := c.opts.KeyRollouts.Acquire(c.opts.QuotaKey); err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	t, err := c.admitLocked(size, size)
+	t, err := c.admitLocked(g, size, size)
 	if err != nil {
 		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
 		c.mu.Unlock()
 		return err
 	}
 	now := time.Now()
-	h := &rollout{key: req.Key, turnStart: now, started: now, turns: 1, bytes: size, settings: req.SettingsBytes, turn: t}
+	h := &rollout{key: req.Key, lane: req.Lane, gate: g, turnStart: now, started: now, turns: 1, bytes: size, settings: req.SettingsBytes, turn: t}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -137,7 +147,7 @@ func (c *Conn) checkLimitsLocked() *protocol.Error {
 // bytes of items and settings, add of them new (reserved, see reserveLocked):
 // rollout_too_large (400) over Options.MaxRolloutBytes, the errors of reserveLocked,
 // websocket_queue_limit_reached (429) when the queue is full.
-func (c *Conn) admitLocked(bytes, add int64) (*ticket, *protocol.Error) {
+func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, *protocol.Error) {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
 			"The rollout would hold about %d bytes of items and settings, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
@@ -145,7 +155,7 @@ func (c *Conn) admitLocked(bytes, add int64) (*ticket, *protocol.Error) {
 	if err := c.reserveLocked(add); err != nil {
 		return nil, err
 	}
-	t, ok := c.gate.enqueue()
+	t, ok := g.enqueue()
 	if !ok {
 		c.opts.Budget.Release(add)
 		return nil, queueFullError(c.opts.QueueDepth)
@@ -170,7 +180,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 		return notSuspendedError(key, state)
 	}
 	add := ItemsBytes(input)
-	t, perr := c.admitLocked(h.bytes+add, add)
+	t, perr := c.admitLocked(h.gate, h.bytes+add, add)
 	if perr != nil {
 		c.mu.Unlock()
 		return perr
@@ -260,6 +270,16 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 	}
 	return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
 		"Previous response with id '%s' not found.", id)
+}
+
+// laneOf returns the lane of the rollout key ("" when unknown or in the default lane).
+func (c *Conn) laneOf(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.reg[key]; ok {
+		return h.lane
+	}
+	return ""
 }
 
 // Forget removes key from the registry if its rollout has ended (a failed continuation evicts
@@ -388,7 +408,7 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	logEnded(c.log, h.key, s.was, e)
 	t.releaseAdmission() // as in Suspended
 	if !e.Sampling && e.Err == nil {
-		t := c.gate.enqueueAlways()
+		t := h.gate.enqueueAlways()
 		if t.Wait(c.ctx) == nil {
 			s.inner.Ended(e)
 			t.Release()

@@ -33,6 +33,8 @@ type serveConfig struct {
 	suspendTimeout time.Duration
 	shutdownGrace  time.Duration
 	queueDepth     int
+	maxInflight    int
+	maxLanes       int
 	cacheResponses int
 	cacheBytes     byteSize
 	storeResponses int
@@ -83,7 +85,9 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.maxAge, "max-connection-age", 60*time.Minute, "WebSocket connection age limit (0 = none)")
 	fs.DurationVar(&c.suspendTimeout, "suspend-timeout", 10*time.Minute, "how long a suspended rollout waits for input")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight responses may finish on shutdown")
-	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per connection")
+	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per lane of a connection")
+	fs.IntVar(&c.maxInflight, "max-inflight", 16, "lanes (stream_id) of one WebSocket connection that sample at once")
+	fs.IntVar(&c.maxLanes, "max-lanes", 32, "distinct named lanes (stream_id) one WebSocket connection may use")
 	fs.IntVar(&c.cacheResponses, "cache-responses", 128, "per-connection registry bound (responses)")
 	fs.Var(&c.cacheBytes, "cache-bytes", "per-connection registry bound (bytes)")
 	fs.IntVar(&c.storeResponses, "store-responses", 10000, "store bound (responses, least recently used evicted first)")
@@ -241,6 +245,8 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		MaxConnectionAge:   cfg.maxAge,
 		SuspendTimeout:     cfg.suspendTimeout,
 		QueueDepth:         cfg.queueDepth,
+		MaxInflight:        cfg.maxInflight,
+		MaxLanes:           cfg.maxLanes,
 		CacheResponses:     cfg.cacheResponses,
 		CacheBytes:         int64(cfg.cacheBytes),
 		ShutdownGrace:      grace,

@@ -39,6 +39,10 @@ type Options struct {
 	// SuspendTimeout, QueueDepth, CacheResponses, CacheBytes, ShutdownGrace: see session.Options.
 	SuspendTimeout time.Duration
 	QueueDepth     int
+	// MaxInflight and MaxLanes bound a WebSocket connection's lanes (stream_id): lanes sampling
+	// at once, and distinct named lanes over its life. See session.Options; 0 means 16 and 32.
+	MaxInflight    int
+	MaxLanes       int
 	CacheResponses int
 	CacheBytes     int64
 	ShutdownGrace  time.Duration
@@ -408,6 +412,8 @@ func (s *Server) sessionOptions(owner, quota string) session.Options {
 		Model:             o.Model,
 		SuspendTimeout:    o.SuspendTimeout,
 		QueueDepth:        o.QueueDepth,
+		MaxInflight:       o.MaxInflight,
+		MaxLanes:          o.MaxLanes,
 		CacheResponses:    o.CacheResponses,
 		CacheBytes:        o.CacheBytes,
 		MaxAge:            o.MaxConnectionAge,

@@ -1,0 +1,57 @@
+package protocol
+
+import "net/http"
+
+// Lanes (stream_id) of the WebSocket mode: reference §3.1, §5.2 and §6.3.
+const (
+	// CodeInvalidStreamID (400, param "stream_id", no stream_id on the envelope): a stream_id
+	// that is empty, longer than MaxStreamIDLength or not of [A-Za-z0-9_.-].
+	CodeInvalidStreamID = "invalid_stream_id"
+	// CodeStreamLimit (400, param "stream_id", the envelope echoes the rejected stream_id): a
+	// create naming a new lane when the connection has used its limit of distinct named lanes
+	// (-max-lanes, 32 by default); the default lane is not counted and a lane's name is never
+	// freed.
+	CodeStreamLimit = "websocket_stream_limit_reached"
+	// MaxStreamIDLength is the longest stream_id, in bytes.
+	MaxStreamIDLength = 256
+)
+
+// CheckStreamID validates a stream_id (reference §3.1): 1 to 256 characters of letters,
+// digits, "_", "-" and ".". nil (absent or null) is the default lane and is valid. The error is
+// invalid_stream_id (400).
+func CheckStreamID(id *string) *Error {
+	if id == nil {
+		return nil
+	}
+	s := *id
+	ok := len(s) >= 1 && len(s) <= MaxStreamIDLength
+	for i := 0; ok && i < len(s); i++ {
+		c := s[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+	}
+	if ok {
+		return nil
+	}
+	return Errorf(http.StatusBadRequest, CodeInvalidStreamID, "stream_id",
+		"The 'stream_id' field must be a non-empty string with at most %d characters and may only contain letters, numbers, underscores, hyphens, and periods.", MaxStreamIDLength)
+}
+
+// StreamLimitError is websocket_stream_limit_reached for a create naming a new lane id past the
+// connection's limit of max distinct named lanes; it is attributed to id (reference §5.2).
+func StreamLimitError(max int, id string) *Error {
+	e := Errorf(http.StatusBadRequest, CodeStreamLimit, "stream_id",
+		"This WebSocket connection has reached its maximum number of distinct stream IDs (%d). Reuse an existing stream_id or open a new WebSocket connection.", max)
+	e.StreamID = id
+	return e
+}
+
+// InLane returns e attributed to the lane streamID (its envelope carries stream_id; "" is the
+// default lane and carries none). e is copied; nil stays nil.
+func InLane(e *Error, streamID string) *Error {
+	if e == nil || streamID == "" {
+		return e
+	}
+	c := *e
+	c.StreamID = streamID
+	return &c
+}

@@ -96,8 +96,10 @@ func answer(fs []wstest.Frame) string {
 	return ""
 }
 
+// usage is the terminal Response's usage member at key, 0 if absent.
 func usage(fs []wstest.Frame, key ...string) int {
-	return final(fs).Num(append([]string{"response", "usage"}, key...)...)
+	n, _ := final(fs).Int(append([]string{"response", "usage"}, key...)...)
+	return n
 }
 
 // fingerprint is the sim's context fingerprint at the end of an answer.

@@ -9,39 +9,14 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/conformance"
 )
 
-// Frame is one decoded server Frame.
-type Frame map[string]any
-
-// Type is the frame's type.
-func (f Frame) Type() string { s, _ := f["type"].(string); return s }
-
-// Str is the string at path ("" if absent).
-func (f Frame) Str(path ...string) string {
-	v := f.Get(path...)
-	s, _ := v.(string)
-	return s
-}
-
-// Num is the number at path as an int.
-func (f Frame) Num(path ...string) int {
-	v, _ := f.Get(path...).(float64)
-	return int(v)
-}
-
-// Get is the value at path (nil if absent).
-func (f Frame) Get(path ...string) any {
-	var v any = map[string]any(f)
-	for _, p := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[p]
-	}
-	return v
-}
+// Frame is one decoded server frame: the conformance suite's [conformance.Frame], so frames
+// read here can be fed to its grammar checker and read with its accessors (Num is -1 when the
+// member is absent; Int reports presence).
+type Frame = conformance.Frame
 
 // Client is a raw JSON test peer.
 type Client struct {

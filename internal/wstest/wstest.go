@@ -149,3 +149,24 @@ func (c *Client) ExpectErrorSkipping(status int, code, param string) Frame {
 		return f
 	}
 }
+
+// CheckGrammar fails t unless frames, server events of one connection in shape
+// (conformance.ShapePublic, also for an SSE stream, or conformance.ShapeAppend) read in
+// order, pass the conformance suite's grammar checker ([conformance.Grammar]) and end
+// cleanly. In the append shape a response.done followed by more frames is taken as answered
+// by an accepted response.append to its rollout, as a test driving the rollout on does.
+func CheckGrammar(t testing.TB, shape string, frames []Frame) {
+	t.Helper()
+	g := conformance.NewGrammar(shape)
+	for i, f := range frames {
+		if err := g.Feed(f); err != nil {
+			t.Fatalf("grammar: frame %d of %d: %v\n%v", i, len(frames), err, f)
+		}
+		if f.Type() == "response.done" && i+1 < len(frames) {
+			g.Appended(f.Str("response_id"))
+		}
+	}
+	if err := g.Done(); err != nil {
+		t.Fatalf("grammar: after %d frames: %v", len(frames), err)
+	}
+}

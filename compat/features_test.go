@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/sampler/sim"
@@ -62,7 +63,7 @@ func TestCreatesQueueFIFO(t *testing.T) {
 	}
 	for _, in := range []string{"one", "two", "three"} {
 		fs := c.Until("response.completed")
-		checkPublicGrammar(t, fs)
+		wstest.CheckGrammar(t, conformance.ShapePublic, fs)
 		if !strings.Contains(answer(fs), in) {
 			t.Fatalf("responses out of order: want %q, got %q", in, answer(fs))
 		}
@@ -205,7 +206,7 @@ func TestHTTPSSE(t *testing.T) {
 			t.Fatalf("unexpected SSE line %q", line)
 		}
 	}
-	checkPublicGrammar(t, fs)
+	wstest.CheckGrammar(t, conformance.ShapePublic, fs)
 	if final(fs).Type() != "response.completed" || !strings.Contains(answer(fs), "stream me") {
 		t.Fatalf("SSE stream: %v", final(fs))
 	}

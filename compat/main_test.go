@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
@@ -56,13 +57,13 @@ func toolOutput(callID, out string) map[string]any {
 	return map[string]any{"type": "function_call_output", "call_id": callID, "output": out}
 }
 
-// turn sends a create and returns its events up to the terminal one, checking the public
-// grammar: sequence_number from 0, created first, exactly one terminal event.
+// turn sends a create and returns its events up to the terminal one, checked by the
+// conformance suite's public-shape grammar.
 func turn(t *testing.T, c *wstest.Client, msg map[string]any) []wstest.Frame {
 	t.Helper()
 	c.Send(msg)
 	fs := c.Until("response.completed", "response.incomplete", "response.failed")
-	checkPublicGrammar(t, fs)
+	wstest.CheckGrammar(t, conformance.ShapePublic, fs)
 	return fs
 }
 
@@ -96,8 +97,10 @@ func answer(fs []wstest.Frame) string {
 	return ""
 }
 
+// usage is the terminal Response's usage member at key, 0 if absent.
 func usage(fs []wstest.Frame, key ...string) int {
-	return final(fs).Num(append([]string{"response", "usage"}, key...)...)
+	n, _ := final(fs).Int(append([]string{"response", "usage"}, key...)...)
+	return n
 }
 
 // fingerprint is the sim's context fingerprint at the end of an answer.
@@ -109,59 +112,6 @@ func fingerprint(t *testing.T, fs []wstest.Frame) string {
 		t.Fatalf("answer without a context fingerprint: %q", a)
 	}
 	return a[i:]
-}
-
-func checkPublicGrammar(t *testing.T, fs []wstest.Frame) {
-	t.Helper()
-	if fs[0].Type() != "response.created" {
-		t.Fatalf("first event %s, want response.created", fs[0].Type())
-	}
-	id := respID(fs)
-	open, next := -1, 0
-	var text string
-	var done []any
-	for i, f := range fs {
-		if f.Num("sequence_number") != i {
-			t.Fatalf("event %d (%s) has sequence_number %v", i, f.Type(), f.Get("sequence_number"))
-		}
-		switch f.Type() {
-		case "response.done":
-			t.Fatalf("response.done on the public shape")
-		case "response.output_item.added":
-			if open != -1 || f.Num("output_index") != next {
-				t.Fatalf("bad output_item.added at %d (open %d, next %d)", f.Num("output_index"), open, next)
-			}
-			open, text = next, ""
-		case "response.output_text.delta", "response.function_call_arguments.delta":
-			text += f.Str("delta")
-		case "response.output_text.done":
-			if f.Str("text") != text {
-				t.Fatalf("deltas %q != text %q", text, f.Str("text"))
-			}
-		case "response.function_call_arguments.done":
-			if f.Str("arguments") != text {
-				t.Fatalf("deltas %q != arguments %q", text, f.Str("arguments"))
-			}
-		case "response.output_item.done":
-			if f.Num("output_index") != open {
-				t.Fatalf("output_item.done for %d while %d open", f.Num("output_index"), open)
-			}
-			open = -1
-			next++
-			done = append(done, f.Get("item"))
-		case "response.completed", "response.incomplete", "response.failed":
-			if i != len(fs)-1 {
-				t.Fatalf("events after the terminal event")
-			}
-			if f.Str("response", "id") != id {
-				t.Fatalf("terminal event of another response")
-			}
-			out, _ := f.Get("response", "output").([]any)
-			if len(out) != len(done) {
-				t.Fatalf("terminal output has %d items, output_item.done gave %d", len(out), len(done))
-			}
-		}
-	}
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -26,7 +26,8 @@
 // arguments and to the item; response.done carrying exactly the items since the previous
 // suspension and their call_ids; the terminal Response's output equal to the
 // output_item.done items; unique response, item and call ids; exactly one terminal event and
-// nothing of that response after it; no interleaving of responses; the error envelope. With
+// nothing of that response after it; no interleaving of responses; the error envelope
+// ([Grammar], which other tests can run on the frames they read). With
 // [Config.SchemaFile] every event, error frame and Response is also validated against the
 // Open Responses OpenAPI file (github.com/santhosh-tekuri/jsonschema/v6).
 //

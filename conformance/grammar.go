@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -25,8 +27,10 @@ func (s idSet) add(kind, id string) bool {
 	return true
 }
 
-// grammar checks the event stream of one connection (or one SSE stream) as it arrives
-// (architecture §3, §4; reference §8.1):
+// Grammar checks the server events of one connection (or one SSE stream) as they arrive
+// (architecture §3, §4, §8; reference §8.1). It is the checker every scenario of the suite
+// runs on every frame, exported so that other tests of a server can run it on the frames they
+// read ([NewGrammar], [Grammar.Feed], [Grammar.Appended], [Grammar.Done]). It checks:
 //
 //   - sequence_number is contiguous from 0 per response (public shape) or per rollout, over
 //     every event including response.done (append shape); error frames carry none;
@@ -37,13 +41,17 @@ func (s idSet) add(kind, id string) bool {
 //     the next opens; output_index counts 0, 1, 2 … per response (per rollout);
 //   - deltas concatenate to the .done text or arguments, and to the item in output_item.done;
 //   - response.done (append shape only) carries exactly the items since the previous
-//     suspension and their call_ids as pending_call_ids;
+//     suspension and their call_ids as pending_call_ids, and a cumulative usage;
 //   - the terminal Response's output equals the output_item.done items, its status matches
-//     the event; exactly one terminal event, and nothing of that response after it;
+//     the event, its usage is plausible (architecture §6); exactly one terminal event, and
+//     nothing of that response after it;
 //   - response, item and call ids are unique;
 //   - responses do not interleave: output events belong to the response holding the sampling
-//     slot (the last created, or the next accepted append in FIFO order).
-type grammar struct {
+//     slot (the last created, or the next appended rollout in FIFO order);
+//   - error frames are the error envelope {type, status, error{type, code, message, param}}.
+//
+// Event types it does not know fail the check. A Grammar is not safe for concurrent use.
+type Grammar struct {
 	shape   string
 	ids     idSet
 	resp    map[string]*rstate
@@ -80,16 +88,58 @@ type openPart struct {
 	textDone, closed bool
 }
 
-func newGrammar(shape string, ids idSet) *grammar {
-	return &grammar{shape: shape, ids: ids, resp: map[string]*rstate{}}
+func newGrammar(shape string, ids idSet) *Grammar {
+	return &Grammar{shape: shape, ids: ids, resp: map[string]*rstate{}}
+}
+
+// NewGrammar returns a checker for the events of one connection in shape, [ShapePublic]
+// (also for one SSE stream of POST /v1/responses) or [ShapeAppend]. It panics on another
+// shape, a programming error.
+func NewGrammar(shape string) *Grammar {
+	if shape != ShapePublic && shape != ShapeAppend {
+		panic(fmt.Sprintf("conformance.NewGrammar: shape %q, want %q or %q", shape, ShapePublic, ShapeAppend))
+	}
+	return newGrammar(shape, idSet{})
+}
+
+// Feed checks the next frame the server sent, in arrival order. The error describes the first
+// violation, naming the event and the rule; after an error the Grammar's state is undefined.
+func (g *Grammar) Feed(f Frame) error {
+	if v := g.feed(f); v != "" {
+		return errors.New(v)
+	}
+	return nil
+}
+
+// Appended tells the Grammar (append shape) that a response.append to rollout responseID was
+// sent and is expected to be accepted: the rollout's output events continue, without any
+// lifecycle event, when it holds the sampling slot, after the rollouts appended before it.
+// Without it, output events after the rollout's response.done fail the check.
+func (g *Grammar) Appended(responseID string) { g.resumed(responseID) }
+
+// Done checks that the stream fed so far ended cleanly: every response reached its terminal
+// event or, in the append shape, is suspended at response.done, and every appended rollout
+// resumed. It does not change the Grammar; feeding may go on.
+func (g *Grammar) Done() error {
+	ids := slices.Sorted(maps.Keys(g.resp))
+	for _, id := range ids {
+		r := g.resp[id]
+		if !r.ended && !(g.shape == ShapeAppend && r.suspended) {
+			return fmt.Errorf("response %s has no terminal event (sequence_number %d was next)", id, r.seq)
+		}
+	}
+	if len(g.resumes) > 0 {
+		return fmt.Errorf("rollout %s was appended to but sent no output", g.resumes[0])
+	}
+	return nil
 }
 
 // resumed tells the grammar that an append to rollout id was sent and is expected to be
 // accepted: its output events will follow when it gets the sampling slot.
-func (g *grammar) resumed(id string) { g.resumes = append(g.resumes, id) }
+func (g *Grammar) resumed(id string) { g.resumes = append(g.resumes, id) }
 
 // state is the grammar's state of response id (nil if unknown).
-func (g *grammar) state(id string) *rstate { return g.resp[id] }
+func (g *Grammar) state(id string) *rstate { return g.resp[id] }
 
 var terminalTypes = map[string]string{
 	"response.completed":  "completed",
@@ -123,7 +173,7 @@ var outputEvents = map[string]bool{
 }
 
 // feed checks one frame and returns a description of the violation, or "".
-func (g *grammar) feed(f Frame) string {
+func (g *Grammar) feed(f Frame) string {
 	typ := f.Type()
 	switch {
 	case typ == "":
@@ -199,7 +249,7 @@ func (g *grammar) feed(f Frame) string {
 	return g.event(r, typ, f)
 }
 
-func (g *grammar) unit() string {
+func (g *Grammar) unit() string {
 	if g.shape == shapeAppend {
 		return "rollout"
 	}
@@ -207,7 +257,7 @@ func (g *grammar) unit() string {
 }
 
 // event checks one event of response r.
-func (g *grammar) event(r *rstate, typ string, f Frame) string {
+func (g *Grammar) event(r *rstate, typ string, f Frame) string {
 	it := r.open
 	inItem := func() string {
 		if it == nil {
@@ -413,7 +463,7 @@ func (g *grammar) event(r *rstate, typ string, f Frame) string {
 
 // usage checks the usage of a stop (architecture §6): present, total = input + output, cached
 // at most input; in the append shape cumulative over the rollout, so never decreasing.
-func (g *grammar) usage(r *rstate, u Frame) string {
+func (g *Grammar) usage(r *rstate, u Frame) string {
 	if u == nil {
 		return "no usage"
 	}

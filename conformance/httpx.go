@@ -111,7 +111,7 @@ func (t *T) expectHTTPError(what string, status int, f Frame, raw []byte, wantSt
 // Events stream, each checked against the public grammar (and the schema). The stream must
 // use LF line ends only, name each event after its type, and end after the terminal event
 // without a [DONE] line.
-func (t *T) postSSE(create M, g *grammar) *Turn {
+func (t *T) postSSE(create M, g *Grammar) *Turn {
 	b := body(create)
 	b["stream"] = true
 	raw, _ := json.Marshal(b)

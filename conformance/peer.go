@@ -33,7 +33,7 @@ type Peer struct {
 	shape string // shapePublic or shapeAppend
 	ws    *websocket.Conn
 	resp  *http.Response
-	g     *grammar
+	g     *Grammar
 	done  chan struct{} // closed when the reader exits
 	wake  chan struct{} // signalled when the reader queued something
 

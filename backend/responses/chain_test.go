@@ -106,9 +106,9 @@ func TestAppendRolloutThroughChain(t *testing.T) {
 	for step := 0; ; step++ {
 		fs := c.Until("response.done", "response.completed", "response.failed", "response.incomplete")
 		last := fs[len(fs)-1]
-		cached := last.Num("usage", "input_tokens_details", "cached_tokens")
+		cached, _ := last.Int("usage", "input_tokens_details", "cached_tokens")
 		if last.Type() == "response.completed" || last.Type() != "response.done" {
-			cached = last.Num("response", "usage", "input_tokens_details", "cached_tokens")
+			cached, _ = last.Int("response", "usage", "input_tokens_details", "cached_tokens")
 		}
 		if step > 0 && cached <= prevCached {
 			t.Fatalf("step %d: cumulative cached_tokens %d, want more than %d (hot upstream step)", step, cached, prevCached)
@@ -176,7 +176,7 @@ func TestPublicShapeThroughChain(t *testing.T) {
 	if txt := answer(r2); !strings.Contains(txt, `tool: "out-1"`) {
 		t.Fatalf("second response does not quote the output: %q", txt)
 	}
-	if r2.Num("response", "usage", "input_tokens_details", "cached_tokens") == 0 {
+	if n, _ := r2.Int("response", "usage", "input_tokens_details", "cached_tokens"); n == 0 {
 		t.Fatalf("hot turn reports no cached tokens: %v", r2.Get("response", "usage"))
 	}
 	if hot := metric(t, up, hotMetric); hot != 1 {

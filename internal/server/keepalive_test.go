@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/wstest"
 )
 
@@ -59,11 +60,7 @@ func TestKeepAliveDuringLongPrefillPublicWebSocket(t *testing.T) {
 	if n := keepalives(t, fs); n < 2 {
 		t.Fatalf("%d keepalives during a 2.5 s prefill with a 200 ms keepalive", n)
 	}
-	for i, f := range fs {
-		if f.Num("sequence_number") != i {
-			t.Fatalf("frame %d (%s) has sequence_number %v", i, f.Type(), f.Get("sequence_number"))
-		}
-	}
+	wstest.CheckGrammar(t, conformance.ShapePublic, fs)
 }
 
 func TestKeepAliveDuringLongPrefillSSE(t *testing.T) {
@@ -94,4 +91,5 @@ func TestKeepAliveDuringLongPrefillSSE(t *testing.T) {
 	if n := keepalives(t, fs); n < 2 {
 		t.Fatalf("%d keepalives during a 2.5 s prefill with a 200 ms keepalive", n)
 	}
+	wstest.CheckGrammar(t, conformance.ShapePublic, fs)
 }

@@ -9,39 +9,14 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/conformance"
 )
 
-// Frame is one decoded server Frame.
-type Frame map[string]any
-
-// Type is the frame's type.
-func (f Frame) Type() string { s, _ := f["type"].(string); return s }
-
-// Str is the string at path ("" if absent).
-func (f Frame) Str(path ...string) string {
-	v := f.Get(path...)
-	s, _ := v.(string)
-	return s
-}
-
-// Num is the number at path as an int.
-func (f Frame) Num(path ...string) int {
-	v, _ := f.Get(path...).(float64)
-	return int(v)
-}
-
-// Get is the value at path (nil if absent).
-func (f Frame) Get(path ...string) any {
-	var v any = map[string]any(f)
-	for _, p := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[p]
-	}
-	return v
-}
+// Frame is one decoded server frame: the conformance suite's [conformance.Frame], so frames
+// read here can be fed to its grammar checker and read with its accessors (Num is -1 when the
+// member is absent; Int reports presence).
+type Frame = conformance.Frame
 
 // Client is a raw JSON test peer.
 type Client struct {
@@ -172,5 +147,26 @@ func (c *Client) ExpectErrorSkipping(status int, code, param string) Frame {
 			c.T.Fatalf("want %d %s %s, got %v", status, code, param, f)
 		}
 		return f
+	}
+}
+
+// CheckGrammar fails t unless frames, server events of one connection in shape
+// (conformance.ShapePublic, also for an SSE stream, or conformance.ShapeAppend) read in
+// order, pass the conformance suite's grammar checker ([conformance.Grammar]) and end
+// cleanly. In the append shape a response.done followed by more frames is taken as answered
+// by an accepted response.append to its rollout, as a test driving the rollout on does.
+func CheckGrammar(t testing.TB, shape string, frames []Frame) {
+	t.Helper()
+	g := conformance.NewGrammar(shape)
+	for i, f := range frames {
+		if err := g.Feed(f); err != nil {
+			t.Fatalf("grammar: frame %d of %d: %v\n%v", i, len(frames), err, f)
+		}
+		if f.Type() == "response.done" && i+1 < len(frames) {
+			g.Appended(f.Str("response_id"))
+		}
+	}
+	if err := g.Done(); err != nil {
+		t.Fatalf("grammar: after %d frames: %v", len(frames), err)
 	}
 }

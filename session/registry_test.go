@@ -1,0 +1,129 @@
+package session
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// start creates an append-shape rollout and reads it to its first stop (in a synctest
+// bubble); with a tool it
+// suspends (live), without one it completes (ended). It returns the rollout's id and, when
+// suspended, its pending call_id.
+func start(t *testing.T, p *pipe, input string, tool bool) (id, call string) {
+	t.Helper()
+	m := map[string]any{"type": "response.create", "model": "sim", "input": input}
+	stop := protocol.EventCompleted
+	if tool {
+		m["tools"] = []any{shellTool}
+		stop = protocol.EventDone
+	}
+	p.send(t, m)
+	fs := p.until(t, stop)
+	synctest.Wait() // the registry is updated (and evicted) after the stop event is sent
+	if tool {
+		call = fs[len(fs)-1]["pending_call_ids"].([]any)[0].(string)
+	}
+	return fs[0]["response"].(map[string]any)["id"].(string), call
+}
+
+// kept reports whether the registry still knows the ended rollout id: a response.cancel of it
+// is answered response_already_completed (409) while kept, response_not_found (404) once
+// evicted.
+func kept(t *testing.T, p *pipe, id string) bool {
+	t.Helper()
+	p.send(t, map[string]any{"type": "response.cancel", "response_id": id})
+	f := p.next(t)
+	code, _ := f["error"].(map[string]any)["code"].(string)
+	switch code {
+	case protocol.CodeAlreadyCompleted:
+		return true
+	case protocol.CodeResponseNotFound:
+		return false
+	}
+	t.Fatalf("append to ended rollout %s: %v", id, f)
+	return false
+}
+
+// liveKeys is the keys of the connection's live rollouts, in start order.
+func liveKeys(c *Conn) []string {
+	var keys []string
+	for _, r := range c.Snapshot().Rollouts {
+		keys = append(keys, r.Key)
+	}
+	return keys
+}
+
+// TestRegistryEvictsEndedRolloutsLeastRecentlyUsed: past CacheResponses the least recently
+// used ended rollout is evicted (a continuation lookup counts as a use); the suspended rollout,
+// older than all of them, stays.
+func TestRegistryEvictsEndedRolloutsLeastRecentlyUsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &Metrics{}
+		p, c, stop := serve(t, Options{CacheResponses: 3, Metrics: m})
+		defer stop()
+		live, _ := start(t, p, "keep me", true)
+		b, _ := start(t, p, "b", false)
+		cc, _ := start(t, p, "c", false)
+		if s := c.Snapshot(); s.Ended != 2 || m.Evictions.Load() != 0 {
+			t.Fatalf("under the bound: %d ended, %d evictions", s.Ended, m.Evictions.Load())
+		}
+		if _, ended, ok := c.Chain(b); !ok || !ended { // b is now more recently used than c
+			t.Fatalf("Chain(%s): ended %v ok %v", b, ended, ok)
+		}
+		d, _ := start(t, p, "d", false)
+		if m.Evictions.Load() != 1 {
+			t.Fatalf("%d evictions, want 1", m.Evictions.Load())
+		}
+		if !kept(t, p, b) || kept(t, p, cc) || !kept(t, p, d) {
+			t.Fatal("want c (least recently used) evicted, b and d kept")
+		}
+		if got := liveKeys(c); !slices.Equal(got, []string{live}) {
+			t.Fatalf("live rollouts %v, want [%s]", got, live)
+		}
+	})
+}
+
+// TestRegistryNeverEvictsLiveRollouts: live rollouts stay past both bounds; only ended
+// rollouts make room, even the one that just ended.
+func TestRegistryNeverEvictsLiveRollouts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"count", Options{CacheResponses: 1}},
+		{"bytes", Options{CacheBytes: 1, MaxRolloutBytes: 1 << 20}}, // live rollouts are bounded by MaxRolloutBytes
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tc.opts.Metrics = &Metrics{}
+				p, c, stop := serve(t, tc.opts)
+				defer stop()
+				a, callA := start(t, p, "first", true)
+				b, callB := start(t, p, "second", true)
+				if got := liveKeys(c); !slices.Equal(got, []string{a, b}) {
+					t.Fatalf("live rollouts %v, want [%s %s] past the bound", got, a, b)
+				}
+				e, _ := start(t, p, "ends", false)
+				if kept(t, p, e) || c.Snapshot().Ended != 0 || tc.opts.Metrics.Evictions.Load() != 1 {
+					t.Fatalf("the ended rollout was kept past the bound (%d ended, %d evictions)",
+						c.Snapshot().Ended, tc.opts.Metrics.Evictions.Load())
+				}
+				if got := liveKeys(c); !slices.Equal(got, []string{a, b}) {
+					t.Fatalf("live rollouts %v after an eviction, want [%s %s]", got, a, b)
+				}
+				// The live rollouts still resume, to their end.
+				for id, call := range map[string]string{a: callA, b: callB} {
+					p.send(t, map[string]any{"type": "response.append", "response_id": id, "input": []any{
+						map[string]any{"type": "function_call_output", "call_id": call, "output": "ok"}}})
+					fs := p.until(t, protocol.EventCompleted)
+					if got := fs[len(fs)-1]["response"].(map[string]any)["id"]; got != id {
+						t.Fatalf("append to %s completed %v", id, got)
+					}
+				}
+			})
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/sampler/sim"
@@ -49,7 +50,7 @@ func TestLanesSampleConcurrently(t *testing.T) {
 		t.Fatalf("completion order %q: the slow lane held the others back", order)
 	}
 	for l, fs := range lanes {
-		checkPublicGrammar(t, fs)
+		wstest.CheckGrammar(t, conformance.ShapePublic, fs)
 		for _, fr := range fs {
 			if _, has := fr["stream_id"]; has != (l != "") {
 				t.Fatalf("lane %q: event %s stream_id presence wrong: %v", l, fr.Type(), fr)

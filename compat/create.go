@@ -84,7 +84,7 @@ func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, count
 }
 
 // acceptLocked records ps as in flight until its terminal event.
-func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = true }
+func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = ps }
 
 // resolve finds the parent: the connection's segments first, then the store. It validates
 // the continuation, and takes the hot path when the parent is the latest segment of a
@@ -93,7 +93,7 @@ func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = tr
 func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain []protocol.Item, hot bool, _ *protocol.Error) {
 	r.mu.Lock()
 	parent := r.segs.get(ps.parent)
-	if parent == nil && r.inflight[ps.parent] {
+	if parent == nil && r.inflight[ps.parent] != nil {
 		r.mu.Unlock()
 		return nil, false, protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
 			"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", ps.parent)
@@ -115,6 +115,10 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 	canHot := r.segs.isLatest(parent) && parent.lane == ps.seg.lane && !ps.warmup && sameSettings(parent.settings, ps.seg.settings) &&
 		sampler.CheckOutputs(parent.pending, nil, p.Input) == nil
 	if !canHot {
+		if len(parent.steered) > 0 { // steers held for this continuation follow its tool outputs
+			p.Input = append(append([]protocol.Item(nil), p.Input...), parent.steered...)
+			ps.input = p.Input
+		}
 		r.mu.Unlock()
 		return chain, false, nil
 	}

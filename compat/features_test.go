@@ -80,7 +80,7 @@ func TestUnsupportedAndIgnoredFields(t *testing.T) {
 	c.Send(map[string]any{"type": "response.processed", "response_id": "resp_x"})
 	c.Send(map[string]any{"type": "response.steer", "previous_response_id": "resp_x", "input": "faster"})
 	s := c.Next()
-	if s.Type() != "response.steer.failed" || s.Str("error", "code") != "steering_not_supported" {
+	if s.Type() != "response.steer.failed" || s.Str("error", "code") != "response_not_found" {
 		t.Fatalf("steer answer: %v", s)
 	}
 	// Fields clients send that we accept and ignore; unknown top-level fields too.

@@ -13,8 +13,9 @@ type segment struct {
 	lane     string // stream_id of its create; "" is the default lane
 	settings []byte // settingsKey of its request
 	chain    []protocol.Item
-	pending  []string // call_ids left open at its end
-	bytes    int64    // estimate of the items this segment added (input + output)
+	pending  []string        // call_ids left open at its end
+	steered  []protocol.Item // input of steers pending on its calls (response.steer.pending): a cold continuation appends it
+	bytes    int64           // estimate of the items this segment added (input + output)
 	stamp    uint64
 }
 

@@ -47,6 +47,10 @@ type rolloutSink struct {
 	seq     int
 	outBase int // the rollout's output_index of the segment's first item
 	begun   bool
+	// last is the segment that ended last, and lastSeq its next sequence_number: steer events
+	// that follow its terminal event (response.steer.pending) continue its sequence.
+	last    *pendingSegment
+	lastSeq int
 }
 
 // registry is the state shared by a connection's reader and its rollout sinks.
@@ -59,12 +63,12 @@ type registry struct {
 	mu       sync.Mutex // guards segs, next and inflight
 	segs     *segments
 	next     map[string]*pendingSegment // rollout key → segment waiting to run on it
-	inflight map[string]bool            // ids of segments accepted and not yet ended
+	inflight map[string]*pendingSegment // segments accepted and not yet ended, by id
 }
 
 func newRegistry(conn *session.Conn, st store.Store, owner, quota string, maxCount int, maxBytes int64) *registry {
 	return &registry{conn: conn, store: st, owner: owner, quota: quota, segs: newSegments(maxCount, maxBytes),
-		next: make(map[string]*pendingSegment), inflight: make(map[string]bool)}
+		next: make(map[string]*pendingSegment), inflight: make(map[string]*pendingSegment)}
 }
 
 // take moves the segment queued for this rollout into cur, if there is one.
@@ -232,7 +236,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
 	_ = s.send(&protocol.Event{Type: session.TerminalEvent(status), Response: &final})
-	s.cur = nil
+	s.cur, s.last, s.lastSeq = nil, ps, s.seq
 	close(ps.done)
 }
 

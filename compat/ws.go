@@ -74,7 +74,7 @@ func (h *wsHandler) Handle(ev *protocol.ClientEvent) *protocol.Error {
 	case protocol.EventProcessed:
 		return nil
 	case protocol.EventSteer:
-		_ = steerFailed(h.c, ev.Steer)
+		h.steer(ev.Steer)
 		return nil
 	}
 	return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
@@ -96,11 +96,3 @@ func (w *wsEmitter) emit(ev *protocol.Event) error {
 }
 
 func (w *wsEmitter) errorFrame(e *protocol.Error) { _ = w.c.WriteError(protocol.InLane(e, w.lane)) }
-
-// steerFailed answers response.steer: steering is not supported (architecture §9).
-func steerFailed(c *session.Conn, steer []byte) error {
-	ev := protocol.Event{Type: protocol.EventSteerFailed, Steer: steer, Error: &protocol.Error{
-		Type: protocol.TypeInvalidRequest, Code: protocol.CodeSteeringNotSupported,
-		Message: "Steering is not supported for this response."}}
-	return c.Write(protocol.AppendEvent(nil, &ev))
-}

@@ -104,9 +104,9 @@ func steer(t *T) {
 	tu := p.start(t.create("Hello.", nil))
 	p.send(M{"type": "response.steer", "previous_response_id": tu.ID, "input": "Be brief."})
 	f := p.next("response.steer.*")
-	if t.sim("Tether answers every steer with response.steer.failed steering_not_supported (architecture §9)") {
-		if !contains(f, M{"type": "response.steer.failed", "error": M{"code": "steering_not_supported"}}) {
-			t.fail(&Failure{Message: "unexpected answer to response.steer", Expected: `{"type":"response.steer.failed","error":{"code":"steering_not_supported"}}`, Received: clip(show(f, p.lastRaw), 800)})
+	if t.sim("a steer for a response that has completed gets response.steer.failed response_already_completed (reference §3.3)") {
+		if !contains(f, M{"type": "response.steer.failed", "error": M{"code": "response_already_completed"}}) {
+			t.fail(&Failure{Message: "unexpected answer to response.steer", Expected: `{"type":"response.steer.failed","error":{"code":"response_already_completed"}}`, Received: clip(show(f, p.lastRaw), 800)})
 		}
 	} else {
 		t.check(strings.HasPrefix(f.Type(), "response.steer."), "want a response.steer.* answer, got %s", f.Type())

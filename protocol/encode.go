@@ -110,6 +110,22 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 		} else {
 			dst = appendUsage(dst, ev.Usage)
 		}
+	case EventSteerAccepted:
+		dst = appendSteer(dst, ev.Steer)
+	case EventSteerPending:
+		dst = append(dst, `,"reason":`...)
+		dst = appendString(dst, SteerWaitingForInput)
+		dst = append(dst, `,"required_input":[`...)
+		for i, id := range ev.PendingCallIDs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"type":"function_call_output","call_id":`...)
+			dst = appendString(dst, id)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+		dst = appendSteer(dst, ev.Steer)
 	case EventSteerFailed:
 		dst = append(dst, `,"steer":`...)
 		if len(ev.Steer) == 0 {
@@ -131,6 +147,15 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')
+}
+
+// appendSteer appends the steer object (verbatim, compacted; {} when empty).
+func appendSteer(dst []byte, steer json.RawMessage) []byte {
+	dst = append(dst, `,"steer":`...)
+	if len(steer) == 0 {
+		return append(dst, "{}"...)
+	}
+	return appendRaw(dst, steer)
 }
 
 // appendItemRef appends item_id, output_index and (with content) content_index.

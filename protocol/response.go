@@ -12,8 +12,11 @@ const (
 
 // Incomplete reasons carried in incomplete_details.reason (architecture §4, §5).
 const (
-	ReasonMaxOutputTokens   = "max_output_tokens"
-	ReasonCancelled         = "cancelled"
+	ReasonMaxOutputTokens = "max_output_tokens"
+	ReasonCancelled       = "cancelled"
+	// ReasonSteered: the response was interrupted by response.steer; a successor response
+	// continues with the steer's input (reference §3.3).
+	ReasonSteered           = "steered"
 	ReasonIdleTimeout       = "idle_timeout"
 	ReasonServerShutdown    = "server_shutdown"
 	ReasonConnectionLimit   = "connection_limit"

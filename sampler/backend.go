@@ -61,7 +61,7 @@ func (r *Rollout) prefill() (err error) {
 // sampleModel runs one step of the model session.
 func (r *Rollout) sampleModel(step *Step) (res StepResult, err error) {
 	defer recoverPanic(&err)
-	return r.ms.Sample(r.ctx, step, &r.emit)
+	return r.ms.Sample(r.stepCtx, step, &r.emit)
 }
 
 // closeModel closes the model session; a panic in Close is reported, not propagated.

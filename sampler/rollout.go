@@ -41,7 +41,18 @@ type Rollout struct {
 	seenCalls int       // sinkCalls at the last KeepAlive check
 	quietFrom time.Time // when KeepAlive last saw sinkCalls change (or sent)
 
+	// Steering (steer.go): guarded by steerMu
+	steerMu     sync.Mutex
+	steers      []Steer                 // handed over by Steer, not yet taken
+	heldSteers  int                     // len(held), for Steer's bound
+	stepCancel  context.CancelCauseFunc // cuts the sampling step short; nil between steps
+	steerClosed bool                    // the rollout has ended
+	steerWake   chan struct{}           // wakes a suspended rollout for a steer
+
 	// Owned by the loop
+	stepCtx   context.Context     // the sampling step's context (r.ctx, cut short by Steer)
+	held      []Steer             // taken at tool calls: their input follows the next Resume's
+	announced int                 // held[:announced] have had SteerPending
 	items     []protocol.Item     // the context: history, inputs and model items, append-only
 	callIDs   map[string]struct{} // call_ids of the function_call items in items (and the open step)
 	ms        ModelSession        // nil until opened
@@ -138,11 +149,13 @@ func (c *cancelCause) Unwrap() error { return ErrCancelled }
 // Ticket means no queue.
 func New(ctx context.Context, cfg Config) *Rollout {
 	r := &Rollout{
-		cfg:   cfg,
-		inbox: make(chan resumeRequest),
-		done:  make(chan struct{}),
+		cfg:       cfg,
+		inbox:     make(chan resumeRequest),
+		done:      make(chan struct{}),
+		steerWake: make(chan struct{}, 1),
 	}
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	r.stepCtx = r.ctx
 	r.rng = newRNG()
 	r.emit.r = r
 	return r
@@ -227,6 +240,7 @@ func (r *Rollout) Run() {
 	e.Usage = r.usage
 	e.Context = r.context()
 	e.Sampling = r.holding
+	r.closeSteers()
 	r.setState(anyState, Ended)
 	r.sinkMu.Lock()
 	r.sinkCalls++
@@ -277,8 +291,13 @@ func (r *Rollout) loop() Ending {
 			r.started = true
 			r.sinkStarted()
 		}
-		if e, end := r.sample(); end {
+		r.applyBeforeStep()
+		e, end, cut := r.sample()
+		if end {
 			return e
+		}
+		if r.applyAfterStep(cut) {
+			continue // steered: a successor response samples on, still holding the ticket
 		}
 		if e, ok := r.suspend(); !ok {
 			return e
@@ -298,8 +317,9 @@ func (r *Rollout) interrupted() Ending {
 }
 
 // sample runs one sampling step. It reports end=true with the rollout's ending, or end=false
-// when the rollout must suspend (tool calls, or an answer with SuspendOnAnswer).
-func (r *Rollout) sample() (e Ending, end bool) {
+// when the rollout must suspend (tool calls, or an answer with SuspendOnAnswer) or apply a
+// steer; cut reports a step interrupted by Steer (its open item ends incomplete).
+func (r *Rollout) sample() (e Ending, end, cut bool) {
 	r.pending = r.pending[:0]
 	r.emit.reset()
 	var res StepResult
@@ -314,9 +334,16 @@ func (r *Rollout) sample() (e Ending, end bool) {
 		}
 		r.fed, r.stepOut = len(r.items), 0
 		r.step++
+		ctx, cancel := r.stepContext()
+		r.stepCtx = ctx
 		r.setInStep(true)
 		res, err = r.sampleModel(&step)
 		r.setInStep(false)
+		cut = r.endStep(ctx, cancel)
+		r.stepCtx = r.ctx
+		if cut {
+			err, res.Incomplete = nil, protocol.ReasonSteered
+		}
 	}
 
 	interrupted := r.ctx.Err() != nil
@@ -338,24 +365,25 @@ func (r *Rollout) sample() (e Ending, end bool) {
 
 	switch {
 	case interrupted:
-		return r.interrupted(), true
+		return r.interrupted(), true, false
 	case r.emit.err != nil:
-		return Ending{Status: protocol.ResponseIncomplete, Reason: protocol.ReasonCancelled, StepUsage: r.stepUsage, Err: r.emit.err}, true
+		return Ending{Status: protocol.ResponseIncomplete, Reason: protocol.ReasonCancelled, StepUsage: r.stepUsage, Err: r.emit.err}, true, false
 	case err != nil:
-		return failed(err, r.stepUsage), true
-	case res.Incomplete != "":
-		return Ending{Status: protocol.ResponseIncomplete, Reason: res.Incomplete, StepUsage: r.stepUsage}, true
+		return failed(err, r.stepUsage), true, false
+	case res.Incomplete != "" && !cut:
+		return Ending{Status: protocol.ResponseIncomplete, Reason: res.Incomplete, StepUsage: r.stepUsage}, true, false
 	}
 	for i := range newItems {
-		if newItems[i].Type == protocol.ItemFunctionCall {
+		// A call cut short by a steer is not pending: nobody is to answer it.
+		if newItems[i].Type == protocol.ItemFunctionCall && newItems[i].Status != protocol.StatusIncomplete {
 			r.pending = append(r.pending, newItems[i].CallID)
 			r.calls++
 		}
 	}
-	if len(r.pending) == 0 && !r.cfg.SuspendOnAnswer {
-		return Ending{Status: protocol.ResponseCompleted, StepUsage: r.stepUsage}, true
+	if len(r.pending) == 0 && !r.cfg.SuspendOnAnswer && !cut {
+		return Ending{Status: protocol.ResponseCompleted, StepUsage: r.stepUsage}, true, false
 	}
-	return Ending{}, false
+	return Ending{}, false, cut
 }
 
 func isCancel(ctx context.Context) bool {
@@ -380,6 +408,7 @@ func (r *Rollout) suspend() (Ending, bool) {
 	r.sinkCalls++
 	r.cfg.Sink.Suspended(s)
 	r.sinkMu.Unlock()
+	r.announceHeld(pending) // response.steer.pending follows the terminal event
 	if r.ticket != nil {
 		r.ticket.Release() // after Suspended: response.done precedes the next rollout's events
 		r.ticket = nil
@@ -402,9 +431,12 @@ func (r *Rollout) suspend() (Ending, bool) {
 				continue
 			}
 			r.appendItems(req.in.Input)
+			r.releaseHeld() // held steers follow the tool outputs
 			r.ticket = req.in.Ticket
 			req.reply <- nil
 			return Ending{}, true
+		case <-r.steerWake:
+			r.steerWhileSuspended(pending)
 		case <-r.ctx.Done():
 			return r.interrupted(), false
 		case <-timeout:
@@ -436,8 +468,8 @@ func (m *emitter) check() error {
 	if m.err != nil {
 		return m.err
 	}
-	if err := m.r.ctx.Err(); err != nil {
-		if c := context.Cause(m.r.ctx); c != nil {
+	if err := m.r.stepCtx.Err(); err != nil {
+		if c := context.Cause(m.r.stepCtx); c != nil {
 			return c
 		}
 		return err

@@ -214,7 +214,7 @@ func (d *discard) Ended(Ending)                {}
 // TestEmitterAllocs guards the hot path: streaming a delta into an open item reuses the
 // rollout's Event and allocates nothing beyond the text's amortised growth.
 func TestEmitterAllocs(t *testing.T) {
-	r := &Rollout{cfg: Config{Sink: &discard{}}, ctx: context.Background()}
+	r := &Rollout{cfg: Config{Sink: &discard{}}, ctx: context.Background(), stepCtx: context.Background()}
 	r.emit.r = r
 	r.rng = newRNG()
 	r.emit.reset()

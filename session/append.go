@@ -149,8 +149,9 @@ func (c *Conn) CheckModel(p *protocol.CreateParams) *protocol.Error {
 // both shapes): every function_call_output must name a function_call of chain or of input
 // before it (else tool_call_not_found), no call may get two outputs (duplicate_tool_output),
 // and every call chain leaves open must get one (missing_tool_output: "No tool output found
-// for function call <call_id>."). All are 400 with param "input" (architecture §8). Other
-// items are appended as given.
+// for function call <call_id>."). All are 400 with param "input" (architecture §8). A
+// function_call of chain with status incomplete (cut short by response.steer) is not open: it
+// needs no output. Other items are appended as given.
 func CheckContinuation(chain, input []protocol.Item) *protocol.Error {
 	const bad = http.StatusBadRequest
 	open := map[string]bool{} // call_id → answered
@@ -158,6 +159,9 @@ func CheckContinuation(chain, input []protocol.Item) *protocol.Error {
 	for i := range chain {
 		switch chain[i].Type {
 		case protocol.ItemFunctionCall:
+			if chain[i].Status == protocol.StatusIncomplete {
+				continue
+			}
 			if _, seen := open[chain[i].CallID]; !seen {
 				order = append(order, chain[i].CallID)
 			}

@@ -30,6 +30,10 @@ func notSuspendedError(key string, s sampler.State) *protocol.Error {
 	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseNotSuspended, "response_id", "Response %s is not suspended (it is %s).", key, s)
 }
 
+func alreadyEndedError(key string) *protocol.Error {
+	return protocol.Errorf(http.StatusConflict, protocol.CodeAlreadyCompleted, "response_id", "Response %s has already ended.", key)
+}
+
 func queueFullError(depth int) *protocol.Error {
 	return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeQueueLimit, "",
 		"Too many queued requests on this connection (at most %d wait behind the sampling response).", depth)

@@ -222,7 +222,7 @@ func (c *Conn) Cancel(key, reason string) *protocol.Error {
 	}
 	if h.final || h.cancelled || h.r.State() == sampler.Ended {
 		c.mu.Unlock()
-		return protocol.Errorf(http.StatusConflict, protocol.CodeAlreadyCompleted, "response_id", "Response %s has already ended.", key)
+		return alreadyEndedError(key)
 	}
 	h.cancelled = true
 	c.mu.Unlock()
@@ -271,6 +271,52 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 	return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
 		"Previous response with id '%s' not found.", id)
 }
+
+// Steer hands a response.steer to the rollout key (reference §3.3; sampler.Rollout.Steer). The
+// steer's input counts toward the rollout's bytes like an append's. Errors: response_not_found
+// (404) for an unknown key, response_already_completed (409) once the rollout has ended,
+// too_many_pending_steers (409), rollout_too_large (400), the budget's errors (503). The caller
+// checks that the model can steer (CanSteer).
+func (c *Conn) Steer(key string, s sampler.Steer) *protocol.Error {
+	c.mu.Lock()
+	h, ok := c.reg[key]
+	if !ok {
+		c.mu.Unlock()
+		return notFoundError(key)
+	}
+	if h.final || h.r.State() == sampler.Ended {
+		c.mu.Unlock()
+		return alreadyEndedError(key)
+	}
+	add := ItemsBytes(s.Input)
+	if max := c.opts.MaxRolloutBytes; max > 0 && h.bytes+add > max {
+		c.mu.Unlock()
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
+			"The steer would take the rollout to about %d bytes of items and settings, over this server's limit of %d.", h.bytes+add, max)
+	}
+	if err := c.reserveLocked(add); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	h.bytes += add
+	c.mu.Unlock()
+	err := h.r.Steer(s)
+	if err == nil {
+		return nil
+	}
+	c.mu.Lock()
+	h.bytes -= add
+	c.opts.Budget.Release(add)
+	c.mu.Unlock()
+	if errors.Is(err, sampler.ErrTooManySteers) {
+		return protocol.Errorf(http.StatusConflict, protocol.CodeTooManySteers, "",
+			"Response %s already has %d steers waiting to be applied.", s.PreviousResponseID, sampler.MaxPendingSteers)
+	}
+	return alreadyEndedError(key)
+}
+
+// CanSteer reports whether the connection's model takes response.steer (sampler.CanSteer).
+func (c *Conn) CanSteer() bool { return sampler.CanSteer(c.opts.Model) }
 
 // laneOf returns the lane of the rollout key ("" when unknown or in the default lane).
 func (c *Conn) laneOf(key string) string {
@@ -356,6 +402,31 @@ type coreSink struct {
 	h     *rollout
 	inner sampler.Sink
 	was   sampler.State // the phase the rollout ended from
+}
+
+// SteerAccepted implements sampler.SteerSink by forwarding to the shape's sink.
+func (s *coreSink) SteerAccepted(st sampler.Steer) {
+	if ss, ok := s.inner.(sampler.SteerSink); ok {
+		ss.SteerAccepted(st)
+	}
+}
+
+// Steered implements sampler.SteerSink: the successor response is a new turn.
+func (s *coreSink) Steered(st sampler.Steering) {
+	s.c.mu.Lock()
+	s.h.turns++
+	s.h.record(st.Usage, st.StepUsage)
+	s.c.mu.Unlock()
+	if ss, ok := s.inner.(sampler.SteerSink); ok {
+		ss.Steered(st)
+	}
+}
+
+// SteerPending implements sampler.SteerSink by forwarding to the shape's sink.
+func (s *coreSink) SteerPending(steers []sampler.Steer, pending []string) {
+	if ss, ok := s.inner.(sampler.SteerSink); ok {
+		ss.SteerPending(steers, pending)
+	}
 }
 
 // KeepAlive implements sampler.KeepAliver by asking the shape's sink.

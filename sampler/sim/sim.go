@@ -194,6 +194,10 @@ func CheckMetadata(md map[string]string) *protocol.Error {
 	return err
 }
 
+// CanSteer implements sampler.Steerable: a step cut short by response.steer leaves its items
+// in the context, and the next step samples on from them and the steer's input.
+func (s *Sim) CanSteer() bool { return true }
+
 // CheckRequest implements sampler.RequestChecker: the sim validates its "sim.*" metadata
 // keys (CheckMetadata).
 func (s *Sim) CheckRequest(p *protocol.CreateParams) *protocol.Error {

@@ -1,0 +1,136 @@
+package compat
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/session"
+)
+
+// steer answers response.steer (reference §3.3): the response named by previous_response_id
+// must be in flight on this connection (queued or sampling). The rollout then takes the steer
+// (rolloutSink.SteerAccepted and the events after it); everything else gets
+// response.steer.failed here, from the reading goroutine, with sequence_number 0.
+func (h *wsHandler) steer(frame json.RawMessage) {
+	sp, perr := protocol.DecodeSteer(frame)
+	if perr != nil {
+		h.steerFailed(sp, "", perr)
+		return
+	}
+	r := h.r
+	r.mu.Lock()
+	ps := r.inflight[sp.PreviousResponseID]
+	ended := ps == nil && r.segs.byID[sp.PreviousResponseID] != nil
+	r.mu.Unlock()
+	var lane string
+	if ps != nil {
+		lane = ps.seg.lane
+	}
+	switch {
+	case ps == nil && ended:
+		h.steerFailed(sp, lane, steerError(protocol.CodeAlreadyCompleted, "Response '%s' has already completed: steer the response that continues it.", sp.PreviousResponseID))
+	case ps == nil:
+		h.steerFailed(sp, lane, steerError(protocol.CodeResponseNotFound, "No active response with id '%s' on this connection.", sp.PreviousResponseID))
+	case !h.c.CanSteer():
+		h.steerFailed(sp, lane, steerError(protocol.CodeSteeringNotSupported, "Steering is not supported for this response."))
+	case ps.warmup:
+		h.steerFailed(sp, lane, steerError(protocol.CodeResponseNotActive, "Response '%s' is a warm-up (generate:false): it does not sample.", sp.PreviousResponseID))
+	default:
+		id := session.NewID("steer")
+		if err := h.c.Steer(ps.seg.rollout, sampler.Steer{ID: id, PreviousResponseID: sp.PreviousResponseID, Input: sp.Input}); err != nil {
+			if err.Code == protocol.CodeResponseNotFound {
+				err.Code = protocol.CodeAlreadyCompleted // the rollout ended meanwhile
+			}
+			h.steerFailed(sp, lane, err)
+		}
+	}
+}
+
+func steerError(code, format string, args ...any) *protocol.Error {
+	return protocol.Errorf(400, code, "", format, args...)
+}
+
+// steerFailed sends response.steer.failed for a steer that the rollout did not take.
+func (h *wsHandler) steerFailed(sp protocol.SteerParams, lane string, e *protocol.Error) {
+	ev := protocol.Event{Type: protocol.EventSteerFailed, StreamID: lane,
+		Steer: protocol.SteerEcho("", sp.PreviousResponseID, sp.RawInput), Error: e}
+	_ = h.c.Write(protocol.AppendEvent(nil, &ev))
+}
+
+// SteerAccepted implements sampler.SteerSink: response.steer.accepted in the sequence of the
+// response the steer was sent for (begun first if it has not sent anything yet), or after the
+// terminal event of the one that ended last.
+func (s *rolloutSink) SteerAccepted(st sampler.Steer) {
+	s.sendSteer(&protocol.Event{Type: protocol.EventSteerAccepted, Steer: protocol.SteerRef(st.ID, st.PreviousResponseID)})
+}
+
+// SteerPending implements sampler.SteerSink: response.steer.pending after the terminal event
+// of the response that stopped for tool output.
+func (s *rolloutSink) SteerPending(steers []sampler.Steer, pending []string) {
+	if s.last != nil {
+		s.owner.mu.Lock()
+		for _, st := range steers {
+			s.last.seg.steered = append(s.last.seg.steered, st.Input...)
+		}
+		s.owner.mu.Unlock()
+	}
+	for _, st := range steers {
+		s.sendSteer(&protocol.Event{Type: protocol.EventSteerPending, PendingCallIDs: pending,
+			Steer: protocol.SteerRef(st.ID, st.PreviousResponseID)})
+	}
+}
+
+// sendSteer sends a steer event in the current segment's sequence, or after the last one's.
+func (s *rolloutSink) sendSteer(ev *protocol.Event) {
+	if s.take() {
+		s.begin()
+		_ = s.send(ev)
+		return
+	}
+	if s.last == nil {
+		return
+	}
+	ev.SequenceNumber = s.lastSeq
+	s.lastSeq++
+	_ = s.last.emitter.emit(ev)
+}
+
+// Steered implements sampler.SteerSink: the response being sampled ends response.incomplete
+// (reason steered) and a successor Response, whose previous_response_id is the steered one,
+// takes the rollout on with the steers' input. The successor begins (response.created) with
+// its first event.
+func (s *rolloutSink) Steered(st sampler.Steering) {
+	if !s.take() {
+		return
+	}
+	s.begin()
+	ps := s.cur
+	s.outBase += len(st.Output)
+	s.finish(ps, protocol.ResponseIncomplete, protocol.ReasonSteered, nil, st.Output, st.StepUsage, st.Context, nil, false)
+	var input []protocol.Item
+	for _, sr := range st.Steers {
+		input = append(input, sr.Input...)
+	}
+	id := session.NewID("resp")
+	prev := ps.seg.id
+	resp := ps.resp
+	resp.ID, resp.CreatedAt, resp.PreviousResponseID = id, time.Now().Unix(), &prev
+	succ := &pendingSegment{
+		seg:      &segment{id: id, settings: ps.seg.settings, lane: ps.seg.lane, rollout: s.key},
+		resp:     resp,
+		input:    input,
+		store:    ps.store,
+		parent:   prev,
+		emitter:  ps.emitter,
+		counters: ps.counters,
+		done:     make(chan struct{}),
+	}
+	s.owner.mu.Lock()
+	s.owner.acceptLocked(succ)
+	s.owner.mu.Unlock()
+	s.cur, s.seq, s.begun = succ, 0, false
+}
+
+var _ sampler.SteerSink = (*rolloutSink)(nil)

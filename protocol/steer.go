@@ -1,0 +1,128 @@
+package protocol
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Steering events and codes (reference §3.3): response.steer, WebSocket public shape only.
+const (
+	// EventSteerAccepted: {steer {id, previous_response_id}}: the rollout took the steer.
+	EventSteerAccepted = "response.steer.accepted"
+	// EventSteerPending: {reason, required_input, steer {id, previous_response_id}}, after the
+	// terminal event of a response that stopped for tool output: the steer's input follows the
+	// outputs of required_input's calls.
+	EventSteerPending = "response.steer.pending"
+
+	// SteerWaitingForInput is response.steer.pending's reason.
+	SteerWaitingForInput = "waiting_for_required_input"
+)
+
+// response.steer.failed codes (reference §3.3); the event carries error {type
+// invalid_request_error, code, message}.
+const (
+	// CodeInvalidInput: the steer has no previous_response_id, or its input is empty or holds
+	// anything but user messages of input_text, input_image and input_file parts.
+	CodeInvalidInput = "invalid_input"
+	// CodeResponseNotActive: the response does not sample (a generate:false warm-up).
+	CodeResponseNotActive = "response_not_active"
+	// CodeTooManySteers: the response already holds MaxPendingSteers steers (sampler).
+	CodeTooManySteers = "too_many_pending_steers"
+)
+
+// SteerParams is a decoded response.steer.
+type SteerParams struct {
+	// PreviousResponseID is the response to steer.
+	PreviousResponseID string
+	// Input is the steer's user messages (a string becomes one input_text message).
+	Input []Item
+	// RawInput is the input as sent (compacted), echoed by response.steer.failed.
+	RawInput json.RawMessage
+}
+
+// DecodeSteer decodes a response.steer frame {type, previous_response_id, input} (reference
+// §3.3; other members are ignored). Every error is invalid_input (400, param the field), the
+// code response.steer.failed carries: previous_response_id missing or not a string; input
+// missing, empty, or holding anything but user messages of input_text, input_image and
+// input_file parts.
+func DecodeSteer(data []byte) (SteerParams, *Error) {
+	var sp SteerParams
+	r, err := newObjectReader(data)
+	if err != nil {
+		return sp, steerInput(err.Param, err.Message)
+	}
+	err = r.frame(func(key []byte) (err *Error) {
+		kp := path{key: key, index: -1}
+		switch string(key) {
+		case "previous_response_id":
+			sp.PreviousResponseID, err = r.strOrNull(&kp)
+		case "input":
+			r.peek()
+			start := r.pos
+			sp.Input, err = r.input(&kp)
+			sp.RawInput = compactCopy(r.data[start:r.pos])
+		default:
+			r.skip()
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return sp, steerInput(err.Param, err.Message)
+	case sp.PreviousResponseID == "":
+		return sp, steerInput("previous_response_id", "Missing required parameter: 'previous_response_id'.")
+	case len(sp.Input) == 0:
+		return sp, steerInput("input", "A steer needs input: a string or user messages.")
+	}
+	for i := range sp.Input {
+		if !userMessage(&sp.Input[i]) {
+			return sp, steerInput("input", "Steer input may only hold user messages with input_text, input_image or input_file content.")
+		}
+	}
+	return sp, nil
+}
+
+func userMessage(it *Item) bool {
+	if it.Type != ItemMessage || it.Role != RoleUser || len(it.Content) == 0 {
+		return false
+	}
+	for _, p := range it.Content {
+		switch p.Type {
+		case PartInputText, "input_image", "input_file":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func steerInput(param, msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: CodeInvalidInput, Param: param, Message: msg}
+}
+
+// SteerRef returns the steer object of response.steer.accepted and .pending:
+// {"id", "previous_response_id"}.
+func SteerRef(id, previousResponseID string) json.RawMessage {
+	b := append([]byte(`{"id":`), appendString(nil, id)...)
+	b = append(b, `,"previous_response_id":`...)
+	b = appendString(b, previousResponseID)
+	return append(b, '}')
+}
+
+// SteerEcho returns the steer object of response.steer.failed: {"previous_response_id",
+// "input"} as sent, and "id" when the steer got one.
+func SteerEcho(id, previousResponseID string, input json.RawMessage) json.RawMessage {
+	b := []byte(`{`)
+	if id != "" {
+		b = append(b, `"id":`...)
+		b = appendString(b, id)
+		b = append(b, ',')
+	}
+	b = append(b, `"previous_response_id":`...)
+	b = appendString(b, previousResponseID)
+	if len(input) > 0 {
+		b = append(b, `,"input":`...)
+		b = append(b, input...)
+	}
+	return append(b, '}')
+}

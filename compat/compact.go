@@ -61,7 +61,7 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		WriteError(w, perr)
 		return
 	}
-	writeJSON(w, http.StatusOK, &CompactResource{ID: session.NewID("resp"), Object: "response.compaction",
+	writeJSON(w, http.StatusOK, &CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
 		CreatedAt: time.Now().Unix(), Output: []protocol.Item{session.NewCompaction(window)}})
 }
 
@@ -99,7 +99,7 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 	if err != nil {
 		return nil, err
 	}
-	window := append(append([]protocol.Item{}, chain...), session.WithIDs(input)...)
+	window := append(append([]protocol.Item{}, chain...), protocol.WithIDs(input)...)
 	if p.Instructions != nil && *p.Instructions != "" {
 		window = append([]protocol.Item{{Type: protocol.ItemMessage, Role: protocol.RoleSystem,
 			Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: *p.Instructions}}}}, window...)

@@ -24,11 +24,14 @@ type Counters struct {
 // request-scoped error, in which case nothing was started and no event was sent, or the
 // segment, whose done channel closes once its terminal event has been sent.
 func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counters *Counters) (*pendingSegment, *protocol.Error) {
-	where := session.PublicHTTP
+	where := protocol.PublicHTTP
 	if ws {
-		where = session.PublicWebSocket
+		where = protocol.PublicWebSocket
 	}
-	if err := session.CheckCreate(p, where); err != nil {
+	if err := session.CheckFormat(p); err != nil {
+		return nil, err
+	}
+	if err := protocol.CheckCreate(p, where); err != nil {
 		return nil, err
 	}
 	input, err := r.resolveRefs(p.Input)
@@ -42,10 +45,10 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	if err := r.conn.CheckModel(p); err != nil { // the backend sees the items it will get
 		return nil, err
 	}
-	id := session.NewID("resp")
+	id := protocol.NewID("resp")
 	ps := &pendingSegment{
 		seg:     &segment{id: id, settings: settingsKey(p)},
-		resp:    session.NewResponse(id, p, time.Now().Unix()),
+		resp:    protocol.NewResponse(id, p, time.Now().Unix()),
 		input:   p.Input,
 		store:   p.Stored(),
 		warmup:  !p.Generates(),
@@ -58,7 +61,7 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 		parentID = *p.PreviousResponseID
 	}
 	if parentID == "" {
-		if err := session.CheckContinuation(nil, p.Input); err != nil {
+		if err := protocol.CheckContinuation(nil, p.Input); err != nil {
 			return nil, err
 		}
 		ps.path = &counters.New
@@ -96,7 +99,7 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 		return r.fromStore(ps.parent, p.Input)
 	}
 	chain = parent.chain
-	if err := session.CheckContinuation(chain, p.Input); err != nil {
+	if err := protocol.CheckContinuation(chain, p.Input); err != nil {
 		r.evictLocked(parent.id)
 		r.mu.Unlock()
 		return nil, false, err
@@ -148,7 +151,7 @@ func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.I
 	case err != nil:
 		return nil, false, session.StoreUnavailable()
 	}
-	if perr := session.CheckContinuation(chain, input); perr != nil {
+	if perr := protocol.CheckContinuation(chain, input); perr != nil {
 		return nil, false, perr
 	}
 	return chain, false, nil

@@ -189,14 +189,14 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 		usage = protocol.Usage{}
 	}
 	now := time.Now().Unix()
-	final := session.Finish(ps.resp, status, reason, rerr, output, usage, now)
+	final := protocol.Finish(ps.resp, status, reason, rerr, output, usage, now)
 	r := s.owner
 	storeFailed := false
 	if ps.store && status != protocol.ResponseFailed && r.store != nil {
-		sr := &store.Response{Response: final, Input: session.WithIDs(ps.input), Owner: r.owner, Quota: r.quota}
+		sr := &store.Response{Response: final, Input: protocol.WithIDs(ps.input), Owner: r.owner, Quota: r.quota}
 		if err := r.store.Put(r.conn.Context(), sr); err != nil {
 			status, storeFailed = protocol.ResponseFailed, true
-			final = session.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
+			final = protocol.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
 		}
 	}
 	seg := ps.seg
@@ -229,7 +229,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	if storeFailed && suspended {
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
-	_ = s.send(&protocol.Event{Type: session.TerminalEvent(status), Response: &final})
+	_ = s.send(&protocol.Event{Type: protocol.TerminalEvent(status), Response: &final})
 	s.cur = nil
 	close(ps.done)
 }

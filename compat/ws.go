@@ -68,7 +68,7 @@ func ServeWebSocket(c *session.Conn, opts Options) error {
 		}
 		ev, perr := protocol.DecodeClientEvent(data)
 		if perr != nil {
-			_ = c.WriteError(session.ForShape(&ev, perr, session.PublicEventTypes))
+			_ = c.WriteError(protocol.ForShape(&ev, perr, protocol.PublicEventTypes))
 			continue
 		}
 		switch ev.Type {
@@ -81,7 +81,7 @@ func ServeWebSocket(c *session.Conn, opts Options) error {
 			_ = steerFailed(c, ev.Steer)
 		default:
 			_ = c.WriteError(protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
-				"Event type '%s' is not supported on a public-shape connection (open the WebSocket with 'OpenAI-Beta: responses_append=v1' for the append shape). Supported types are: %s.", ev.Type, session.PublicEventTypes))
+				"Event type '%s' is not supported on a public-shape connection (open the WebSocket with 'OpenAI-Beta: responses_append=v1' for the append shape). Supported types are: %s.", ev.Type, protocol.PublicEventTypes))
 		}
 	}
 }

@@ -12,6 +12,12 @@
 //   - [AppendEvent] encodes a server [Event]; [AppendError] the WebSocket error envelope and
 //     [AppendHTTPError] the HTTP error body.
 //   - [AppendSSE] frames an event for text/event-stream; [SSEReader] reads such a stream.
+//   - [CheckCreate] and [CheckContinuation] judge a create where it arrives ([Where]) and the
+//     tool outputs of a continuation; [ForShape] answers an unknown event type with the shape's
+//     list ([AppendEventTypes], [PublicEventTypes]).
+//   - [NewID] makes ids ("resp_…"), [NewResponse] the in_progress Response of a create,
+//     [Finish] the ended one and [TerminalEvent] the event that carries it; [WithIDs] gives
+//     stored input items their ids.
 //
 // The types implement json.Marshaler (and Item, ContentPart, Tool and ToolChoice
 // json.Unmarshaler with the decoder's rules), so a Response can also go through

@@ -29,7 +29,7 @@ func ServeAppend(c *Conn) error {
 		}
 		ev, perr := protocol.DecodeClientEvent(data)
 		if perr != nil {
-			_ = c.WriteError(ForShape(&ev, perr, AppendEventTypes))
+			_ = c.WriteError(protocol.ForShape(&ev, perr, protocol.AppendEventTypes))
 			continue
 		}
 		if e := a.dispatch(&ev); e != nil {
@@ -83,27 +83,15 @@ func (a *appendAdapter) dispatch(ev *protocol.ClientEvent) *protocol.Error {
 		return nil
 	}
 	return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
-		"Event type '%s' is not supported on an append connection. Supported types are: %s.", ev.Type, AppendEventTypes)
-}
-
-// The client event types each shape serves, as listed in unknown_event_type messages.
-const (
-	AppendEventTypes = "'response.create', 'response.append', 'response.cancel' and 'response.processed'"
-	PublicEventTypes = "'response.create', 'response.steer' and 'response.processed'"
-)
-
-// ForShape answers a decoding error: an unknown_event_type error lists only the event types
-// of the connection's shape (types); other errors are returned unchanged.
-func ForShape(ev *protocol.ClientEvent, e *protocol.Error, types string) *protocol.Error {
-	if e.Code != protocol.CodeUnknownEventType {
-		return e
-	}
-	return protocol.UnknownEventType(ev.Type, types)
+		"Event type '%s' is not supported on an append connection. Supported types are: %s.", ev.Type, protocol.AppendEventTypes)
 }
 
 // create starts a rollout for a response.create frame.
 func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
-	if err := CheckCreate(p, AppendWebSocket); err != nil {
+	if err := CheckFormat(p); err != nil {
+		return err
+	}
+	if err := protocol.CheckCreate(p, protocol.AppendWebSocket); err != nil {
 		return err
 	}
 	input, err := a.c.ResolveRefs(p.Input)
@@ -124,11 +112,11 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 			return err
 		}
 	}
-	if err := CheckContinuation(history, p.Input); err != nil {
+	if err := protocol.CheckContinuation(history, p.Input); err != nil {
 		return err
 	}
-	id := NewID("resp")
-	sink := &appendSink{c: a.c, resp: NewResponse(id, p, time.Now().Unix()), history: len(history)}
+	id := protocol.NewID("resp")
+	sink := &appendSink{c: a.c, resp: protocol.NewResponse(id, p, time.Now().Unix()), history: len(history)}
 	return a.c.Start(StartRequest{Key: id, Config: sampler.Config{
 		ID:       id,
 		Settings: sampler.SettingsFrom(p),
@@ -138,116 +126,10 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	}, SettingsBytes: SettingsBytes(p)})
 }
 
-// Where a create arrives: its shape and transport decide which fields it may carry.
-type Where int
-
-const (
-	// AppendWebSocket is a response.create on an append-shape connection.
-	AppendWebSocket Where = iota
-	// PublicWebSocket is a response.create on a public-shape connection.
-	PublicWebSocket
-	// PublicHTTP is a POST /v1/responses body.
-	PublicHTTP
-)
-
-// CheckCreate rejects what a create may not carry where it arrives (architecture §8, §9), all
-// unsupported_parameter (400) with the field as param: background:true and stream_id
-// everywhere; generate:false on an append connection; generate at all over HTTP. It also
-// rejects a text.format schema that does not compile (CheckFormat). The backend's own checks are
-// Conn.CheckModel.
-func CheckCreate(p *protocol.CreateParams, where Where) *protocol.Error {
-	if err := CheckFormat(p); err != nil {
-		return err
-	}
-	switch {
-	case p.Background != nil && *p.Background:
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "background",
-			"background:true is not supported by this server.")
-	case p.StreamID != nil:
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "stream_id",
-			"stream_id (lanes) is not supported by this server: omit it to use the connection's single FIFO lane.")
-	case where == AppendWebSocket && !p.Generates():
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "generate",
-			"generate:false (warm-up) is a public-shape feature and is not supported on an append connection.")
-	case where == PublicHTTP && p.Generate != nil:
-		return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "generate",
-			"generate is a WebSocket-only parameter.")
-	}
-	return nil
-}
-
 // CheckModel runs the backend's validation of a create request (sampler.RequestChecker, e.g.
 // the sim's "sim.*" metadata keys): a 400 *protocol.Error, or nil.
 func (c *Conn) CheckModel(p *protocol.CreateParams) *protocol.Error {
 	return sampler.CheckRequest(c.opts.Model, p)
-}
-
-// CheckContinuation validates the input of a continuation of chain (by previous_response_id,
-// both shapes): every function_call_output must name a function_call of chain or of input
-// before it (else tool_call_not_found), no call may get two outputs (duplicate_tool_output),
-// and every call chain leaves open must get one (missing_tool_output: "No tool output found
-// for function call <call_id>."). All are 400 with param "input" (architecture §8). Other
-// items are appended as given.
-func CheckContinuation(chain, input []protocol.Item) *protocol.Error {
-	const bad = http.StatusBadRequest
-	open := map[string]bool{} // call_id → answered
-	var order []string
-	for i := range chain {
-		switch chain[i].Type {
-		case protocol.ItemFunctionCall:
-			if _, seen := open[chain[i].CallID]; !seen {
-				order = append(order, chain[i].CallID)
-			}
-			open[chain[i].CallID] = false
-		case protocol.ItemFunctionCallOutput:
-			open[chain[i].CallID] = true
-		}
-	}
-	var pending []string
-	for _, id := range order {
-		if !open[id] {
-			pending = append(pending, id)
-		}
-	}
-	for i := range input {
-		it := &input[i]
-		switch it.Type {
-		case protocol.ItemFunctionCall:
-			if _, seen := open[it.CallID]; !seen {
-				pending = append(pending, it.CallID)
-			}
-			open[it.CallID] = false
-		case protocol.ItemFunctionCallOutput:
-			answered, ok := open[it.CallID]
-			switch {
-			case !ok:
-				return protocol.Errorf(bad, protocol.CodeToolCallNotFound, "input",
-					"No tool call found for function call output with call_id %s.", it.CallID)
-			case answered:
-				return protocol.Errorf(bad, protocol.CodeDuplicateToolOutput, "input",
-					"Duplicate tool output for function call %s.", it.CallID)
-			}
-			open[it.CallID] = true
-		}
-	}
-	for _, id := range pending {
-		if !open[id] && !calledIn(input, id) {
-			return protocol.Errorf(bad, protocol.CodeMissingToolOutput, "input",
-				"No tool output found for function call %s.", id)
-		}
-	}
-	return nil
-}
-
-// calledIn reports whether input itself makes the call id (a client-side call the client
-// will answer later is not this server's to demand).
-func calledIn(input []protocol.Item, id string) bool {
-	for i := range input {
-		if input[i].Type == protocol.ItemFunctionCall && input[i].CallID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // appendSink turns a rollout's happenings into append-shape events: one sequence_number space
@@ -298,15 +180,15 @@ func (s *appendSink) Ended(e sampler.Ending) {
 		s.Started()
 	}
 	now := time.Now().Unix()
-	final := Finish(s.resp, e.Status, e.Reason, e.Error, e.Output, e.Usage, now)
+	final := protocol.Finish(s.resp, e.Status, e.Reason, e.Error, e.Output, e.Usage, now)
 	if st := s.c.opts.Store; st != nil && final.Store && e.Status != protocol.ResponseFailed {
 		r := &store.Response{Response: final, Owner: s.c.opts.Owner, Chain: e.Context,
-			Input: WithIDs(rolloutInput(e.Context[min(s.history, len(e.Context)):], e.Output))}
+			Input: protocol.WithIDs(rolloutInput(e.Context[min(s.history, len(e.Context)):], e.Output))}
 		if err := st.Put(s.c.ctx, r); err != nil {
-			final = Finish(s.resp, protocol.ResponseFailed, "", StoreFailed(), e.Output, e.Usage, now)
+			final = protocol.Finish(s.resp, protocol.ResponseFailed, "", StoreFailed(), e.Output, e.Usage, now)
 		}
 	}
-	_ = s.emit(&protocol.Event{Type: TerminalEvent(final.Status), Response: &final})
+	_ = s.emit(&protocol.Event{Type: protocol.TerminalEvent(final.Status), Response: &final})
 }
 
 // rolloutInput returns the items of ctx that are not model output: the rollout's inputs.

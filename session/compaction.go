@@ -44,7 +44,7 @@ func NewCompaction(items []protocol.Item) protocol.Item {
 	_ = zw.Close()
 	body := compactionPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
 	content := body + "." + base64.RawURLEncoding.EncodeToString(sign(body))
-	id := NewID("cmp")
+	id := protocol.NewID("cmp")
 	item, _ := json.Marshal(map[string]string{"id": id, "type": protocol.ItemCompaction, "encrypted_content": content})
 	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}
 }

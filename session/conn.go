@@ -182,7 +182,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		id:      NewID("conn"),
+		id:      protocol.NewID("conn"),
 		opts:    o,
 		tr:      tr,
 		log:     o.Logger,

@@ -33,8 +33,8 @@
 // MaxRolloutBytes (ended rollouts are evicted first). [KeyLimit] bounds what one quota key
 // ([QuotaKey]) holds at once.
 //
-// Every create, on either shape, passes [CheckCreate] (which also compiles a text.format JSON
-// schema, [CheckFormat]), then has its item_reference items replaced by the items they name
+// Every create, on either shape, passes [CheckFormat] (it compiles a text.format JSON schema)
+// and [protocol.CheckCreate], then has its item_reference items replaced by the items they name
 // ([Conn.ResolveRefs], [FindStoredItem]) and its compaction items by the window they stand for
 // ([ExpandCompactions]; [NewCompaction] issues them for POST /v1/responses/compact, signed
 // with a per-process key). See docs/fields.md.

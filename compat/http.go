@@ -210,7 +210,7 @@ func (s *sseEmitter) emit(ev *protocol.Event) error {
 		s.w.WriteHeader(http.StatusOK)
 	}
 	s.data = protocol.AppendEvent(s.data[:0], ev)
-	s.buf = protocol.AppendSSE(s.buf[:0], ev.Type, s.data)
+	s.buf = protocol.AppendSSE(s.buf[:0], string(ev.Type), s.data)
 	if s.timeout > 0 {
 		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	}

@@ -14,7 +14,7 @@ func ForShape(ev *ClientEvent, e *Error, types string) *Error {
 	if e.Code != CodeUnknownEventType {
 		return e
 	}
-	return UnknownEventType(ev.Type, types)
+	return UnknownEventType(string(ev.Type), types)
 }
 
 // Where a create arrives: its shape and transport decide which fields it may carry.

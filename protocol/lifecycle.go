@@ -91,7 +91,7 @@ func Finish(r Response, status, reason string, rerr *ResponseError, output []Ite
 }
 
 // TerminalEvent returns the event type that ends a Response of the given status.
-func TerminalEvent(status string) string {
+func TerminalEvent(status string) EventType {
 	switch status {
 	case ResponseCompleted:
 		return EventCompleted

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/protocol"
 )
 
 // pipe is an in-memory Transport; it works inside testing/synctest bubbles, where a real
@@ -90,13 +92,13 @@ func (p *pipe) next(t *testing.T) map[string]any {
 }
 
 // until returns the server frames up to and including the first of type typ.
-func (p *pipe) until(t *testing.T, typ string) []map[string]any {
+func (p *pipe) until(t *testing.T, typ protocol.EventType) []map[string]any {
 	t.Helper()
 	var fs []map[string]any
 	for {
 		f := p.next(t)
 		fs = append(fs, f)
-		if f["type"] == typ {
+		if f["type"] == string(typ) {
 			return fs
 		}
 		if f["type"] == "error" {

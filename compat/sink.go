@@ -101,9 +101,9 @@ func (s *rolloutSink) begin() {
 			ps.counters.WarmUp.Add(1)
 		}
 	}
-	_ = s.send(&protocol.Event{Type: protocol.EventCreated, Response: &s.cur.resp})
+	_ = s.send(new(protocol.Created(&s.cur.resp)))
 	if !s.cur.warmup {
-		_ = s.send(&protocol.Event{Type: protocol.EventInProgress, Response: &s.cur.resp})
+		_ = s.send(new(protocol.InProgress(&s.cur.resp)))
 	}
 }
 
@@ -120,7 +120,7 @@ func (s *rolloutSink) KeepAlive() bool {
 		s.begin()
 		return true
 	}
-	return s.send(&protocol.Event{Type: protocol.EventInProgress, Response: &s.cur.resp}) == nil
+	return s.send(new(protocol.InProgress(&s.cur.resp))) == nil
 }
 
 func (s *rolloutSink) Started() {
@@ -229,7 +229,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	if storeFailed && suspended {
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
-	_ = s.send(&protocol.Event{Type: protocol.TerminalEvent(status), Response: &final})
+	_ = s.send(new(protocol.Terminal(&final)))
 	s.cur = nil
 	close(ps.done)
 }

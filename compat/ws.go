@@ -123,8 +123,8 @@ func (w *wsEmitter) errorFrame(e *protocol.Error) { _ = w.c.WriteError(e) }
 
 // steerFailed answers response.steer: steering is not supported (architecture §9).
 func steerFailed(c *session.Conn, steer []byte) error {
-	ev := protocol.Event{Type: protocol.EventSteerFailed, Steer: steer, Error: &protocol.Error{
+	ev := protocol.SteerFailed(steer, &protocol.Error{
 		Type: protocol.TypeInvalidRequest, Code: protocol.CodeSteeringNotSupported,
-		Message: "Steering is not supported for this response."}}
+		Message: "Steering is not supported for this response."})
 	return c.Write(protocol.AppendEvent(nil, &ev))
 }

@@ -67,7 +67,9 @@
 // response.content_part.added / .done, response.output_text.delta / .done,
 // response.function_call_arguments.delta / .done, response.completed, response.incomplete,
 // response.failed, response.done (append shape only), response.steer.failed, error. The
-// constants [EventCreated] … [EventError] give each payload.
+// constants [EventCreated] … [EventError] ([EventType]) give each payload; one constructor per
+// type ([Created], [OutputTextDelta], [Done], [Terminal], …) builds an [Event] with exactly the
+// fields that type encodes. Client event types are [ClientEventType].
 //
 // # Errors
 //

@@ -44,7 +44,9 @@ const (
 )
 
 // Event is one server event. Type selects the fields that are encoded; see the constants for
-// each event's payload. SequenceNumber is assigned by the shape adapter (per rollout in the
+// each event's payload. Build it with the constructor of its type (Created, InProgress,
+// Terminal, OutputItemAdded, …, SteerFailed, ErrorEvent in events.go), which sets only the
+// fields that type encodes. SequenceNumber is assigned by the shape adapter (per rollout in the
 // append shape, per Response in the public shape); OutputIndex likewise.
 type Event struct {
 	Type           EventType

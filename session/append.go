@@ -153,8 +153,8 @@ func (s *appendSink) emit(ev *protocol.Event) error {
 
 func (s *appendSink) Started() {
 	s.started = true
-	_ = s.emit(&protocol.Event{Type: protocol.EventCreated, Response: &s.resp})
-	_ = s.emit(&protocol.Event{Type: protocol.EventInProgress, Response: &s.resp})
+	_ = s.emit(new(protocol.Created(&s.resp)))
+	_ = s.emit(new(protocol.InProgress(&s.resp)))
 }
 
 func (s *appendSink) Event(ev *protocol.Event) error { return s.emit(ev) }
@@ -162,7 +162,7 @@ func (s *appendSink) Event(ev *protocol.Event) error { return s.emit(ev) }
 // KeepAlive implements sampler.KeepAliver: a repeated response.in_progress with the next
 // sequence_number (docs/append-protocol.md, keepalive).
 func (s *appendSink) KeepAlive() bool {
-	return s.started && s.emit(&protocol.Event{Type: protocol.EventInProgress, Response: &s.resp}) == nil
+	return s.started && s.emit(new(protocol.InProgress(&s.resp))) == nil
 }
 
 func (s *appendSink) Suspended(sp sampler.Suspension) {
@@ -171,8 +171,7 @@ func (s *appendSink) Suspended(sp sampler.Suspension) {
 	if output == nil {
 		output = []protocol.Item{}
 	}
-	_ = s.emit(&protocol.Event{Type: protocol.EventDone, ResponseID: s.resp.ID,
-		PendingCallIDs: sp.PendingCallIDs, Output: output, Usage: &usage})
+	_ = s.emit(new(protocol.Done(s.resp.ID, sp.PendingCallIDs, output, &usage)))
 }
 
 func (s *appendSink) Ended(e sampler.Ending) {
@@ -188,7 +187,7 @@ func (s *appendSink) Ended(e sampler.Ending) {
 			final = protocol.Finish(s.resp, protocol.ResponseFailed, "", StoreFailed(), e.Output, e.Usage, now)
 		}
 	}
-	_ = s.emit(&protocol.Event{Type: protocol.TerminalEvent(final.Status), Response: &final})
+	_ = s.emit(new(protocol.Terminal(&final)))
 }
 
 // rolloutInput returns the items of ctx that are not model output: the rollout's inputs.

@@ -32,11 +32,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	settings, perr := SettingsFromRequest(req, instructions)
-	if perr == nil {
-		perr = sampler.CheckRequest(h.Slots.model, createParams(req, &settings, items))
-	}
 	if perr != nil {
 		WriteError(w, perr)
+		return
+	}
+	if err := sampler.CheckRequest(h.Slots.model, createParams(req, &settings, items)); err != nil {
+		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
 	id := -1

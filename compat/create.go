@@ -23,7 +23,7 @@ type Counters struct {
 // create handles one response.create (WebSocket) or POST body (HTTP). It returns a
 // request-scoped error, in which case nothing was started and no event was sent, or the
 // segment, whose done channel closes once its terminal event has been sent.
-func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counters *Counters) (*pendingSegment, *protocol.Error) {
+func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counters *Counters) (*pendingSegment, error) {
 	where := protocol.PublicHTTP
 	if ws {
 		where = protocol.PublicWebSocket
@@ -86,7 +86,7 @@ func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = tr
 // the continuation, and takes the hot path when the parent is the latest segment of a
 // suspended rollout, the input answers exactly its pending calls (then messages) and the
 // settings are unchanged. A failed continuation evicts its parent.
-func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain []protocol.Item, hot bool, _ *protocol.Error) {
+func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain []protocol.Item, hot bool, _ error) {
 	r.mu.Lock()
 	parent := r.segs.get(ps.parent)
 	if parent == nil && r.inflight[ps.parent] {
@@ -128,9 +128,11 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 		if taken {
 			return nil, true, nil
 		}
-		switch err.Code {
-		case protocol.CodeResponseNotSuspended, protocol.CodeResponseNotFound:
-			return chain, false, nil // the rollout ended meanwhile: rebuild it
+		if e, ok := protocol.AsError(err); ok {
+			switch e.Code {
+			case protocol.CodeResponseNotSuspended, protocol.CodeResponseNotFound:
+				return chain, false, nil // the rollout ended meanwhile: rebuild it
+			}
 		}
 		return nil, false, err
 	}
@@ -140,7 +142,7 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 // fromStore resolves a parent that is not on the connection from the Store (the cold path),
 // in one Chain call under the store's timeout: previous_response_not_found when it is not
 // stored (or not the owner's), store_unavailable when the store fails.
-func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.Item, bool, *protocol.Error) {
+func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.Item, bool, error) {
 	if r.store == nil {
 		return nil, false, previousNotFound(parent)
 	}
@@ -163,7 +165,7 @@ func previousNotFound(id string) *protocol.Error {
 }
 
 // start runs ps on a new rollout whose context is history (the cold path's chain) + input.
-func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history []protocol.Item) *protocol.Error {
+func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history []protocol.Item) error {
 	key := ps.seg.id
 	ps.seg.rollout = key
 	r.mu.Lock()

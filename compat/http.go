@@ -47,9 +47,9 @@ type HTTP struct {
 
 // Create serves POST /v1/responses for the key owner ("" when the server is open).
 func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
-	body, res, perr := h.readBody(w, r)
-	if perr != nil {
-		h.fail(w, perr)
+	body, res, err := h.readBody(w, r)
+	if err != nil {
+		h.fail(w, err)
 		return
 	}
 	p, perr := protocol.DecodeCreateParams(body)
@@ -77,10 +77,10 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		col = &collector{}
 		em = col
 	}
-	ps, perr := reg.create(p, em, false, opts.counters())
+	ps, err := reg.create(p, em, false, opts.counters())
 	res.Release() // the request is decoded; its rollout's items are counted by the rollout limits
-	if perr != nil {
-		h.fail(w, perr)
+	if err != nil {
+		h.fail(w, err)
 		return
 	}
 	select {
@@ -97,7 +97,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 // over MaxBody before reading anything, server_overloaded (503) when the Budget is in use,
 // request_timeout (408) for a body not received within ReadTimeout. The returned
 // reservation (session.DecodeCost of the body) is to be released once it has been decoded.
-func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ *session.Reservation, _ *protocol.Error) {
+func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ *session.Reservation, _ error) {
 	max := h.MaxBody
 	if max <= 0 {
 		max = session.DefaultMaxFrame
@@ -166,9 +166,10 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// fail writes e (the server's access log counts it in tether_errors_total).
-func (h *HTTP) fail(w http.ResponseWriter, e *protocol.Error) {
-	WriteError(w, e) // counted in tether_errors_total by the server's access log
+// fail writes the payload of err (protocol.ErrorOf; the server's access log counts it in
+// tether_errors_total). err must not be nil.
+func (h *HTTP) fail(w http.ResponseWriter, err error) {
+	WriteError(w, protocol.ErrorOf(err)) // counted in tether_errors_total by the server's access log
 }
 
 // collector keeps only the terminal Response (stream:false).

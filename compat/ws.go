@@ -4,8 +4,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/coder/websocket"
-
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/store"
@@ -97,8 +95,7 @@ func readError(c *session.Conn, err error) (stop bool, _ error) {
 		_ = c.WriteError(session.OverloadedError("the server's memory budget for frames being read is in use"))
 		return false, nil
 	case errors.Is(err, session.ErrFrameTooLarge):
-		_ = c.WriteError(session.FrameTooLargeError(c.MaxFrame()))
-		_ = c.Transport().Close(websocket.StatusMessageTooBig, "frame too large")
+		_ = c.CloseWith(session.FrameTooLargeError(c.MaxFrame()))
 		return true, err
 	}
 	if draining, _ := c.Draining(); draining {

@@ -34,7 +34,7 @@ const (
 // everywhere; generate:false on an append connection; generate at all over HTTP. It also
 // does not compile a text.format schema (that needs a JSON Schema library): callers run
 // session.CheckFormat first. The backend's own checks are session.Conn.CheckModel.
-func CheckCreate(p *CreateParams, where Where) *Error {
+func CheckCreate(p *CreateParams, where Where) error {
 	switch {
 	case p.Background != nil && *p.Background:
 		return Errorf(http.StatusBadRequest, CodeUnsupportedParameter, "background",
@@ -58,7 +58,7 @@ func CheckCreate(p *CreateParams, where Where) *Error {
 // and every call chain leaves open must get one (missing_tool_output: "No tool output found
 // for function call <call_id>."). All are 400 with param "input" (architecture §8). Other
 // items are appended as given.
-func CheckContinuation(chain, input []Item) *Error {
+func CheckContinuation(chain, input []Item) error {
 	const bad = http.StatusBadRequest
 	open := map[string]bool{} // call_id → answered
 	var order []string

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"testing"
 )
@@ -33,7 +35,7 @@ func TestCheckCreate(t *testing.T) {
 		switch {
 		case c.param == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
-		case c.param != "" && (err == nil || err.Code != CodeUnsupportedParameter || err.Param != c.param):
+		case c.param != "" && !isErr(err, CodeUnsupportedParameter, c.param):
 			t.Errorf("%s: %v, want unsupported_parameter on %s", c.name, err, c.param)
 		}
 	}
@@ -61,8 +63,34 @@ func TestCheckContinuation(t *testing.T) {
 		switch {
 		case c.code == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
-		case c.code != "" && (err == nil || err.Code != c.code || err.Param != "input"):
+		case c.code != "" && !isErr(err, c.code, "input"):
 			t.Errorf("%s: %v, want %s on input", c.name, err, c.code)
 		}
+	}
+}
+
+// isErr reports whether err is an *Error with code and param.
+func isErr(err error, code, param string) bool {
+	e, ok := AsError(err)
+	return ok && e.Code == code && e.Param == param
+}
+
+func TestErrorKinds(t *testing.T) {
+	payload := Errorf(413, CodeMessageTooLarge, "", "too large")
+	var err error = &ConnectionError{Err: payload, Code: CloseMessageTooBig, Reason: "frame too large"}
+	if ce, ok := AsConnectionError(err); !ok || ce.Code != 1009 {
+		t.Fatalf("AsConnectionError: %v %v", ce, ok)
+	}
+	if e, ok := AsError(err); !ok || e != payload {
+		t.Fatalf("AsError of a ConnectionError: %v %v", e, ok)
+	}
+	if _, ok := AsConnectionError(payload); ok {
+		t.Fatal("a request-scoped *Error is not connection-fatal")
+	}
+	if e := ErrorOf(errors.New("boom")); e.Code != CodeServerError || e.Status != 500 {
+		t.Fatalf("ErrorOf(other) = %+v, want server_error", e)
+	}
+	if ErrorOf(fmt.Errorf("wrapped: %w", payload)) != payload {
+		t.Fatal("ErrorOf does not unwrap")
 	}
 }

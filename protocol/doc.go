@@ -78,6 +78,12 @@
 // a path or null. Every bad frame is answered; the connection stays usable except after the
 // closes noted below.
 //
+// In Go, checks return an error (never a nil *Error in the interface). A request-scoped
+// error is an [*Error]: answered with its envelope, the connection stays usable. A
+// connection-fatal error is a [*ConnectionError] (websocket_message_too_large then 1009,
+// websocket_connection_limit_reached then 1001): its envelope, then the close. [AsError],
+// [AsConnectionError] and [ErrorOf] take them apart.
+//
 //	case                                                status code                                 param
 //	not JSON / truncated JSON / not an object           400    invalid_json                         null
 //	type missing or null                                400    missing_required_parameter           type

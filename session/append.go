@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/store"
@@ -50,8 +48,7 @@ func (a *appendAdapter) readError(err error) (stop bool, _ error) {
 		_ = c.WriteError(OverloadedError("the server's memory budget for frames being read is in use"))
 		return false, nil
 	case errors.Is(err, ErrFrameTooLarge):
-		_ = c.WriteError(FrameTooLargeError(c.opts.maxFrame()))
-		_ = c.tr.Close(websocket.StatusMessageTooBig, "frame too large")
+		_ = c.CloseWith(FrameTooLargeError(c.opts.maxFrame()))
 		return true, err
 	}
 	if draining, _ := c.Draining(); draining {
@@ -60,18 +57,20 @@ func (a *appendAdapter) readError(err error) (stop bool, _ error) {
 	return true, err
 }
 
-// FrameTooLargeError is the websocket_message_too_large error (413) for a frame over max bytes;
-// the connection is closed with 1009 after it (architecture §8).
-func FrameTooLargeError(max int64) *protocol.Error {
-	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeMessageTooLarge, "",
-		"The frame exceeds the limit of %d bytes; the connection will be closed.", max)
+// FrameTooLargeError is the connection-fatal websocket_message_too_large error (413) for a
+// frame over max bytes: its envelope is sent, then the connection closes with 1009
+// (architecture §8; Conn.CloseWith).
+func FrameTooLargeError(max int64) *protocol.ConnectionError {
+	return &protocol.ConnectionError{Code: protocol.CloseMessageTooBig, Reason: "frame too large",
+		Err: protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeMessageTooLarge, "",
+			"The frame exceeds the limit of %d bytes; the connection will be closed.", max)}
 }
 
 type appendAdapter struct {
 	c *Conn
 }
 
-func (a *appendAdapter) dispatch(ev *protocol.ClientEvent) *protocol.Error {
+func (a *appendAdapter) dispatch(ev *protocol.ClientEvent) error {
 	switch ev.Type {
 	case protocol.EventCreate:
 		return a.create(ev.Create)
@@ -87,7 +86,7 @@ func (a *appendAdapter) dispatch(ev *protocol.ClientEvent) *protocol.Error {
 }
 
 // create starts a rollout for a response.create frame.
-func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
+func (a *appendAdapter) create(p *protocol.CreateParams) error {
 	if err := CheckFormat(p); err != nil {
 		return err
 	}
@@ -107,7 +106,7 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 	}
 	var history []protocol.Item
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
-		var err *protocol.Error
+		var err error
 		if history, err = a.c.Lookup(*p.PreviousResponseID); err != nil {
 			return err
 		}
@@ -127,8 +126,8 @@ func (a *appendAdapter) create(p *protocol.CreateParams) *protocol.Error {
 }
 
 // CheckModel runs the backend's validation of a create request (sampler.RequestChecker, e.g.
-// the sim's "sim.*" metadata keys): a 400 *protocol.Error, or nil.
-func (c *Conn) CheckModel(p *protocol.CreateParams) *protocol.Error {
+// the sim's "sim.*" metadata keys): an error holding a 400 *protocol.Error, or nil.
+func (c *Conn) CheckModel(p *protocol.CreateParams) error {
 	return sampler.CheckRequest(c.opts.Model, p)
 }
 

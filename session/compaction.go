@@ -59,7 +59,7 @@ func sign(body string) []byte {
 // older "compaction_summary") replaced by the items it stands
 // for. A compaction item this server did not issue, or whose content was altered, is
 // invalid_compaction_item (400, param "input[i]"). input is returned as is when it holds none.
-func ExpandCompactions(input []protocol.Item) ([]protocol.Item, *protocol.Error) {
+func ExpandCompactions(input []protocol.Item) ([]protocol.Item, error) {
 	var out []protocol.Item
 	for i := range input {
 		if input[i].Type != protocol.ItemCompaction && input[i].Type != compactionSummary {

@@ -331,8 +331,14 @@ func (c *Conn) flushCounts() {
 	}
 }
 
-// WriteError sends the error envelope of architecture §8.
-func (c *Conn) WriteError(e *protocol.Error) error {
+// WriteError sends the error envelope of architecture §8 for err: its *protocol.Error payload
+// (protocol.ErrorOf; server_error for any other error). The connection stays open, also for a
+// *protocol.ConnectionError: CloseWith sends its envelope and closes. A nil err sends nothing.
+func (c *Conn) WriteError(err error) error {
+	if err == nil {
+		return nil
+	}
+	e := protocol.ErrorOf(err)
 	c.opts.Metrics.error(e.Code)
 	return c.Write(protocol.AppendError(nil, e))
 }
@@ -408,16 +414,21 @@ func (c *Conn) Drain(reason string) {
 	}
 	c.waitRollouts()
 	if reason == protocol.ReasonConnectionLimit {
-		_ = c.WriteError(connectionLimitError(c.opts.MaxAge))
+		_ = c.CloseWith(&protocol.ConnectionError{Err: connectionLimitError(c.opts.MaxAge),
+			Code: protocol.CloseGoingAway, Reason: "connection age limit reached"})
+		return
 	}
-	_ = c.tr.Close(closeStatus, drainCloseReason(reason))
+	_ = c.tr.Close(closeStatus, "server shutting down")
 }
 
-func drainCloseReason(reason string) string {
-	if reason == protocol.ReasonConnectionLimit {
-		return "connection age limit reached"
+// CloseWith ends the connection for the connection-fatal error e: it sends e.Err's error
+// envelope (none when nil), then closes the transport with e.Code and e.Reason. The caller's
+// read loop then ends; Close still has to be called.
+func (c *Conn) CloseWith(e *protocol.ConnectionError) error {
+	if e.Err != nil {
+		_ = c.WriteError(e.Err)
 	}
-	return "server shutting down"
+	return c.tr.Close(websocket.StatusCode(e.Code), e.Reason)
 }
 
 // ConnectionLimitError is the websocket_connection_limit_reached error of this connection's

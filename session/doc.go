@@ -51,6 +51,11 @@
 //
 // # Errors added to the table
 //
+// Conn's methods return an error holding a request-scoped *protocol.Error ([Conn.WriteError]
+// answers it; the connection stays usable). [FrameTooLargeError] and the age limit are
+// connection-fatal *protocol.ConnectionError values: [Conn.CloseWith] sends the envelope, then
+// closes (1009, 1001).
+//
 // Besides the codes of architecture §8 this package answers response_already_completed (409,
 // response.cancel of an ended rollout), response_in_progress (409, previous_response_id naming a
 // rollout that has not ended), server_shutting_down (503, a create while draining) and

@@ -26,14 +26,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, perr)
 		return
 	}
-	instructions, items, perr := ItemsFromMessages(req.Messages)
-	if perr != nil {
-		WriteError(w, perr)
+	instructions, items, err := ItemsFromMessages(req.Messages)
+	if err != nil {
+		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
-	settings, perr := SettingsFromRequest(req, instructions)
-	if perr != nil {
-		WriteError(w, perr)
+	settings, err := SettingsFromRequest(req, instructions)
+	if err != nil {
+		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
 	if err := sampler.CheckRequest(h.Slots.model, createParams(req, &settings, items)); err != nil {

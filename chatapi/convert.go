@@ -59,7 +59,7 @@ func TextContent(s string) json.RawMessage {
 // ItemsFromMessages converts a request's messages to Response items (see the package doc).
 // The first message's text becomes instructions when its role is system (instructions is
 // then non-nil). Errors are 400s naming the message ("messages[2].role").
-func ItemsFromMessages(msgs []Message) (instructions *string, items []protocol.Item, perr *protocol.Error) {
+func ItemsFromMessages(msgs []Message) (instructions *string, items []protocol.Item, _ error) {
 	for i := range msgs {
 		m := &msgs[i]
 		param := fmt.Sprintf("messages[%d]", i)
@@ -110,7 +110,7 @@ func message(role, partType, text string) protocol.Item {
 // SettingsFromRequest converts a request's generation fields to sampler.Settings
 // (instructions from ItemsFromMessages). parallel_tool_calls defaults to true;
 // max_completion_tokens wins over max_tokens.
-func SettingsFromRequest(req *Request, instructions *string) (sampler.Settings, *protocol.Error) {
+func SettingsFromRequest(req *Request, instructions *string) (sampler.Settings, error) {
 	s := sampler.Settings{Model: req.Model, ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls,
 		Temperature: req.Temperature, TopP: req.TopP, ReasoningEffort: req.ReasoningEffort, Metadata: req.Metadata}
 	if instructions != nil {
@@ -124,18 +124,21 @@ func SettingsFromRequest(req *Request, instructions *string) (sampler.Settings, 
 		s.Tools = append(s.Tools, protocol.Tool{Type: protocol.ToolFunction, Name: t.Function.Name,
 			Description: t.Function.Description, Parameters: t.Function.Parameters, Strict: t.Function.Strict})
 	}
-	var perr *protocol.Error
-	if s.ToolChoice, perr = toolChoiceFrom(req.ToolChoice); perr != nil {
+	tc, perr := toolChoiceFrom(req.ToolChoice)
+	if perr != nil {
 		return s, perr
 	}
+	s.ToolChoice = tc
 	switch {
 	case req.MaxCompletionTokens != nil:
 		s.MaxOutputTokens = max(*req.MaxCompletionTokens, 0)
 	case req.MaxTokens != nil:
 		s.MaxOutputTokens = max(*req.MaxTokens, 0)
 	}
-	s.TextFormat, perr = textFormatFrom(req.ResponseFormat)
-	return s, perr
+	if s.TextFormat, perr = textFormatFrom(req.ResponseFormat); perr != nil {
+		return s, perr
+	}
+	return s, nil
 }
 
 // toolChoiceFrom converts a chat tool_choice to the Responses form.

@@ -97,7 +97,7 @@ func TestItemsRoundTrip(t *testing.T) {
 			t.Errorf("item %d: %q, want %q", i, got, want[i])
 		}
 	}
-	if e := CheckItems([]protocol.Item{{Type: "custom_tool_call"}}); e == nil || e.Param != "input[0].type" {
+	if e, _ := protocol.AsError(CheckItems([]protocol.Item{{Type: "custom_tool_call"}})); e == nil || e.Param != "input[0].type" {
 		t.Errorf("CheckItems of an unknown type: %v", e)
 	}
 }

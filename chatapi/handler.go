@@ -26,17 +26,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, perr)
 		return
 	}
-	instructions, items, perr := ItemsFromMessages(req.Messages)
-	if perr != nil {
-		WriteError(w, perr)
+	instructions, items, err := ItemsFromMessages(req.Messages)
+	if err != nil {
+		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
-	settings, perr := SettingsFromRequest(req, instructions)
-	if perr == nil {
-		perr = sampler.CheckRequest(h.Slots.model, createParams(req, &settings, items))
+	settings, err := SettingsFromRequest(req, instructions)
+	if err != nil {
+		WriteError(w, protocol.ErrorOf(err))
+		return
 	}
-	if perr != nil {
-		WriteError(w, perr)
+	if err := sampler.CheckRequest(h.Slots.model, createParams(req, &settings, items)); err != nil {
+		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
 	id := -1

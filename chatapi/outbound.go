@@ -50,9 +50,9 @@ func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error)
 	return msgs, nil
 }
 
-// CheckItems reports the first item MessagesFromItems cannot convert, as a 400 naming it
-// (param "input[i]…"), or nil.
-func CheckItems(items []protocol.Item) *protocol.Error {
+// CheckItems reports the first item MessagesFromItems cannot convert, as an error holding a
+// 400 *protocol.Error naming it (param "input[i]…"), or nil.
+func CheckItems(items []protocol.Item) error {
 	for i := range items {
 		it := &items[i]
 		switch it.Type {

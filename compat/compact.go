@@ -47,27 +47,31 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		return
 	}
 	p, perr := protocol.DecodeCreateParams(body)
-	if perr == nil {
-		perr = compactOnly(p)
+	err = nil
+	if perr != nil {
+		err = perr
 	}
-	if perr == nil {
-		perr = session.CheckFormat(p)
+	if err == nil {
+		err = compactOnly(p)
+	}
+	if err == nil {
+		err = session.CheckFormat(p)
 	}
 	var window []protocol.Item
-	if perr == nil {
-		window, perr = h.window(r.Context(), p, owner)
+	if err == nil {
+		window, err = h.window(r.Context(), p, owner)
 	}
-	if perr != nil {
-		WriteError(w, perr)
+	if err != nil {
+		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, &CompactResource{ID: session.NewID("resp"), Object: "response.compaction",
+	writeJSON(w, http.StatusOK, &CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
 		CreatedAt: time.Now().Unix(), Output: []protocol.Item{session.NewCompaction(window)}})
 }
 
 // window returns the items a compaction stands for: instructions (as a system message), the
 // parent's chain, then input.
-func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner string) ([]protocol.Item, *protocol.Error) {
+func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner string) ([]protocol.Item, error) {
 	st := h.Options.Store
 	var chain []protocol.Item
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
@@ -99,7 +103,7 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 	if err != nil {
 		return nil, err
 	}
-	window := append(append([]protocol.Item{}, chain...), session.WithIDs(input)...)
+	window := append(append([]protocol.Item{}, chain...), protocol.WithIDs(input)...)
 	if p.Instructions != nil && *p.Instructions != "" {
 		window = append([]protocol.Item{{Type: protocol.ItemMessage, Role: protocol.RoleSystem,
 			Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: *p.Instructions}}}}, window...)
@@ -112,7 +116,7 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 // parallel_tool_calls, reasoning, service_tier and text, which the Codex CLI sends with every
 // compaction, are validated and accepted: they steer a model's compaction pass, and the sim's
 // compaction is lossless (no pass).
-func compactOnly(p *protocol.CreateParams) *protocol.Error {
+func compactOnly(p *protocol.CreateParams) error {
 	for _, f := range []struct {
 		name string
 		set  bool

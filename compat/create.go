@@ -23,12 +23,15 @@ type Counters struct {
 // create handles one response.create (WebSocket) or POST body (HTTP). It returns a
 // request-scoped error, in which case nothing was started and no event was sent, or the
 // segment, whose done channel closes once its terminal event has been sent.
-func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counters *Counters) (*pendingSegment, *protocol.Error) {
-	where := session.PublicHTTP
+func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counters *Counters) (*pendingSegment, error) {
+	where := protocol.PublicHTTP
 	if ws {
-		where = session.PublicWebSocket
+		where = protocol.PublicWebSocket
 	}
-	if err := session.CheckCreate(p, where); err != nil {
+	if err := session.CheckFormat(p); err != nil {
+		return nil, err
+	}
+	if err := protocol.CheckCreate(p, where); err != nil {
 		return nil, err
 	}
 	ps, err := r.createIn(p, em, ws, counters, p.Lane())
@@ -37,7 +40,7 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 
 // createIn is create after the checks that cannot be attributed to a lane; lane is the
 // create's stream_id.
-func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, counters *Counters, lane string) (*pendingSegment, *protocol.Error) {
+func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, counters *Counters, lane string) (*pendingSegment, error) {
 	input, err := r.resolveRefs(p.Input)
 	if err == nil {
 		input, err = session.ExpandCompactions(input)
@@ -49,10 +52,10 @@ func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, count
 	if err := r.conn.CheckModel(p); err != nil { // the backend sees the items it will get
 		return nil, err
 	}
-	id := session.NewID("resp")
+	id := protocol.NewID("resp")
 	ps := &pendingSegment{
 		seg:     &segment{id: id, settings: settingsKey(p), lane: lane},
-		resp:    session.NewResponse(id, p, time.Now().Unix()),
+		resp:    protocol.NewResponse(id, p, time.Now().Unix()),
 		input:   p.Input,
 		store:   p.Stored(),
 		warmup:  !p.Generates(),
@@ -65,7 +68,7 @@ func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, count
 		parentID = *p.PreviousResponseID
 	}
 	if parentID == "" {
-		if err := session.CheckContinuation(nil, p.Input); err != nil {
+		if err := protocol.CheckContinuation(nil, p.Input); err != nil {
 			return nil, err
 		}
 		ps.path = &counters.New
@@ -90,7 +93,7 @@ func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = ps
 // the continuation, and takes the hot path when the parent is the latest segment of a
 // suspended rollout, the input answers exactly its pending calls (then messages) and the
 // settings are unchanged. A failed continuation evicts its parent.
-func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain []protocol.Item, hot bool, _ *protocol.Error) {
+func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain []protocol.Item, hot bool, _ error) {
 	r.mu.Lock()
 	parent := r.segs.get(ps.parent)
 	if parent == nil && r.inflight[ps.parent] != nil {
@@ -103,7 +106,7 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 		return r.fromStore(ps.parent, p.Input)
 	}
 	chain = parent.chain
-	if err := session.CheckContinuation(chain, p.Input); err != nil {
+	if err := protocol.CheckContinuation(chain, p.Input); err != nil {
 		if parent.lane == ps.seg.lane { // a failed fork keeps its parent (reference §6.2)
 			r.evictLocked(parent.id)
 		}
@@ -140,9 +143,11 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 		if taken {
 			return nil, true, nil
 		}
-		switch err.Code {
-		case protocol.CodeResponseNotSuspended, protocol.CodeResponseNotFound:
-			return chain, false, nil // the rollout ended meanwhile: rebuild it
+		if e, ok := protocol.AsError(err); ok {
+			switch e.Code {
+			case protocol.CodeResponseNotSuspended, protocol.CodeResponseNotFound:
+				return chain, false, nil // the rollout ended meanwhile: rebuild it
+			}
 		}
 		return nil, false, err
 	}
@@ -152,7 +157,7 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 // fromStore resolves a parent that is not on the connection from the Store (the cold path),
 // in one Chain call under the store's timeout: previous_response_not_found when it is not
 // stored (or not the owner's), store_unavailable when the store fails.
-func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.Item, bool, *protocol.Error) {
+func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.Item, bool, error) {
 	if r.store == nil {
 		return nil, false, previousNotFound(parent)
 	}
@@ -163,7 +168,7 @@ func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.I
 	case err != nil:
 		return nil, false, session.StoreUnavailable()
 	}
-	if perr := session.CheckContinuation(chain, input); perr != nil {
+	if perr := protocol.CheckContinuation(chain, input); perr != nil {
 		return nil, false, perr
 	}
 	return chain, false, nil
@@ -175,7 +180,7 @@ func previousNotFound(id string) *protocol.Error {
 }
 
 // start runs ps on a new rollout whose context is history (the cold path's chain) + input.
-func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history []protocol.Item) *protocol.Error {
+func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history []protocol.Item) error {
 	key := ps.seg.id
 	ps.seg.rollout = key
 	r.mu.Lock()

@@ -36,7 +36,7 @@
 //     store.Store.Chain call); else previous_response_not_found and no response.created; a store
 //     failure is store_unavailable (503).
 //   - A failed continuation — an error frame or response.failed — evicts its parent.
-//   - Continuations are checked with session.CheckContinuation: tool_call_not_found,
+//   - Continuations are checked with protocol.CheckContinuation: tool_call_not_found,
 //     duplicate_tool_output, missing_tool_output ("No tool output found for function call
 //     <call_id>.").
 //   - background:true and stream_id are rejected (unsupported_parameter); generate is

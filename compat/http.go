@@ -45,9 +45,9 @@ type HTTP struct {
 
 // Create serves POST /v1/responses for the key owner ("" when the server is open).
 func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
-	body, res, perr := h.readBody(w, r)
-	if perr != nil {
-		h.fail(w, perr)
+	body, res, err := h.readBody(w, r)
+	if err != nil {
+		h.fail(w, err)
 		return
 	}
 	p, perr := protocol.DecodeCreateParams(body)
@@ -75,10 +75,10 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		col = &collector{}
 		em = col
 	}
-	ps, perr := reg.create(p, em, false, opts.counters())
+	ps, err := reg.create(p, em, false, opts.counters())
 	res.Release() // the request is decoded; its rollout's items are counted by the rollout limits
-	if perr != nil {
-		h.fail(w, perr)
+	if err != nil {
+		h.fail(w, err)
 		return
 	}
 	select {
@@ -95,7 +95,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 // over MaxBody before reading anything, server_overloaded (503) when the Budget is in use,
 // request_timeout (408) for a body not received within ReadTimeout. The returned
 // reservation (session.DecodeCost of the body) is to be released once it has been decoded.
-func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ *session.Reservation, _ *protocol.Error) {
+func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ *session.Reservation, _ error) {
 	max := h.MaxBody
 	if max <= 0 {
 		max = session.DefaultMaxFrame
@@ -164,9 +164,10 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// fail writes e (the server's access log counts it in tether_errors_total).
-func (h *HTTP) fail(w http.ResponseWriter, e *protocol.Error) {
-	WriteError(w, e) // counted in tether_errors_total by the server's access log
+// fail writes the payload of err (protocol.ErrorOf; the server's access log counts it in
+// tether_errors_total). err must not be nil.
+func (h *HTTP) fail(w http.ResponseWriter, err error) {
+	WriteError(w, protocol.ErrorOf(err)) // counted in tether_errors_total by the server's access log
 }
 
 // collector keeps only the terminal Response (stream:false).
@@ -208,7 +209,7 @@ func (s *sseEmitter) emit(ev *protocol.Event) error {
 		s.w.WriteHeader(http.StatusOK)
 	}
 	s.data = protocol.AppendEvent(s.data[:0], ev)
-	s.buf = protocol.AppendSSE(s.buf[:0], ev.Type, s.data)
+	s.buf = protocol.AppendSSE(s.buf[:0], string(ev.Type), s.data)
 	if s.timeout > 0 {
 		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	}
@@ -227,9 +228,9 @@ func (idleTransport) Read(ctx context.Context) ([]byte, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
-func (idleTransport) Write(context.Context, []byte) error     { return nil }
-func (idleTransport) Close(session.CloseReason, string) error { return nil }
-func (idleTransport) Abort() error                            { return nil }
+func (idleTransport) Write(context.Context, []byte) error    { return nil }
+func (idleTransport) Close(protocol.CloseCode, string) error { return nil }
+func (idleTransport) Abort() error                           { return nil }
 
 func notFound(id string) *protocol.Error {
 	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "", "Response with id '%s' not found.", id)

@@ -9,7 +9,7 @@ import (
 // one of the connection's cached segments, then the caller's stored items (owner-checked,
 // session.FindStoredItem). An id found nowhere is invalid_item_reference (400, param
 // "input[i]"). input is returned as is when it holds no reference.
-func (r *registry) resolveRefs(input []protocol.Item) ([]protocol.Item, *protocol.Error) {
+func (r *registry) resolveRefs(input []protocol.Item) ([]protocol.Item, error) {
 	return session.ResolveItemRefs(r.conn.Context(), input, r.segmentItem, r.store, r.owner)
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/session"
 )
 
 // settingsKey encodes the settings a hot-path continuation must share with its parent
@@ -15,7 +14,7 @@ import (
 // store, include, client_metadata, prompt_cache_key, user, safety_identifier and service_tier
 // may differ.
 func settingsKey(p *protocol.CreateParams) []byte {
-	r := session.NewResponse("", p, 0)
+	r := protocol.NewResponse("", p, 0)
 	b, _ := json.Marshal(struct {
 		Model        string
 		Instructions *string

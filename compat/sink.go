@@ -105,9 +105,9 @@ func (s *rolloutSink) begin() {
 			ps.counters.WarmUp.Add(1)
 		}
 	}
-	_ = s.send(&protocol.Event{Type: protocol.EventCreated, Response: &s.cur.resp})
+	_ = s.send(new(protocol.Created(&s.cur.resp)))
 	if !s.cur.warmup {
-		_ = s.send(&protocol.Event{Type: protocol.EventInProgress, Response: &s.cur.resp})
+		_ = s.send(new(protocol.InProgress(&s.cur.resp)))
 	}
 }
 
@@ -124,7 +124,7 @@ func (s *rolloutSink) KeepAlive() bool {
 		s.begin()
 		return true
 	}
-	return s.send(&protocol.Event{Type: protocol.EventInProgress, Response: &s.cur.resp}) == nil
+	return s.send(new(protocol.InProgress(&s.cur.resp))) == nil
 }
 
 func (s *rolloutSink) Started() {
@@ -193,14 +193,14 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 		usage = protocol.Usage{}
 	}
 	now := time.Now().Unix()
-	final := session.Finish(ps.resp, status, reason, rerr, output, usage, now)
+	final := protocol.Finish(ps.resp, status, reason, rerr, output, usage, now)
 	r := s.owner
 	storeFailed := false
 	if ps.store && status != protocol.ResponseFailed && r.store != nil {
-		sr := &store.Response{Response: final, Input: session.WithIDs(ps.input), Owner: r.owner, Quota: r.quota}
+		sr := &store.Response{Response: final, Input: protocol.WithIDs(ps.input), Owner: r.owner, Quota: r.quota}
 		if err := r.store.Put(r.conn.Context(), sr); err != nil {
 			status, storeFailed = protocol.ResponseFailed, true
-			final = session.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
+			final = protocol.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
 		}
 	}
 	seg := ps.seg
@@ -235,7 +235,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	if storeFailed && suspended {
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
-	_ = s.send(&protocol.Event{Type: session.TerminalEvent(status), Response: &final})
+	_ = s.send(new(protocol.Terminal(&final)))
 	s.cur, s.last, s.lastSeq = nil, ps, s.seq
 	close(ps.done)
 }

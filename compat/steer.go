@@ -6,7 +6,6 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
-	"github.com/tetherd/tether/session"
 )
 
 // steer answers response.steer (reference §3.3): the response named by previous_response_id
@@ -38,12 +37,13 @@ func (h *wsHandler) steer(frame json.RawMessage) {
 	case ps.warmup:
 		h.steerFailed(sp, lane, steerError(protocol.CodeResponseNotActive, "Response '%s' is a warm-up (generate:false): it does not sample.", sp.PreviousResponseID))
 	default:
-		id := session.NewID("steer")
+		id := protocol.NewID("steer")
 		if err := h.c.Steer(ps.seg.rollout, sampler.Steer{ID: id, PreviousResponseID: sp.PreviousResponseID, Input: sp.Input}); err != nil {
-			if err.Code == protocol.CodeResponseNotFound {
-				err.Code = protocol.CodeAlreadyCompleted // the rollout ended meanwhile
+			e := *protocol.ErrorOf(err)
+			if e.Code == protocol.CodeResponseNotFound {
+				e.Code = protocol.CodeAlreadyCompleted // the rollout ended meanwhile
 			}
-			h.steerFailed(sp, lane, err)
+			h.steerFailed(sp, lane, &e)
 		}
 	}
 }
@@ -54,8 +54,8 @@ func steerError(code, format string, args ...any) *protocol.Error {
 
 // steerFailed sends response.steer.failed for a steer that the rollout did not take.
 func (h *wsHandler) steerFailed(sp protocol.SteerParams, lane string, e *protocol.Error) {
-	ev := protocol.Event{Type: protocol.EventSteerFailed, StreamID: lane,
-		Steer: protocol.SteerEcho("", sp.PreviousResponseID, sp.RawInput), Error: e}
+	ev := protocol.SteerFailed(protocol.SteerEcho("", sp.PreviousResponseID, sp.RawInput), e)
+	ev.StreamID = lane
 	_ = h.c.Write(protocol.AppendEvent(nil, &ev))
 }
 
@@ -63,7 +63,7 @@ func (h *wsHandler) steerFailed(sp protocol.SteerParams, lane string, e *protoco
 // response the steer was sent for (begun first if it has not sent anything yet), or after the
 // terminal event of the one that ended last.
 func (s *rolloutSink) SteerAccepted(st sampler.Steer) {
-	s.sendSteer(&protocol.Event{Type: protocol.EventSteerAccepted, Steer: protocol.SteerRef(st.ID, st.PreviousResponseID)})
+	s.sendSteer(new(protocol.SteerAccepted(protocol.SteerRef(st.ID, st.PreviousResponseID))))
 }
 
 // SteerPending implements sampler.SteerSink: response.steer.pending after the terminal event
@@ -77,8 +77,7 @@ func (s *rolloutSink) SteerPending(steers []sampler.Steer, pending []string) {
 		s.owner.mu.Unlock()
 	}
 	for _, st := range steers {
-		s.sendSteer(&protocol.Event{Type: protocol.EventSteerPending, PendingCallIDs: pending,
-			Steer: protocol.SteerRef(st.ID, st.PreviousResponseID)})
+		s.sendSteer(new(protocol.SteerPending(pending, protocol.SteerRef(st.ID, st.PreviousResponseID))))
 	}
 }
 
@@ -113,7 +112,7 @@ func (s *rolloutSink) Steered(st sampler.Steering) {
 	for _, sr := range st.Steers {
 		input = append(input, sr.Input...)
 	}
-	id := session.NewID("resp")
+	id := protocol.NewID("resp")
 	prev := ps.seg.id
 	resp := ps.resp
 	resp.ID, resp.CreatedAt, resp.PreviousResponseID = id, time.Now().Unix(), &prev

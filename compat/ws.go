@@ -63,10 +63,10 @@ type wsHandler struct {
 }
 
 // EventTypes implements session.Handler.
-func (h *wsHandler) EventTypes() string { return session.PublicEventTypes }
+func (h *wsHandler) EventTypes() string { return protocol.PublicEventTypes }
 
 // Handle implements session.Handler.
-func (h *wsHandler) Handle(ev *protocol.ClientEvent) *protocol.Error {
+func (h *wsHandler) Handle(ev *protocol.ClientEvent) error {
 	switch ev.Type {
 	case protocol.EventCreate:
 		_, err := h.r.create(ev.Create, &wsEmitter{c: h.c, lane: ev.Create.Lane()}, true, h.counters)
@@ -78,7 +78,7 @@ func (h *wsHandler) Handle(ev *protocol.ClientEvent) *protocol.Error {
 		return nil
 	}
 	return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownEventType, "type",
-		"Event type '%s' is not supported on a public-shape connection (open the WebSocket with 'OpenAI-Beta: responses_append=v1' for the append shape). Supported types are: %s.", ev.Type, session.PublicEventTypes)
+		"Event type '%s' is not supported on a public-shape connection (open the WebSocket with 'OpenAI-Beta: responses_append=v1' for the append shape). Supported types are: %s.", ev.Type, protocol.PublicEventTypes)
 }
 
 // wsEmitter writes one segment's events as WebSocket text frames, from the goroutine of the

@@ -62,7 +62,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 	if !found {
 		return ClientEvent{}, errMissing(child(nil, "type"))
 	}
-	switch string(typ) {
+	switch ClientEventType(typ) {
 	case EventCreate:
 		start := r.pos
 		cp, err := r.create(true)
@@ -81,7 +81,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 		return ev, r.append(&ev)
 	case EventCancel, EventProcessed:
 		ev := ClientEvent{Type: EventCancel}
-		if string(typ) == EventProcessed {
+		if ClientEventType(typ) == EventProcessed {
 			ev.Type = EventProcessed
 		}
 		return ev, r.responseIDOnly(&ev)
@@ -91,7 +91,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 		}
 		return ClientEvent{Type: EventSteer, Steer: append(json.RawMessage(nil), data...)}, nil
 	}
-	return ClientEvent{Type: string(typ)}, UnknownEventType(string(typ),
+	return ClientEvent{Type: ClientEventType(typ)}, UnknownEventType(string(typ),
 		"'response.create', 'response.append', 'response.cancel', 'response.processed', and 'response.steer'")
 }
 

@@ -12,6 +12,12 @@
 //   - [AppendEvent] encodes a server [Event]; [AppendError] the WebSocket error envelope and
 //     [AppendHTTPError] the HTTP error body.
 //   - [AppendSSE] frames an event for text/event-stream; [SSEReader] reads such a stream.
+//   - [CheckCreate] and [CheckContinuation] judge a create where it arrives ([Where]) and the
+//     tool outputs of a continuation; [ForShape] answers an unknown event type with the shape's
+//     list ([AppendEventTypes], [PublicEventTypes]).
+//   - [NewID] makes ids ("resp_…"), [NewResponse] the in_progress Response of a create,
+//     [Finish] the ended one and [TerminalEvent] the event that carries it; [WithIDs] gives
+//     stored input items their ids.
 //
 // The types implement json.Marshaler (and Item, ContentPart, Tool and ToolChoice
 // json.Unmarshaler with the decoder's rules), so a Response can also go through
@@ -61,7 +67,9 @@
 // response.content_part.added / .done, response.output_text.delta / .done,
 // response.function_call_arguments.delta / .done, response.completed, response.incomplete,
 // response.failed, response.done (append shape only), response.steer.failed, error. The
-// constants [EventCreated] … [EventError] give each payload.
+// constants [EventCreated] … [EventError] ([EventType]) give each payload; one constructor per
+// type ([Created], [OutputTextDelta], [Done], [Terminal], …) builds an [Event] with exactly the
+// fields that type encodes. Client event types are [ClientEventType].
 //
 // # Errors
 //
@@ -69,6 +77,12 @@
 // {"error":{"message","type","param","code"}} with status N. code is always a string, param
 // a path or null. Every bad frame is answered; the connection stays usable except after the
 // closes noted below.
+//
+// In Go, checks return an error (never a nil *Error in the interface). A request-scoped
+// error is an [*Error]: answered with its envelope, the connection stays usable. A
+// connection-fatal error is a [*ConnectionError] (websocket_message_too_large then 1009,
+// websocket_connection_limit_reached then 1001): its envelope, then the close. [AsError],
+// [AsConnectionError] and [ErrorOf] take them apart.
 //
 //	case                                                status code                                 param
 //	not JSON / truncated JSON / not an object           400    invalid_json                         null

@@ -40,7 +40,7 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 		return AppendError(dst, e)
 	}
 	dst = append(dst, `{"type":`...)
-	dst = appendString(dst, ev.Type)
+	dst = appendString(dst, string(ev.Type))
 	dst = append(dst, `,"sequence_number":`...)
 	dst = strconv.AppendInt(dst, int64(ev.SequenceNumber), 10)
 	if ev.StreamID != "" {

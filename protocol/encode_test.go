@@ -92,7 +92,7 @@ func TestAppendEventGolden(t *testing.T) {
 		{Event{Type: EventError, SequenceNumber: 99, Error: &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeMissingToolOutput, Message: "No tool output found for function call call_b.", Param: "input"}},
 			`{"type":"error","status":400,"error":{"type":"invalid_request_error","code":"missing_tool_output","message":"No tool output found for function call call_b.","param":"input"}}`},
 	} {
-		t.Run(tc.ev.Type, func(t *testing.T) {
+		t.Run(string(tc.ev.Type), func(t *testing.T) {
 			got := AppendEvent([]byte("prefix"), &tc.ev)
 			if !bytes.HasPrefix(got, []byte("prefix")) {
 				t.Fatalf("dst prefix lost: %s", got)
@@ -110,7 +110,7 @@ func TestAppendEventGolden(t *testing.T) {
 			if _, ok := m["sequence_number"]; ok == (tc.ev.Type == EventError) {
 				t.Errorf("sequence_number presence wrong for %s", tc.ev.Type)
 			}
-			if m["type"] != tc.ev.Type || bytes.IndexByte(got, '\n') >= 0 {
+			if m["type"] != string(tc.ev.Type) || bytes.IndexByte(got, '\n') >= 0 {
 				t.Errorf("type %v / newline in %s", m["type"], got)
 			}
 			// Items in the event decode back to the same item.

@@ -166,3 +166,62 @@ func AsError(err error) (*Error, bool) {
 func Errorf(status int, code, param, format string, args ...any) *Error {
 	return &Error{Status: status, Type: TypeInvalidRequest, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
 }
+
+// ErrorOf returns the payload of err's error envelope: the *Error that err is or wraps (also
+// through a ConnectionError), or a server_error (500) for any other error. err must not be
+// nil.
+func ErrorOf(err error) *Error {
+	if e, ok := AsError(err); ok && e != nil {
+		return e
+	}
+	return &Error{Status: 500, Type: TypeServer, Code: CodeServerError, Message: "The server had an error."}
+}
+
+// CloseCode is a WebSocket close status code (RFC 6455 §7.4.1) sent when a connection-fatal
+// error ends a connection.
+type CloseCode int
+
+const (
+	// CloseNormal (1000): the connection has done its work.
+	CloseNormal CloseCode = 1000
+	// CloseGoingAway (1001): the server drains the connection (shutdown, or the age limit
+	// after websocket_connection_limit_reached).
+	CloseGoingAway CloseCode = 1001
+	// CloseMessageTooBig (1009): a frame over the limit, after websocket_message_too_large.
+	CloseMessageTooBig CloseCode = 1009
+)
+
+// ConnectionError is a connection-fatal error, the counterpart of x/net/http2's
+// ConnectionError: the connection sends the error envelope of Err, then closes with Code and
+// Reason (the close frame's text), and reads nothing more. Today: a frame over -max-frame
+// (websocket_message_too_large, 1009) and the connection age limit
+// (websocket_connection_limit_reached, 1001).
+//
+// A request-scoped error is an *Error (http2's StreamError): it is answered with an error
+// envelope and the connection stays usable. Functions return either as an error; tell them
+// apart with AsConnectionError first (AsError also finds the payload of a ConnectionError).
+type ConnectionError struct {
+	Err    *Error
+	Code   CloseCode
+	Reason string
+}
+
+// Error implements error.
+func (e *ConnectionError) Error() string {
+	return fmt.Sprintf("connection closed (%d %s): %v", e.Code, e.Reason, e.Err)
+}
+
+// Unwrap returns the payload Err.
+func (e *ConnectionError) Unwrap() error {
+	if e.Err == nil {
+		return nil
+	}
+	return e.Err
+}
+
+// AsConnectionError reports whether err wraps a *ConnectionError and returns it.
+func AsConnectionError(err error) (*ConnectionError, bool) {
+	var e *ConnectionError
+	ok := errors.As(err, &e)
+	return e, ok
+}

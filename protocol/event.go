@@ -2,48 +2,54 @@ package protocol
 
 import "encoding/json"
 
+// EventType is the "type" of a server event (server → client); the Event* constants are its
+// values. Client events have their own type, ClientEventType.
+type EventType string
+
 // Server event types (server → client). Every event except error carries sequence_number.
 const (
 	// EventCreated: {response} with status in_progress, output [], usage null. First event.
-	EventCreated = "response.created"
+	EventCreated EventType = "response.created"
 	// EventInProgress: {response}, right after response.created.
-	EventInProgress = "response.in_progress"
+	EventInProgress EventType = "response.in_progress"
 	// EventOutputItemAdded: {output_index, item} with the partial item (status in_progress).
-	EventOutputItemAdded = "response.output_item.added"
+	EventOutputItemAdded EventType = "response.output_item.added"
 	// EventOutputItemDone: {output_index, item} with the final item.
-	EventOutputItemDone = "response.output_item.done"
+	EventOutputItemDone EventType = "response.output_item.done"
 	// EventContentPartAdded: {item_id, output_index, content_index, part} with an empty part.
-	EventContentPartAdded = "response.content_part.added"
+	EventContentPartAdded EventType = "response.content_part.added"
 	// EventContentPartDone: {item_id, output_index, content_index, part} with the final part.
-	EventContentPartDone = "response.content_part.done"
+	EventContentPartDone EventType = "response.content_part.done"
 	// EventOutputTextDelta: {item_id, output_index, content_index, delta, logprobs:[]}.
-	EventOutputTextDelta = "response.output_text.delta"
+	EventOutputTextDelta EventType = "response.output_text.delta"
 	// EventOutputTextDone: {item_id, output_index, content_index, text, logprobs:[]}.
-	EventOutputTextDone = "response.output_text.done"
+	EventOutputTextDone EventType = "response.output_text.done"
 	// EventArgumentsDelta: {item_id, output_index, delta} — a fragment of a call's arguments.
-	EventArgumentsDelta = "response.function_call_arguments.delta"
+	EventArgumentsDelta EventType = "response.function_call_arguments.delta"
 	// EventArgumentsDone: {item_id, output_index, name, arguments}.
-	EventArgumentsDone = "response.function_call_arguments.done"
+	EventArgumentsDone EventType = "response.function_call_arguments.done"
 	// EventCompleted: {response} with status completed. Terminal.
-	EventCompleted = "response.completed"
+	EventCompleted EventType = "response.completed"
 	// EventIncomplete: {response} with status incomplete and incomplete_details. Terminal.
-	EventIncomplete = "response.incomplete"
+	EventIncomplete EventType = "response.incomplete"
 	// EventFailed: {response} with status failed and error {code, message}. Terminal.
-	EventFailed = "response.failed"
+	EventFailed EventType = "response.failed"
 	// EventDone (append shape only): {response_id, pending_call_ids, output, usage} — the rollout
 	// suspended; output holds only the items since the previous suspension, usage is cumulative.
-	EventDone = "response.done"
+	EventDone EventType = "response.done"
 	// EventSteerFailed: {steer, error} in answer to response.steer (public shape).
-	EventSteerFailed = "response.steer.failed"
+	EventSteerFailed EventType = "response.steer.failed"
 	// EventError: {status, error {type, code, message, param}}; no sequence_number.
-	EventError = "error"
+	EventError EventType = "error"
 )
 
 // Event is one server event. Type selects the fields that are encoded; see the constants for
-// each event's payload. SequenceNumber is assigned by the shape adapter (per rollout in the
+// each event's payload. Build it with the constructor of its type (Created, InProgress,
+// Terminal, OutputItemAdded, …, SteerFailed, ErrorEvent in events.go), which sets only the
+// fields that type encodes. SequenceNumber is assigned by the shape adapter (per rollout in the
 // append shape, per Response in the public shape); OutputIndex likewise.
 type Event struct {
-	Type           string
+	Type           EventType
 	SequenceNumber int
 	// StreamID is the lane of the response the event belongs to (reference §4.1): encoded on
 	// every event type when not "" (the default lane carries none).

@@ -45,11 +45,16 @@ func StreamLimitError(max int, id string) *Error {
 	return e
 }
 
-// InLane returns e attributed to the lane streamID (its envelope carries stream_id; "" is the
-// default lane and carries none). e is copied; nil stays nil.
-func InLane(e *Error, streamID string) *Error {
-	if e == nil || streamID == "" {
-		return e
+// InLane returns err attributed to the lane streamID: the *Error it holds is copied with
+// StreamID set, so its envelope carries stream_id ("" is the default lane and carries none).
+// nil stays nil; an error holding no *Error is returned unchanged.
+func InLane(err error, streamID string) error {
+	if err == nil || streamID == "" {
+		return err
+	}
+	e, ok := AsError(err)
+	if !ok || e == nil {
+		return err
 	}
 	c := *e
 	c.StreamID = streamID

@@ -53,27 +53,31 @@ func (p *CreateParams) Stored() bool { return p.Store == nil || *p.Store }
 // Generates reports generate with its default (true).
 func (p *CreateParams) Generates() bool { return p.Generate == nil || *p.Generate }
 
+// ClientEventType is the "type" of a client event (client → server); the constants below are
+// its values. DecodeClientEvent also returns an unknown type as given, with its error.
+type ClientEventType string
+
 // Client event types (client → server).
 const (
 	// EventCreate is response.create: a CreateParams body (both shapes).
-	EventCreate = "response.create"
+	EventCreate ClientEventType = "response.create"
 	// EventAppend is response.append {response_id, input}: tool outputs (and optional new
 	// messages) for a suspended rollout (append shape only).
-	EventAppend = "response.append"
+	EventAppend ClientEventType = "response.append"
 	// EventCancel is response.cancel {response_id}: end a running or suspended rollout
 	// (append shape only).
-	EventCancel = "response.cancel"
+	EventCancel ClientEventType = "response.cancel"
 	// EventProcessed is response.processed {response_id}: sent by Codex; accepted, no reply.
-	EventProcessed = "response.processed"
+	EventProcessed ClientEventType = "response.processed"
 	// EventSteer is response.steer: answered with response.steer.failed (steering_not_supported).
-	EventSteer = "response.steer"
+	EventSteer ClientEventType = "response.steer"
 )
 
 // ClientEvent is one decoded client frame. Type selects which of the other fields is set:
 // Create for response.create; ResponseID and Input for response.append; ResponseID for
 // response.cancel and response.processed; Steer for response.steer.
 type ClientEvent struct {
-	Type       string
+	Type       ClientEventType
 	Create     *CreateParams
 	ResponseID string
 	Input      []Item

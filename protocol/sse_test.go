@@ -10,7 +10,7 @@ import (
 
 func TestAppendSSE(t *testing.T) {
 	for _, tc := range []struct{ typ, data, want string }{
-		{EventCreated, `{"type":"response.created"}`, "event: response.created\ndata: {\"type\":\"response.created\"}\n\n"},
+		{string(EventCreated), `{"type":"response.created"}`, "event: response.created\ndata: {\"type\":\"response.created\"}\n\n"},
 		{"x", "a\nb\r\nc\rd", "event: x\ndata: a\ndata: b\ndata: c\ndata: d\n\n"},
 		{"x", "", "event: x\ndata: \n\n"},
 	} {
@@ -39,7 +39,7 @@ func readAll(t *testing.T, r io.Reader) []sseEvent {
 }
 
 func TestSSEReader(t *testing.T) {
-	stream := string(AppendSSE(nil, EventCreated, []byte(`{"a":1}`))) +
+	stream := string(AppendSSE(nil, string(EventCreated), []byte(`{"a":1}`))) +
 		": comment\r\nid: 7\r\nretry: 10\r\nevent: two\r\ndata: x\r\ndata:y\r\n\r\n" +
 		"data: no event line\n\n" +
 		"event: cr\rdata: lone CR\r\r" +
@@ -47,7 +47,7 @@ func TestSSEReader(t *testing.T) {
 		"event: multi\ndata: a\n\ndata: b\n\n" +
 		"data: at EOF without blank line"
 	want := []sseEvent{
-		{EventCreated, `{"a":1}`},
+		{string(EventCreated), `{"a":1}`},
 		{"two", "x\ny"},
 		{"", "no event line"},
 		{"cr", "lone CR"},

@@ -8,11 +8,11 @@ import (
 // Steering events and codes (reference §3.3): response.steer, WebSocket public shape only.
 const (
 	// EventSteerAccepted: {steer {id, previous_response_id}}: the rollout took the steer.
-	EventSteerAccepted = "response.steer.accepted"
+	EventSteerAccepted EventType = "response.steer.accepted"
 	// EventSteerPending: {reason, required_input, steer {id, previous_response_id}}, after the
 	// terminal event of a response that stopped for tool output: the steer's input follows the
 	// outputs of required_input's calls.
-	EventSteerPending = "response.steer.pending"
+	EventSteerPending EventType = "response.steer.pending"
 
 	// SteerWaitingForInput is response.steer.pending's reason.
 	SteerWaitingForInput = "waiting_for_required_input"

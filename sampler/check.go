@@ -23,7 +23,7 @@ import (
 //     "input[i]").
 //
 // It returns nil when the input is acceptable.
-func CheckOutputs(pending []string, known func(callID string) bool, input []protocol.Item) *protocol.Error {
+func CheckOutputs(pending []string, known func(callID string) bool, input []protocol.Item) error {
 	const bad = http.StatusBadRequest
 	answered := make([]bool, len(pending))
 	sawMessage := false

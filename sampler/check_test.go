@@ -44,15 +44,16 @@ func TestCheckOutputs(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || err.Code != tc.code || err.Param != tc.param || err.Status != 400 || err.Type != protocol.TypeInvalidRequest {
+			e, _ := protocol.AsError(err)
+			if e == nil || e.Code != tc.code || e.Param != tc.param || e.Status != 400 || e.Type != protocol.TypeInvalidRequest {
 				t.Fatalf("error %+v, want %s param %s", err, tc.code, tc.param)
 			}
-			if tc.msg != "" && err.Message != tc.msg {
-				t.Fatalf("message %q, want %q", err.Message, tc.msg)
+			if tc.msg != "" && e.Message != tc.msg {
+				t.Fatalf("message %q, want %q", e.Message, tc.msg)
 			}
 		})
 	}
-	if err := CheckOutputs([]string{"call_a"}, nil, []protocol.Item{out("call_q", "")}); err == nil || err.Code != protocol.CodeToolCallNotFound {
+	if err := CheckOutputs([]string{"call_a"}, nil, []protocol.Item{out("call_q", "")}); protocol.ErrorOf(err).Code != protocol.CodeToolCallNotFound {
 		t.Fatalf("nil known: %v", err)
 	}
 }

@@ -116,14 +116,15 @@ type StepResult struct {
 
 // RequestChecker is an optional interface of a Model: CheckRequest validates a create request
 // before its rollout starts (e.g. the sim's "sim.*" metadata keys, or items an engine cannot
-// take) and returns a 400 *protocol.Error with its param, or nil. The shapes call it for every
+// take) and returns an error holding a 400 *protocol.Error with its param (protocol.AsError),
+// or nil (an untyped nil: never a nil *protocol.Error in the interface). The shapes call it for every
 // create, on every transport.
 type RequestChecker interface {
-	CheckRequest(p *protocol.CreateParams) *protocol.Error
+	CheckRequest(p *protocol.CreateParams) error
 }
 
 // CheckRequest runs m's RequestChecker when it has one; nil otherwise.
-func CheckRequest(m Model, p *protocol.CreateParams) *protocol.Error {
+func CheckRequest(m Model, p *protocol.CreateParams) error {
 	if c, ok := m.(RequestChecker); ok {
 		return c.CheckRequest(p)
 	}

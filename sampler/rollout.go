@@ -514,12 +514,12 @@ func (m *emitter) Text(delta string) error {
 		m.text.Reset()
 		m.item = m.r.output[m.open]
 		m.item.Content = nil
-		m.ev = protocol.Event{Type: protocol.EventOutputItemAdded, OutputIndex: m.open, Item: &m.item}
+		m.ev = protocol.OutputItemAdded(m.open, &m.item)
 		if err := m.send(); err != nil {
 			return err
 		}
 		m.part = protocol.ContentPart{Type: protocol.PartOutputText}
-		m.ev = protocol.Event{Type: protocol.EventContentPartAdded, OutputIndex: m.open, ItemID: m.item.ID, Part: &m.part}
+		m.ev = protocol.ContentPartAdded(m.open, 0, m.item.ID, &m.part)
 		if err := m.send(); err != nil {
 			return err
 		}
@@ -528,7 +528,7 @@ func (m *emitter) Text(delta string) error {
 		return nil
 	}
 	m.text.WriteString(delta)
-	m.ev = protocol.Event{Type: protocol.EventOutputTextDelta, OutputIndex: m.open, ItemID: m.r.output[m.open].ID, Delta: delta}
+	m.ev = protocol.OutputTextDelta(m.open, 0, m.r.output[m.open].ID, delta)
 	return m.send()
 }
 
@@ -549,7 +549,7 @@ func (m *emitter) Call(name, callID string) error {
 	m.open = len(m.r.output) - 1
 	m.text.Reset()
 	m.item = m.r.output[m.open]
-	m.ev = protocol.Event{Type: protocol.EventOutputItemAdded, OutputIndex: m.open, Item: &m.item}
+	m.ev = protocol.OutputItemAdded(m.open, &m.item)
 	return m.send()
 }
 
@@ -565,7 +565,7 @@ func (m *emitter) Arguments(delta string) error {
 		return nil
 	}
 	m.text.WriteString(delta)
-	m.ev = protocol.Event{Type: protocol.EventArgumentsDelta, OutputIndex: m.open, ItemID: m.r.output[m.open].ID, Delta: delta}
+	m.ev = protocol.ArgumentsDelta(m.open, m.r.output[m.open].ID, delta)
 	return m.send()
 }
 
@@ -591,12 +591,12 @@ func (m *emitter) closeOpen(status string, quiet bool) error {
 		if quiet {
 			return nil
 		}
-		m.ev = protocol.Event{Type: protocol.EventOutputTextDone, OutputIndex: idx, ItemID: it.ID, Text: text}
+		m.ev = protocol.OutputTextDone(idx, 0, it.ID, text)
 		if err := m.send(); err != nil {
 			return err
 		}
 		m.part = it.Content[0]
-		m.ev = protocol.Event{Type: protocol.EventContentPartDone, OutputIndex: idx, ItemID: it.ID, Part: &m.part}
+		m.ev = protocol.ContentPartDone(idx, 0, it.ID, &m.part)
 		if err := m.send(); err != nil {
 			return err
 		}
@@ -605,7 +605,7 @@ func (m *emitter) closeOpen(status string, quiet bool) error {
 		if quiet {
 			return nil
 		}
-		m.ev = protocol.Event{Type: protocol.EventArgumentsDone, OutputIndex: idx, ItemID: it.ID, Name: it.Name, Arguments: text}
+		m.ev = protocol.ArgumentsDone(idx, it.ID, it.Name, text)
 		if err := m.send(); err != nil {
 			return err
 		}
@@ -614,7 +614,7 @@ func (m *emitter) closeOpen(status string, quiet bool) error {
 		return nil
 	}
 	m.item = *it
-	m.ev = protocol.Event{Type: protocol.EventOutputItemDone, OutputIndex: idx, Item: &m.item}
+	m.ev = protocol.OutputItemDone(idx, &m.item)
 	return m.send()
 }
 

@@ -109,7 +109,7 @@ type Reservation struct {
 // AdmitBody admits one HTTP body of n bytes (DecodeFactor·n reserved) and one slot of the
 // concurrent-request bound, or returns server_overloaded (503). Release the Reservation once
 // the body is decoded.
-func (b *Budget) AdmitBody(n int64) (*Reservation, *protocol.Error) {
+func (b *Budget) AdmitBody(n int64) (*Reservation, error) {
 	if b == nil {
 		return &Reservation{}, nil
 	}

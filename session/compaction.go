@@ -44,7 +44,7 @@ func NewCompaction(items []protocol.Item) protocol.Item {
 	_ = zw.Close()
 	body := compactionPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
 	content := body + "." + base64.RawURLEncoding.EncodeToString(sign(body))
-	id := NewID("cmp")
+	id := protocol.NewID("cmp")
 	item, _ := json.Marshal(map[string]string{"id": id, "type": protocol.ItemCompaction, "encrypted_content": content})
 	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}
 }
@@ -59,7 +59,7 @@ func sign(body string) []byte {
 // older "compaction_summary") replaced by the items it stands
 // for. A compaction item this server did not issue, or whose content was altered, is
 // invalid_compaction_item (400, param "input[i]"). input is returned as is when it holds none.
-func ExpandCompactions(input []protocol.Item) ([]protocol.Item, *protocol.Error) {
+func ExpandCompactions(input []protocol.Item) ([]protocol.Item, error) {
 	var out []protocol.Item
 	for i := range input {
 		if input[i].Type != protocol.ItemCompaction && input[i].Type != compactionSummary {

@@ -199,7 +199,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		id:       NewID("conn"),
+		id:       protocol.NewID("conn"),
 		opts:     o,
 		tr:       tr,
 		log:      o.Logger,
@@ -230,7 +230,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 // laneLocked returns the gate of the lane streamID ("" for the default lane), creating it on
 // first use; websocket_stream_limit_reached (400) when that would exceed Options.MaxLanes named
 // lanes.
-func (c *Conn) laneLocked(streamID string) (*gate, *protocol.Error) {
+func (c *Conn) laneLocked(streamID string) (*gate, error) {
 	if g, ok := c.lanes[streamID]; ok {
 		return g, nil
 	}
@@ -369,8 +369,14 @@ func (c *Conn) flushCounts() {
 	}
 }
 
-// WriteError sends the error envelope of architecture §8.
-func (c *Conn) WriteError(e *protocol.Error) error {
+// WriteError sends the error envelope of architecture §8 for err: its *protocol.Error payload
+// (protocol.ErrorOf; server_error for any other error). The connection stays open, also for a
+// *protocol.ConnectionError: CloseWith sends its envelope and closes. A nil err sends nothing.
+func (c *Conn) WriteError(err error) error {
+	if err == nil {
+		return nil
+	}
+	e := protocol.ErrorOf(err)
 	c.opts.Metrics.error(e.Code)
 	return c.Write(protocol.AppendError(nil, e))
 }
@@ -443,16 +449,21 @@ func (c *Conn) Drain(reason string) {
 	}
 	c.waitRollouts()
 	if reason == protocol.ReasonConnectionLimit {
-		_ = c.WriteError(connectionLimitError(c.opts.MaxAge))
+		_ = c.CloseWith(&protocol.ConnectionError{Err: connectionLimitError(c.opts.MaxAge),
+			Code: protocol.CloseGoingAway, Reason: "connection age limit reached"})
+		return
 	}
-	_ = c.tr.Close(CloseGoingAway, drainCloseReason(reason))
+	_ = c.tr.Close(protocol.CloseGoingAway, "server shutting down")
 }
 
-func drainCloseReason(reason string) string {
-	if reason == protocol.ReasonConnectionLimit {
-		return "connection age limit reached"
+// CloseWith ends the connection for the connection-fatal error e: it sends e.Err's error
+// envelope (none when nil), then closes the transport with e.Code and e.Reason. The caller's
+// read loop then ends; Close still has to be called.
+func (c *Conn) CloseWith(e *protocol.ConnectionError) error {
+	if e.Err != nil {
+		_ = c.WriteError(e.Err)
 	}
-	return "server shutting down"
+	return c.tr.Close(e.Code, e.Reason)
 }
 
 // ConnectionLimitError is the websocket_connection_limit_reached error of this connection's

@@ -22,7 +22,7 @@
 // event to the shape's [Handler] (the append adapter here, the public one in package compat).
 // A [Transport] carries the frames; package session/wstransport implements it over WebSocket,
 // so this package does not depend on a WebSocket library. [Transport.Close] takes a
-// [CloseReason], which the transport maps to its close code.
+// protocol.CloseCode.
 //
 // # Memory accounting
 //
@@ -32,8 +32,8 @@
 // MaxRolloutBytes (ended rollouts are evicted first). [KeyLimit] bounds what one quota key
 // ([QuotaKey]) holds at once.
 //
-// Every create, on either shape, passes [CheckCreate] (which also compiles a text.format JSON
-// schema, [CheckFormat]), then has its item_reference items replaced by the items they name
+// Every create, on either shape, passes [CheckFormat] (it compiles a text.format JSON schema)
+// and [protocol.CheckCreate], then has its item_reference items replaced by the items they name
 // ([Conn.ResolveRefs], [FindStoredItem]) and its compaction items by the window they stand for
 // ([ExpandCompactions]; [NewCompaction] issues them for POST /v1/responses/compact, signed
 // with a per-process key). See docs/fields.md.
@@ -49,6 +49,11 @@
 // every goroutine and the registry at once; nothing is sent.
 //
 // # Errors added to the table
+//
+// Conn's methods return an error holding a request-scoped *protocol.Error ([Conn.WriteError]
+// answers it; the connection stays usable). [FrameTooLargeError] and the age limit are
+// connection-fatal *protocol.ConnectionError values: [Conn.CloseWith] sends the envelope, then
+// closes (1009, 1001).
 //
 // Besides the codes of architecture §8 this package answers response_already_completed (409,
 // response.cancel of an ended rollout), response_in_progress (409, previous_response_id naming a

@@ -13,7 +13,7 @@ import (
 // CheckFormat rejects a text.format json_schema whose schema does not compile:
 // invalid_json_schema (400, param "text.format.schema"). The decoder has already checked the
 // format's shape.
-func CheckFormat(p *protocol.CreateParams) *protocol.Error {
+func CheckFormat(p *protocol.CreateParams) error {
 	if p.Text == nil || len(p.Text.Format) == 0 {
 		return nil
 	}

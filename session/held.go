@@ -27,7 +27,7 @@ func (c *Conn) heldLocked() int64 {
 // first) to keep the connection within connBytes, and add is reserved in the server's
 // Budget. Errors: rollout_limit_reached (429) when the connection's live rollouts alone hold
 // too much, server_overloaded (503) when the server's budget is in use.
-func (c *Conn) reserveLocked(add int64) *protocol.Error {
+func (c *Conn) reserveLocked(add int64) error {
 	limit := c.opts.connBytes()
 	held := c.heldLocked()
 	for held+add > limit {

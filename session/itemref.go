@@ -14,7 +14,7 @@ import (
 // of one of the connection's rollouts, else one of the owner's stored responses
 // (store.FindItem). An id found nowhere is invalid_item_reference (400, param "input[i]"); a
 // failing store is store_unavailable. input is returned as is when it holds no reference.
-func (c *Conn) ResolveRefs(input []protocol.Item) ([]protocol.Item, *protocol.Error) {
+func (c *Conn) ResolveRefs(input []protocol.Item) ([]protocol.Item, error) {
 	return ResolveItemRefs(c.ctx, input, c.connItem, c.opts.Store, c.opts.Owner)
 }
 
@@ -22,7 +22,7 @@ func (c *Conn) ResolveRefs(input []protocol.Item) ([]protocol.Item, *protocol.Er
 // connection's own items, looked up first), else owner's stored items in st (FindStoredItem).
 // input is returned as is when it holds no reference. Both shapes use it.
 func ResolveItemRefs(ctx context.Context, input []protocol.Item, local func(id string) (protocol.Item, bool),
-	st store.Store, owner string) ([]protocol.Item, *protocol.Error) {
+	st store.Store, owner string) ([]protocol.Item, error) {
 	var out []protocol.Item
 	for i := range input {
 		if input[i].Type != protocol.ItemReference {
@@ -33,7 +33,7 @@ func ResolveItemRefs(ctx context.Context, input []protocol.Item, local func(id s
 		}
 		it, ok := local(input[i].ID)
 		if !ok {
-			var err *protocol.Error
+			var err error
 			if it, err = FindStoredItem(ctx, st, input[i].ID, owner, i); err != nil {
 				return nil, err
 			}
@@ -48,7 +48,7 @@ func ResolveItemRefs(ctx context.Context, input []protocol.Item, local func(id s
 
 // FindStoredItem returns the stored item id of owner for the item_reference input[i]:
 // invalid_item_reference when st is nil or does not hold it, store_unavailable when st fails.
-func FindStoredItem(ctx context.Context, st store.Store, id, owner string, i int) (protocol.Item, *protocol.Error) {
+func FindStoredItem(ctx context.Context, st store.Store, id, owner string, i int) (protocol.Item, error) {
 	if st != nil {
 		it, err := store.FindItem(ctx, st, id, owner)
 		switch {

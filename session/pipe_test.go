@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/tetherd/tether/protocol"
 )
 
 // pipe is an in-memory Transport; it works inside testing/synctest bubbles, where a real
@@ -16,7 +18,7 @@ type pipe struct {
 	done chan struct{}
 
 	mu     sync.Mutex // guards code
-	code   CloseReason
+	code   protocol.CloseCode
 	closed bool
 }
 
@@ -49,7 +51,7 @@ func (p *pipe) Write(ctx context.Context, data []byte) error {
 	}
 }
 
-func (p *pipe) Close(code CloseReason, _ string) error {
+func (p *pipe) Close(code protocol.CloseCode, _ string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed {
@@ -60,7 +62,7 @@ func (p *pipe) Close(code CloseReason, _ string) error {
 	return nil
 }
 
-func (p *pipe) closeCode() CloseReason {
+func (p *pipe) closeCode() protocol.CloseCode {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.code
@@ -88,13 +90,13 @@ func (p *pipe) next(t *testing.T) map[string]any {
 }
 
 // until returns the server frames up to and including the first of type typ.
-func (p *pipe) until(t *testing.T, typ string) []map[string]any {
+func (p *pipe) until(t *testing.T, typ protocol.EventType) []map[string]any {
 	t.Helper()
 	var fs []map[string]any
 	for {
 		f := p.next(t)
 		fs = append(fs, f)
-		if f["type"] == typ {
+		if f["type"] == string(typ) {
 			return fs
 		}
 		if f["type"] == "error" {
@@ -104,6 +106,6 @@ func (p *pipe) until(t *testing.T, typ string) []map[string]any {
 }
 
 // pipeAborted is the close reason a pipe records for Abort.
-const pipeAborted CloseReason = -1
+const pipeAborted protocol.CloseCode = 1006
 
 func (p *pipe) Abort() error { return p.Close(pipeAborted, "") }

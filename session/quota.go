@@ -33,7 +33,7 @@ func NewKeyLimit(max int, what string) *KeyLimit {
 }
 
 // Acquire takes one unit for key, or returns quota_exceeded (429) when key holds its maximum.
-func (l *KeyLimit) Acquire(key string) *protocol.Error {
+func (l *KeyLimit) Acquire(key string) error {
 	if l == nil {
 		return nil
 	}

@@ -56,7 +56,7 @@ type StartRequest struct {
 // Start queues a new rollout behind the sampling one (FIFO) and starts its goroutine. It
 // returns websocket_queue_limit_reached (429) when the queue is full, and an error for a key
 // already in use.
-func (c *Conn) Start(req StartRequest) *protocol.Error {
+func (c *Conn) Start(req StartRequest) error {
 	c.mu.Lock()
 	if c.closing || c.draining {
 		why := c.drainWhy
@@ -121,7 +121,7 @@ func (c *Conn) Start(req StartRequest) *protocol.Error {
 
 // checkLimitsLocked answers rollout_limit_reached (429) when a new rollout would exceed
 // Options.MaxSuspended on this connection or Options.MaxSuspendedTotal on the server.
-func (c *Conn) checkLimitsLocked() *protocol.Error {
+func (c *Conn) checkLimitsLocked() error {
 	if max := c.opts.MaxSuspended; max > 0 {
 		live := 0
 		for _, h := range c.reg {
@@ -147,7 +147,7 @@ func (c *Conn) checkLimitsLocked() *protocol.Error {
 // bytes of items and settings, add of them new (reserved, see reserveLocked):
 // rollout_too_large (400) over Options.MaxRolloutBytes, the errors of reserveLocked,
 // websocket_queue_limit_reached (429) when the queue is full.
-func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, *protocol.Error) {
+func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, error) {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
 			"The rollout would hold about %d bytes of items and settings, over this server's limit of %d: start a new rollout with a shorter context.", bytes, max)
@@ -168,7 +168,7 @@ func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, *protocol.Error)
 // Errors: response_not_found (404) for an unknown key, response_not_suspended (409) when it is
 // queued, sampling or ended, tool_call_not_found / missing_tool_output / duplicate_tool_output
 // (400; the rollout stays suspended), websocket_queue_limit_reached (429).
-func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
+func (c *Conn) Resume(key string, input []protocol.Item) error {
 	c.mu.Lock()
 	h, ok := c.reg[key]
 	if !ok {
@@ -213,7 +213,7 @@ func (c *Conn) Resume(key string, input []protocol.Item) *protocol.Error {
 
 // Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404),
 // response_already_completed (409) for a rollout that has ended.
-func (c *Conn) Cancel(key, reason string) *protocol.Error {
+func (c *Conn) Cancel(key, reason string) error {
 	c.mu.Lock()
 	h, ok := c.reg[key]
 	if !ok {
@@ -250,7 +250,7 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 // (400) when neither knows id, response_in_progress (409) for a rollout of this connection
 // that has not ended (continue it with response.append instead), and store_unavailable (503)
 // when the store fails.
-func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
+func (c *Conn) Lookup(id string) ([]protocol.Item, error) {
 	items, ended, ok := c.Chain(id)
 	if ok && !ended {
 		return nil, protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
@@ -277,7 +277,7 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, *protocol.Error) {
 // (404) for an unknown key, response_already_completed (409) once the rollout has ended,
 // too_many_pending_steers (409), rollout_too_large (400), the budget's errors (503). The caller
 // checks that the model can steer (CanSteer).
-func (c *Conn) Steer(key string, s sampler.Steer) *protocol.Error {
+func (c *Conn) Steer(key string, s sampler.Steer) error {
 	c.mu.Lock()
 	h, ok := c.reg[key]
 	if !ok {

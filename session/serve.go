@@ -10,9 +10,10 @@ import (
 // Handler is a shape adapter (architecture §3, §4): it answers the decoded client events of one
 // connection. Serve owns everything else about reading.
 type Handler interface {
-	// Handle answers one decoded client event. A non-nil error is request-scoped: Serve sends
-	// it as an error envelope and keeps reading.
-	Handle(ev *protocol.ClientEvent) *protocol.Error
+	// Handle answers one decoded client event. A non-nil error is sent as an error envelope;
+	// a request-scoped one (*protocol.Error) keeps the connection reading, a
+	// *protocol.ConnectionError closes it (Conn.CloseWith) and ends Serve.
+	Handle(ev *protocol.ClientEvent) error
 	// EventTypes lists the client event types the shape serves, as quoted in
 	// unknown_event_type messages (AppendEventTypes, PublicEventTypes).
 	EventTypes() string
@@ -22,7 +23,7 @@ type Handler interface {
 // until the peer goes away or c is drained, answers binary frames (unsupported_frame), frames
 // over the budget (server_overloaded) and undecodable frames with an error envelope and keeps
 // the connection usable, answers an oversize frame with websocket_message_too_large and closes
-// with CloseTooLarge (architecture §8), and hands every decoded event to h. It closes c
+// with 1009 (architecture §8), and hands every decoded event to h. It closes c
 // (stopping every rollout) before it returns. The error says why the loop ended: nil after a
 // drain, the transport's error otherwise.
 func Serve(c *Conn, h Handler) error {
@@ -37,10 +38,14 @@ func Serve(c *Conn, h Handler) error {
 		}
 		ev, perr := protocol.DecodeClientEvent(data)
 		if perr != nil {
-			_ = c.WriteError(ForShape(&ev, perr, h.EventTypes()))
+			_ = c.WriteError(protocol.ForShape(&ev, perr, h.EventTypes()))
 			continue
 		}
 		if e := h.Handle(&ev); e != nil {
+			if ce, ok := protocol.AsConnectionError(e); ok {
+				_ = c.CloseWith(ce)
+				return ce
+			}
 			_ = c.WriteError(e)
 		}
 	}
@@ -57,8 +62,7 @@ func (c *Conn) readError(err error) (stop bool, _ error) {
 		_ = c.WriteError(OverloadedError("the server's memory budget for frames being read is in use"))
 		return false, nil
 	case errors.Is(err, ErrFrameTooLarge):
-		_ = c.WriteError(FrameTooLargeError(c.opts.maxFrame()))
-		_ = c.tr.Close(CloseTooLarge, "frame too large")
+		_ = c.CloseWith(FrameTooLargeError(c.opts.maxFrame()))
 		return true, err
 	}
 	if draining, _ := c.Draining(); draining {
@@ -67,9 +71,11 @@ func (c *Conn) readError(err error) (stop bool, _ error) {
 	return true, err
 }
 
-// FrameTooLargeError is the websocket_message_too_large error (413) for a frame over max bytes;
-// the connection is closed with CloseTooLarge (1009) after it (architecture §8).
-func FrameTooLargeError(max int64) *protocol.Error {
-	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeMessageTooLarge, "",
-		"The frame exceeds the limit of %d bytes; the connection will be closed.", max)
+// FrameTooLargeError is the connection-fatal websocket_message_too_large error (413) for a
+// frame over max bytes: its envelope is sent, then the connection closes with 1009
+// (architecture §8; Conn.CloseWith).
+func FrameTooLargeError(max int64) *protocol.ConnectionError {
+	return &protocol.ConnectionError{Code: protocol.CloseMessageTooBig, Reason: "frame too large",
+		Err: protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeMessageTooLarge, "",
+			"The frame exceeds the limit of %d bytes; the connection will be closed.", max)}
 }

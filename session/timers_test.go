@@ -31,7 +31,7 @@ func serve(t *testing.T, opts Options) (*pipe, *Conn, func()) {
 		_ = ServeAppend(c)
 	}()
 	return p, c, func() {
-		_ = p.Close(CloseNormal, "")
+		_ = p.Close(protocol.CloseNormal, "")
 		<-served
 	}
 }
@@ -75,8 +75,8 @@ func TestConnectionAgeLimit(t *testing.T) {
 			t.Fatalf("want the connection limit error frame, got %v", e)
 		}
 		<-p.done
-		if p.closeCode() != CloseGoingAway {
-			t.Fatalf("close %s, want going_away", p.closeCode())
+		if p.closeCode() != protocol.CloseGoingAway {
+			t.Fatalf("close %d, want 1001", p.closeCode())
 		}
 	})
 }
@@ -99,8 +99,8 @@ func TestShutdownGraceCutsSamplingRollout(t *testing.T) {
 			t.Fatalf("cut after %v, want the 100ms grace", waited)
 		}
 		<-p.done
-		if p.closeCode() != CloseGoingAway {
-			t.Fatalf("close %s, want going_away", p.closeCode())
+		if p.closeCode() != protocol.CloseGoingAway {
+			t.Fatalf("close %d, want 1001", p.closeCode())
 		}
 		synctest.Wait()
 	})

@@ -82,8 +82,11 @@ func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.Model
 
 // CheckRequest implements sampler.RequestChecker: items a Chat Completions engine cannot take
 // are rejected with a 400 naming them.
-func (m *Model) CheckRequest(p *protocol.CreateParams) *protocol.Error {
-	return chatapi.CheckItems(p.Input)
+func (m *Model) CheckRequest(p *protocol.CreateParams) error {
+	if err := chatapi.CheckItems(p.Input); err != nil {
+		return err
+	}
+	return nil
 }
 
 // release returns a pinned slot.

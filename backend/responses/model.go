@@ -99,7 +99,7 @@ func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.Model
 // sim checks them (sim.CheckMetadata). They are forwarded upstream, where a Tether running the
 // sim would reject a bad one only after this server had started the response; other
 // upstreams ignore them. Everything else is the upstream's to judge.
-func (m *Model) CheckRequest(p *protocol.CreateParams) *protocol.Error {
+func (m *Model) CheckRequest(p *protocol.CreateParams) error {
 	return sim.CheckMetadata(p.Metadata)
 }
 

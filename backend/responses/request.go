@@ -10,22 +10,22 @@ import (
 // createFrame is the response.create client event sent upstream (reference §3.1, flat shape).
 // Optional settings are omitted when the rollout left them to the engine's default.
 type createFrame struct {
-	Type               string               `json:"type"`
-	Model              string               `json:"model,omitempty"`
-	PreviousResponseID string               `json:"previous_response_id,omitempty"`
-	Instructions       string               `json:"instructions,omitempty"`
-	Input              []protocol.Item      `json:"input"`
-	Tools              []protocol.Tool      `json:"tools,omitempty"`
-	ToolChoice         *protocol.ToolChoice `json:"tool_choice,omitempty"`
-	ParallelToolCalls  bool                 `json:"parallel_tool_calls"`
-	MaxOutputTokens    int                  `json:"max_output_tokens,omitempty"`
-	MaxToolCalls       int                  `json:"max_tool_calls,omitempty"`
-	Temperature        *float64             `json:"temperature,omitempty"`
-	TopP               *float64             `json:"top_p,omitempty"`
-	Text               *textParam           `json:"text,omitempty"`
-	Reasoning          *reasoningParam      `json:"reasoning,omitempty"`
-	Metadata           map[string]string    `json:"metadata,omitempty"`
-	Store              bool                 `json:"store"`
+	Type               protocol.ClientEventType `json:"type"`
+	Model              string                   `json:"model,omitempty"`
+	PreviousResponseID string                   `json:"previous_response_id,omitempty"`
+	Instructions       string                   `json:"instructions,omitempty"`
+	Input              []protocol.Item          `json:"input"`
+	Tools              []protocol.Tool          `json:"tools,omitempty"`
+	ToolChoice         *protocol.ToolChoice     `json:"tool_choice,omitempty"`
+	ParallelToolCalls  bool                     `json:"parallel_tool_calls"`
+	MaxOutputTokens    int                      `json:"max_output_tokens,omitempty"`
+	MaxToolCalls       int                      `json:"max_tool_calls,omitempty"`
+	Temperature        *float64                 `json:"temperature,omitempty"`
+	TopP               *float64                 `json:"top_p,omitempty"`
+	Text               *textParam               `json:"text,omitempty"`
+	Reasoning          *reasoningParam          `json:"reasoning,omitempty"`
+	Metadata           map[string]string        `json:"metadata,omitempty"`
+	Store              bool                     `json:"store"`
 	// Generate false is a warm-up (reference §3.2); nil: generate.
 	Generate *bool `json:"generate,omitempty"`
 }

@@ -344,7 +344,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	quota := session.QuotaKey(owner, r.RemoteAddr)
 	if err := s.keyConns.Acquire(quota); err != nil {
 		s.mu.Unlock()
-		s.fail(w, err)
+		s.fail(w, protocol.ErrorOf(err))
 		return
 	}
 	s.open++

@@ -13,7 +13,6 @@ import (
 	"github.com/tetherd/tether/internal/bench"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler/sim"
-	"github.com/tetherd/tether/session"
 )
 
 // RaceConfig is the body of POST /ui/api/race. Zero fields take the defaults.
@@ -118,7 +117,7 @@ type race struct {
 func newRace(cfg RaceConfig) *race {
 	now := time.Now()
 	return &race{start: now, wake: make(chan struct{}),
-		state: RaceState{ID: session.NewID("race"), Status: RaceRunning, Config: cfg, StartedAt: now.UTC()}}
+		state: RaceState{ID: protocol.NewID("race"), Status: RaceRunning, Config: cfg, StartedAt: now.UTC()}}
 }
 
 func (r *race) snapshot() RaceState {

@@ -98,13 +98,13 @@ func TestEventSequence(t *testing.T) {
 	var types []string
 	for _, ev := range rec.Events() {
 		if ev.Type == protocol.EventOutputTextDelta || ev.Type == protocol.EventArgumentsDelta {
-			if len(types) > 0 && types[len(types)-1] == ev.Type+"*" {
+			if len(types) > 0 && types[len(types)-1] == string(ev.Type)+"*" {
 				continue
 			}
-			types = append(types, ev.Type+"*")
+			types = append(types, string(ev.Type)+"*")
 			continue
 		}
-		types = append(types, ev.Type)
+		types = append(types, string(ev.Type))
 	}
 	want := []string{
 		"response.output_item.added", "response.function_call_arguments.delta*", "response.function_call_arguments.done", "response.output_item.done",

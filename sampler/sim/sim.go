@@ -141,7 +141,7 @@ const (
 // maxAnswerTokens bounds sim.answer_tokens.
 const maxAnswerTokens = 1 << 20
 
-func parseParams(md map[string]string, def Speed) (simParams, *protocol.Error) {
+func parseParams(md map[string]string, def Speed) (simParams, error) {
 	p := simParams{calls: 1, parallel: 1, failStep: -1, speed: def}
 	bad := func(key, want string) *protocol.Error {
 		return protocol.Errorf(400, protocol.CodeInvalidValue, "metadata."+key,
@@ -189,7 +189,7 @@ func parseParams(md map[string]string, def Speed) (simParams, *protocol.Error) {
 // CheckMetadata validates the sim's "sim.*" metadata keys; it returns invalid_value (400) with
 // param "metadata.<key>" for a bad value, nil otherwise. The sim itself ignores bad values
 // (uses the defaults), so calling it is optional.
-func CheckMetadata(md map[string]string) *protocol.Error {
+func CheckMetadata(md map[string]string) error {
 	_, err := parseParams(md, SpeedInstant)
 	return err
 }
@@ -200,7 +200,7 @@ func (s *Sim) CanSteer() bool { return true }
 
 // CheckRequest implements sampler.RequestChecker: the sim validates its "sim.*" metadata
 // keys (CheckMetadata).
-func (s *Sim) CheckRequest(p *protocol.CreateParams) *protocol.Error {
+func (s *Sim) CheckRequest(p *protocol.CreateParams) error {
 	return CheckMetadata(p.Metadata)
 }
 

@@ -192,8 +192,8 @@ func TestSpeedAndCost(t *testing.T) {
 	if d := Speed1000.Cost().Duration(20000, 1000); d != 2100*time.Millisecond {
 		t.Fatalf("1000 preset: %v", d)
 	}
-	if err := CheckMetadata(map[string]string{MetaCalls: "x"}); err == nil || err.Param != "metadata.sim.calls" {
-		t.Fatalf("CheckMetadata: %v", err)
+	if e, _ := protocol.AsError(CheckMetadata(map[string]string{MetaCalls: "x"})); e == nil || e.Param != "metadata.sim.calls" {
+		t.Fatalf("CheckMetadata: %v", e)
 	}
 	if err := CheckMetadata(map[string]string{MetaCalls: "20", MetaParallel: "2", MetaFail: "step:3", MetaSpeed: "65", "other": "x"}); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,5 @@
 // it is read and decoded (a frame that does not fit is discarded and Read returns
 // session.ErrOverloaded; the connection stays usable), and drops a read buffer larger than
 // 64 KiB when the next read begins, so that an idle connection keeps no large buffer.
-// session.CloseReason values map to close codes 1000 (CloseNormal), 1001 (CloseGoingAway) and
-// 1009 (CloseTooLarge).
+// Close sends the protocol.CloseCode it is given as the WebSocket close code.
 package wstransport

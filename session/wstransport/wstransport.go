@@ -8,6 +8,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
 )
 
@@ -129,19 +130,8 @@ func (t *wsTransport) Write(ctx context.Context, data []byte) error {
 	return t.c.Write(ctx, websocket.MessageText, data)
 }
 
-func (t *wsTransport) Close(why session.CloseReason, text string) error {
-	return t.c.Close(closeCode(why), text)
-}
-
-// closeCode maps a close reason to its WebSocket close code (RFC 6455 §7.4.1).
-func closeCode(why session.CloseReason) websocket.StatusCode {
-	switch why {
-	case session.CloseGoingAway:
-		return websocket.StatusGoingAway
-	case session.CloseTooLarge:
-		return websocket.StatusMessageTooBig
-	}
-	return websocket.StatusNormalClosure
+func (t *wsTransport) Close(code protocol.CloseCode, reason string) error {
+	return t.c.Close(websocket.StatusCode(code), reason)
 }
 
 // Ping sends a protocol ping and waits for the pong (the connection's read loop receives it).

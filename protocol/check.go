@@ -1,0 +1,128 @@
+package protocol
+
+import "net/http"
+
+// The client event types each shape serves, as listed in unknown_event_type messages.
+const (
+	AppendEventTypes = "'response.create', 'response.append', 'response.cancel' and 'response.processed'"
+	PublicEventTypes = "'response.create', 'response.steer' and 'response.processed'"
+)
+
+// ForShape answers a decoding error: an unknown_event_type error lists only the event types
+// of the connection's shape (types); other errors are returned unchanged.
+func ForShape(ev *ClientEvent, e *Error, types string) *Error {
+	if e.Code != CodeUnknownEventType {
+		return e
+	}
+	return UnknownEventType(string(ev.Type), types)
+}
+
+// Where a create arrives: its shape and transport decide which fields it may carry.
+type Where int
+
+const (
+	// AppendWebSocket is a response.create on an append-shape connection.
+	AppendWebSocket Where = iota
+	// PublicWebSocket is a response.create on a public-shape connection.
+	PublicWebSocket
+	// PublicHTTP is a POST /v1/responses body.
+	PublicHTTP
+)
+
+// CheckCreate rejects what a create may not carry where it arrives (architecture §8, §9), all
+// unsupported_parameter (400) with the field as param: background:true everywhere;
+// generate:false on an append connection; generate and stream_id at all over HTTP. A stream_id
+// on a WebSocket must pass CheckStreamID (invalid_stream_id). It also
+// does not compile a text.format schema (that needs a JSON Schema library): callers run
+// session.CheckFormat first. The backend's own checks are session.Conn.CheckModel.
+func CheckCreate(p *CreateParams, where Where) error {
+	switch {
+	case p.Background != nil && *p.Background:
+		return Errorf(http.StatusBadRequest, CodeUnsupportedParameter, "background",
+			"background:true is not supported by this server.")
+	case where == PublicHTTP && p.StreamID != nil:
+		return Errorf(http.StatusBadRequest, CodeUnsupportedParameter, "stream_id",
+			"stream_id is a WebSocket-only parameter (lanes of one WebSocket connection).")
+	case p.StreamID != nil && where != PublicHTTP && CheckStreamID(p.StreamID) != nil:
+		return CheckStreamID(p.StreamID)
+	case where == AppendWebSocket && !p.Generates():
+		return Errorf(http.StatusBadRequest, CodeUnsupportedParameter, "generate",
+			"generate:false (warm-up) is a public-shape feature and is not supported on an append connection.")
+	case where == PublicHTTP && p.Generate != nil:
+		return Errorf(http.StatusBadRequest, CodeUnsupportedParameter, "generate",
+			"generate is a WebSocket-only parameter.")
+	}
+	return nil
+}
+
+// CheckContinuation validates the input of a continuation of chain (by previous_response_id,
+// both shapes): every function_call_output must name a function_call of chain or of input
+// before it (else tool_call_not_found), no call may get two outputs (duplicate_tool_output),
+// and every call chain leaves open must get one (missing_tool_output: "No tool output found
+// for function call <call_id>."). All are 400 with param "input" (architecture §8). A
+// function_call of chain with status incomplete (cut short by response.steer) is not open: it
+// needs no output. Other items are appended as given.
+func CheckContinuation(chain, input []Item) error {
+	const bad = http.StatusBadRequest
+	open := map[string]bool{} // call_id → answered
+	var order []string
+	for i := range chain {
+		switch chain[i].Type {
+		case ItemFunctionCall:
+			if chain[i].Status == StatusIncomplete {
+				continue
+			}
+			if _, seen := open[chain[i].CallID]; !seen {
+				order = append(order, chain[i].CallID)
+			}
+			open[chain[i].CallID] = false
+		case ItemFunctionCallOutput:
+			open[chain[i].CallID] = true
+		}
+	}
+	var pending []string
+	for _, id := range order {
+		if !open[id] {
+			pending = append(pending, id)
+		}
+	}
+	for i := range input {
+		it := &input[i]
+		switch it.Type {
+		case ItemFunctionCall:
+			if _, seen := open[it.CallID]; !seen {
+				pending = append(pending, it.CallID)
+			}
+			open[it.CallID] = false
+		case ItemFunctionCallOutput:
+			answered, ok := open[it.CallID]
+			switch {
+			case !ok:
+				return Errorf(bad, CodeToolCallNotFound, "input",
+					"No tool call found for function call output with call_id %s.", it.CallID)
+			case answered:
+				return Errorf(bad, CodeDuplicateToolOutput, "input",
+					"Duplicate tool output for function call %s.", it.CallID)
+			}
+			open[it.CallID] = true
+		}
+	}
+	for _, id := range pending {
+		if !open[id] && !calledIn(input, id) {
+			return Errorf(bad, CodeMissingToolOutput, "input",
+				"No tool output found for function call %s.", id)
+		}
+	}
+	return nil
+}
+
+// calledIn reports whether input itself makes the call id (a client-side call the client
+// will answer later is not this server's to demand).
+func calledIn(input []Item, id string) bool {
+	for i := range input {
+		if input[i].Type == ItemFunctionCall && input[i].CallID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -68,8 +68,6 @@ func Excluded() []Exclusion {
 			"an internal failure cannot be provoked from the wire"},
 		{"parents evicted by the connection's registry bounds (-cache-responses, -cache-bytes)",
 			"the bounds are server configuration; eviction after a failed continuation (public shape) is tested"},
-		{"lanes (stream_id) and steering beyond the rejection",
-			"not implemented by Tether (architecture §9); only the rejection (unsupported_parameter, response.steer.failed) is tested"},
 		{"non-function tools (custom, namespace, hosted tools)",
 			"the Open Responses schema's Tool union allows only function tools, so schema-validated scenarios use function tools only"},
 		{"schema validation of response.done and response.steer.*",

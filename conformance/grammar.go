@@ -56,6 +56,7 @@ type Grammar struct {
 	ids     idSet
 	resp    map[string]*rstate
 	holder  *rstate  // the response whose output events are arriving; nil when none samples
+	last    *rstate  // the response that ended last (response.steer.pending follows its terminal event)
 	resumes []string // append shape: rollouts with an accepted append waiting for the slot
 }
 
@@ -184,6 +185,7 @@ func (g *Grammar) feed(f Frame) string {
 		if g.shape == shapeAppend {
 			return typ + " on the append shape"
 		}
+		g.steerSeq(f)
 		return ""
 	case typ == "response.done" && g.shape != shapeAppend:
 		return "response.done is not an event of the public shape (its terminal events are response.completed, response.incomplete and response.failed)"
@@ -247,6 +249,24 @@ func (g *Grammar) feed(f Frame) string {
 	}
 	r.seq++
 	return g.event(r, typ, f)
+}
+
+// steerSeq accounts a response.steer.* event (reference §3.3, open question §12.9: its
+// sequence_number has no documented base). An event whose sequence_number continues the
+// sampling response's sequence (response.steer.accepted), or the sequence of the response that
+// ended last (response.steer.pending after its terminal event), takes that place; any other
+// (a response.steer.failed sent before a response took the steer) is accepted as it is.
+func (g *Grammar) steerSeq(f Frame) {
+	seq, ok := f.Int("sequence_number")
+	if !ok {
+		return
+	}
+	for _, r := range []*rstate{g.holder, g.last} {
+		if r != nil && seq == r.seq {
+			r.seq++
+			return
+		}
+	}
 }
 
 func (g *Grammar) unit() string {
@@ -453,6 +473,7 @@ func (g *Grammar) event(r *rstate, typ string, f Frame) string {
 		}
 		r.stop, r.since = r.since, nil
 		r.ended = true
+		g.last = r
 		if g.holder == r {
 			g.holder = nil
 		}

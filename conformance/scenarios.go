@@ -106,6 +106,8 @@ var scenarios = []*scenario{
 	{name: "http-json-rollout", shapes: onPublic, run: httpRollout(false)},
 	{name: "http-sse-rollout", shapes: onPublic, run: httpRollout(true)},
 	{name: "steer", shapes: onPublic, run: steer},
+	{name: "steer/interrupt", shapes: onPublic, sim: "a long, slow answer to steer (metadata sim.speed) and a model that steers", run: steerInterrupt},
+	{name: "steer/failures", shapes: onPublic, run: steerFailures},
 
 	// The append shape only.
 	{name: "opt-in", shapes: onAppend, run: optIn},

@@ -138,3 +138,34 @@ func TestHotAndColdPathSameFingerprint(t *testing.T) {
 		t.Errorf("hot cached_tokens %d does not cover the parent's context", hc)
 	}
 }
+
+// TestIdleChainsDoNotHitTheRolloutLimit: a public-shape chain that ended with an answer keeps
+// its rollout suspended for a hot continuation, but such rollouts do not count against
+// -max-suspended: the least recently used one is released (its continuation takes the cold
+// path with the same context), so one connection can start any number of chains.
+func TestIdleChainsDoNotHitTheRolloutLimit(t *testing.T) {
+	f := newFixture(t, server.Options{MaxSuspended: 3})
+	c := f.dial(t)
+	var first []wstest.Frame
+	for i := range 10 {
+		r := turn(t, c, create("chain "+strings.Repeat("x", i), map[string]any{"store": false}))
+		if final(r).Type() != "response.completed" {
+			t.Fatalf("create %d: %v", i, final(r))
+		}
+		if i == 0 {
+			first = r
+		}
+	}
+	cold0 := f.srv.Counters().Cold.Load()
+	r := turn(t, c, create("and the first?", map[string]any{"store": false, "previous_response_id": respID(first)}))
+	if !strings.Contains(answer(r), "chain ") || f.srv.Counters().Cold.Load()-cold0 != 1 {
+		t.Fatalf("continuation of a released chain: %q (cold %d)", answer(r), f.srv.Counters().Cold.Load()-cold0)
+	}
+	// Rollouts waiting for tool output are not released: they count.
+	c2 := f.dial(t)
+	for range 3 {
+		turn(t, c2, create("tools", map[string]any{"store": false, "tools": []any{shell}, "metadata": map[string]string{"sim.calls": "1"}}))
+	}
+	c2.Send(create("tools", map[string]any{"store": false, "tools": []any{shell}, "metadata": map[string]string{"sim.calls": "1"}}))
+	c2.ExpectError(429, "rollout_limit_reached", "")
+}

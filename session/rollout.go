@@ -36,6 +36,9 @@ type rollout struct {
 	turns     int            // turns begun: Start, then one per accepted Resume
 	usage     protocol.Usage // cumulative, as of the last suspension or the end
 	context   int            // tokens of the last sampling step's context (input + output)
+	// idleAnswer: the rollout suspends after answers (Config.SuspendOnAnswer) and its last
+	// suspension had no pending calls; Conn.releaseIdleLocked may release it.
+	idleAnswer bool
 }
 
 // StartRequest starts a rollout through Conn.Start.
@@ -107,7 +110,7 @@ func (c *Conn) Start(req StartRequest) error {
 		cfg.Model = c.opts.Model
 	}
 	cfg.ConnID = c.id
-	cfg.Sink = &coreSink{c: c, h: h, inner: cfg.Sink}
+	cfg.Sink = &coreSink{c: c, h: h, inner: cfg.Sink, answers: cfg.SuspendOnAnswer}
 	h.r = sampler.New(c.ctx, cfg)
 	c.goroutines.Add(1)
 	go func() {
@@ -121,13 +124,20 @@ func (c *Conn) Start(req StartRequest) error {
 
 // checkLimitsLocked answers rollout_limit_reached (429) when a new rollout would exceed
 // Options.MaxSuspended on this connection or Options.MaxSuspendedTotal on the server.
+//
+// A rollout that only waits behind a completed public Response (Config.SuspendOnAnswer, no
+// pending calls: its chain is in the shape's registry and a continuation can rebuild it) does
+// not hold a client to these limits: the least recently used one is released to make room.
 func (c *Conn) checkLimitsLocked() error {
 	if max := c.opts.MaxSuspended; max > 0 {
 		live := 0
 		for _, h := range c.reg {
-			if !h.final {
+			if !h.final && !h.cancelled {
 				live++
 			}
+		}
+		if live >= max && c.releaseIdleLocked() {
+			live--
 		}
 		if live >= max {
 			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRolloutLimit, "",
@@ -135,12 +145,37 @@ func (c *Conn) checkLimitsLocked() error {
 		}
 	}
 	if max, m := c.opts.MaxSuspendedTotal, c.opts.Metrics; max > 0 && m != nil {
-		if n := m.Suspended.Load() + m.Queued.Load() + m.Sampling.Load(); n >= max {
+		if n := m.Suspended.Load() + m.Queued.Load() + m.Sampling.Load(); n >= max && !c.releaseIdleLocked() {
 			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRolloutLimit, "",
 				"The server holds %d live rollouts (its limit): try again later.", n)
 		}
 	}
 	return nil
+}
+
+// releaseIdleLocked cancels the least recently used rollout of this connection that is
+// suspended behind an answer (Config.SuspendOnAnswer with no pending calls) and reports
+// whether there was one. Its items stay in the registry of the shape, so a continuation takes
+// the cold path.
+func (c *Conn) releaseIdleLocked() bool {
+	var idle *rollout
+	for _, h := range c.reg {
+		if h.final || h.cancelled || !h.idleAnswer || h.r.State() != sampler.Suspended {
+			continue
+		}
+		if idle == nil || h.stamp < idle.stamp {
+			idle = h
+		}
+	}
+	if idle == nil {
+		return false
+	}
+	idle.cancelled = true
+	idle.r.Cancel(protocol.ReasonCancelled)
+	if m := c.opts.Metrics; m != nil {
+		m.Evictions.Add(1)
+	}
+	return true
 }
 
 // admitLocked takes a place in the sampling queue for a turn after which the rollout holds
@@ -402,6 +437,8 @@ type coreSink struct {
 	h     *rollout
 	inner sampler.Sink
 	was   sampler.State // the phase the rollout ended from
+	// answers: Config.SuspendOnAnswer (the public shape's rollouts)
+	answers bool
 }
 
 // SteerAccepted implements sampler.SteerSink by forwarding to the shape's sink.
@@ -453,6 +490,7 @@ func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
+	s.h.idleAnswer = s.answers && len(sp.PendingCallIDs) == 0
 	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output))
 	t := s.h.turn
 	s.h.record(sp.Usage, sp.StepUsage)

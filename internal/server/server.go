@@ -270,9 +270,6 @@ func (s *Server) publicOptions(owner, quota string) compat.Options {
 	if cache <= 0 {
 		cache = session.DefaultCacheResponses
 	}
-	if m := s.opts.MaxSuspended; m > 0 && m < cache {
-		cache = m // every answered chain keeps a suspended rollout: evict before the cap
-	}
 	return compat.Options{Store: s.store, CacheResponses: cache,
 		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner, Quota: quota}
 }

@@ -28,14 +28,18 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	if ws {
 		where = protocol.PublicWebSocket
 	}
+	lane := p.LaneOf() // every error but invalid_stream_id carries the lane
+	if !ws {
+		lane = "" // HTTP has no lanes (stream_id is unsupported_parameter there)
+	}
 	if err := session.CheckFormat(p); err != nil {
-		return nil, err
+		return nil, protocol.InLane(err, lane)
 	}
 	if err := protocol.CheckCreate(p, where); err != nil {
-		return nil, err
+		return nil, protocol.InLane(err, lane)
 	}
-	ps, err := r.createIn(p, em, ws, counters, p.Lane())
-	return ps, protocol.InLane(err, p.Lane())
+	ps, err := r.createIn(p, em, ws, counters, lane)
+	return ps, protocol.InLane(err, lane)
 }
 
 // createIn is create after the checks that cannot be attributed to a lane; lane is the

@@ -104,6 +104,15 @@ func TestLaneErrors(t *testing.T) {
 	}
 	turn(t, c, inLane("x", "reuse", nil))
 	turn(t, c, create("default", nil))
+	// Errors of a create that fails its checks or does not decode carry its lane too.
+	c.Send(inLane("x", "bg", map[string]any{"background": true}))
+	if e := c.ExpectError(400, "unsupported_parameter", "background"); e.Str("stream_id") != "x" {
+		t.Fatalf("unsupported_parameter without its lane: %v", e)
+	}
+	c.Send(map[string]any{"type": "response.create", "stream_id": "x", "input": "no model"})
+	if e := c.ExpectError(400, "missing_required_parameter", "model"); e.Str("stream_id") != "x" {
+		t.Fatalf("a decoding error without its lane: %v", e)
+	}
 	c.Send(inLane("x", "cont", map[string]any{"previous_response_id": "resp_missing"}))
 	if e := c.ExpectError(400, "previous_response_not_found", "previous_response_id"); e.Str("stream_id") != "x" {
 		t.Fatalf("request-scoped error without its lane: %v", e)

@@ -73,7 +73,7 @@ func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
 			err = checkCreate(cp)
 		}
 		if err != nil {
-			return ClientEvent{}, err
+			return ClientEvent{Type: EventCreate}, err
 		}
 		return ClientEvent{Type: EventCreate, Create: cp}, nil
 	case EventAppend:

@@ -60,3 +60,38 @@ func InLane(err error, streamID string) error {
 	c.StreamID = streamID
 	return &c
 }
+
+// StreamIDOf returns the lane of a response.create frame that failed to decode, so that its
+// error can carry the lane (reference §4.1): the top-level "stream_id" string when it is a
+// valid lane name, else "" (also for a frame that is not a JSON object). It reads the frame
+// again; it is meant for the error path only.
+func StreamIDOf(data []byte) string {
+	r, err := newObjectReader(data)
+	if err != nil || r.peek() != '{' {
+		return ""
+	}
+	r.open()
+	for {
+		key, ok := r.member()
+		if !ok {
+			return ""
+		}
+		if string(key) == "stream_id" && r.peek() == '"' {
+			s := r.str()
+			if CheckStreamID(&s) != nil {
+				return ""
+			}
+			return s
+		}
+		r.skip()
+	}
+}
+
+// LaneOf returns the lane of a decoded create: its stream_id when valid, "" for the default
+// lane or an invalid name (whose invalid_stream_id error names no lane).
+func (p *CreateParams) LaneOf() string {
+	if p.StreamID == nil || CheckStreamID(p.StreamID) != nil {
+		return ""
+	}
+	return *p.StreamID
+}

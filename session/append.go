@@ -42,13 +42,13 @@ func (a *appendAdapter) Handle(ev *protocol.ClientEvent) error {
 // create starts a rollout for a response.create frame. Its errors are attributed to the
 // create's lane (stream_id), except invalid_stream_id.
 func (a *appendAdapter) create(p *protocol.CreateParams) error {
+	lane := p.LaneOf() // every error but invalid_stream_id carries the lane
 	if err := CheckFormat(p); err != nil {
-		return err
+		return protocol.InLane(err, lane)
 	}
 	if err := protocol.CheckCreate(p, protocol.AppendWebSocket); err != nil {
-		return err
+		return protocol.InLane(err, lane)
 	}
-	lane := p.Lane()
 	return protocol.InLane(a.start(p, lane), lane)
 }
 

@@ -38,7 +38,11 @@ func Serve(c *Conn, h Handler) error {
 		}
 		ev, perr := protocol.DecodeClientEvent(data)
 		if perr != nil {
-			_ = c.WriteError(protocol.ForShape(&ev, perr, h.EventTypes()))
+			var e error = protocol.ForShape(&ev, perr, h.EventTypes())
+			if ev.Type == protocol.EventCreate { // a create's error carries its lane
+				e = protocol.InLane(e, protocol.StreamIDOf(data))
+			}
+			_ = c.WriteError(e)
 			continue
 		}
 		if e := h.Handle(&ev); e != nil {

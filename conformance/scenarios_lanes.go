@@ -12,7 +12,17 @@ import (
 // slowMeta makes the sim sample its answer slowly (about two seconds in real time).
 func slowMeta() M { return meta("sim.speed", "1000", "sim.answer_tokens", "2000") }
 
-// laneFrames reads, within lane, up to and including the terminal event of the lane's response
+// concurrentLanes reports whether the check that lanes sample concurrently is made: under
+// the sim contract, unless Config.SerialLanes (then it is listed as a skipped check).
+func (t *T) concurrentLanes(check string) bool {
+	if t.cfg.SerialLanes {
+		t.skipped = append(t.skipped, check+" (skipped: -serial-lanes)")
+		return false
+	}
+	return t.sim(check)
+}
+
+// laneEnd reads, within lane, up to and including the terminal event of the lane's response
 // (both shapes: a response without tools ends with it).
 func (p *Peer) laneEnd(lane string) []Frame {
 	var fs []Frame
@@ -45,7 +55,7 @@ func lanesConcurrency(t *T) {
 	p.send(inLane("b", t.create("Say hi.", nil)))
 	b := p.laneEnd("b")
 	t.checkCompleted(&Turn{Stop: b[len(b)-1]})
-	if t.sim("a slow sim response (metadata sim.speed) is still sampling when a short one ends") {
+	if t.concurrentLanes("a slow sim response (metadata sim.speed) is still sampling when a short one ends") {
 		t.check(!p.heldTerminal("a"), "lane a's slow response ended before lane b's short one: lanes do not sample concurrently")
 	}
 	a := p.laneEnd("a")
@@ -198,7 +208,7 @@ func lanesStalledLane(t *T) {
 	var r *Rollout
 	p.inLane("b", func() { r = p.rollout(inLane("b", t.create("Run the tests.", M{"tools": []any{shellTool}})), nil) })
 	t.checkCompleted(r.Last())
-	if t.sim("a slow sim response (metadata sim.speed) is still sampling when the other lane's rollout ends") {
+	if t.concurrentLanes("a slow sim response (metadata sim.speed) is still sampling when the other lane's rollout ends") {
 		t.check(!p.heldTerminal("slow"), "the slow lane ended before the other lane's rollout: a lane waited for another")
 	}
 	end := p.laneEnd("slow")

@@ -220,6 +220,23 @@ func sequenceNumber(data []byte) int {
 	return n
 }
 
+// streamID finds the top-level "stream_id" (a lane's name) without decoding the frame; "" if
+// absent. A key inside a JSON string is escaped (\"stream_id\"), so only a member matches; the
+// Response object and items have no such member.
+func streamID(data []byte) string {
+	const key = `"stream_id":"`
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := data[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
 // event is the part of a server event the soak checks.
 type event struct {
 	Type           string            `json:"type"`

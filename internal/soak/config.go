@@ -49,6 +49,11 @@ type Config struct {
 	// Connections is the number of connections held at once, half append shape, half public
 	// shape (default 50).
 	Connections int
+	// Lanes, if positive, spreads each connection's rollouts over that many named lanes
+	// (stream_id "lane-0" … "lane-N-1", round robin, one rollout at a time per connection): every
+	// event of a rollout must carry its lane's stream_id, and the item and event checks hold per
+	// lane. 0 (the default) sends no stream_id: the default lane.
+	Lanes int
 	// Turns is the number of tool calls per rollout (metadata sim.calls); a rollout has Turns+1
 	// sampling steps (default 10).
 	Turns int
@@ -143,6 +148,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("soak: need at least 2 connections (one per shape)")
 	case c.Turns < 1 || c.Turns > 10000:
 		return c, fmt.Errorf("soak: turns must be 1…10000, got %d", c.Turns)
+	case c.Lanes < 0 || c.Lanes > 32:
+		return c, fmt.Errorf("soak: lanes must be 0…32 (OpenAI's limit of distinct stream_ids per connection), got %d", c.Lanes)
 	case c.Duration < 0:
 		return c, fmt.Errorf("soak: negative duration %s", c.Duration)
 	}

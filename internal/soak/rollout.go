@@ -70,6 +70,7 @@ type worker struct {
 type rollout struct {
 	w              *worker
 	tag            string
+	lane           string // stream_id ("" for the default lane)
 	id             string // append: the response id; public: the current segment's id
 	user           string
 	meta           map[string]string
@@ -100,6 +101,9 @@ func (w *worker) newRollout() *rollout {
 		user: fmt.Sprintf("[%s] soak: run %d checks, then report", tag, cfg.Turns),
 		meta: map[string]string{"sim.calls": strconv.Itoa(cfg.Turns)}}
 	r.sent = []string{quoteLine("user", r.user)}
+	if cfg.Lanes > 0 {
+		r.lane = fmt.Sprintf("lane-%d", w.n%cfg.Lanes)
+	}
 	if w.calm {
 		return r
 	}
@@ -171,6 +175,9 @@ func (w *worker) createBody(r *rollout, prev string, input any) map[string]any {
 		"tools": []any{tool}, "metadata": r.meta, "store": false}
 	if prev != "" {
 		m["previous_response_id"] = prev
+	}
+	if r.lane != "" {
+		m["stream_id"] = r.lane
 	}
 	return m
 }
@@ -527,6 +534,11 @@ func (w *worker) next(ctx context.Context, r *rollout, dropAfter *int, pause *bo
 			*dropAfter--
 		}
 		if f.typ != "error" {
+			if got := streamID(f.data); got != r.lane {
+				r.fail("%s carries stream_id %q, want %q (the rollout's lane)", f.typ, got, r.lane)
+				w.discard(false)
+				return frame{}, outBroken, false
+			}
 			return f, 0, true
 		}
 		owed, refusal := w.onError(f, r)

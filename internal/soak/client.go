@@ -53,6 +53,8 @@ type conn struct {
 	trail  [trailLen]string
 	trailN int
 	opened time.Time
+	mux    *mux        // with Config.Lanes: the shared socket (c is its WebSocket); nil: c is this conn's own
+	in     chan []byte // with mux: this lane's frames
 }
 
 // trailLen is how many recent frames (deltas left out) a connection remembers for the
@@ -171,9 +173,16 @@ type frame struct {
 }
 
 func (c *conn) read(_ context.Context) (frame, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, frameTimeout)
-	defer cancel()
-	typ, data, err := c.c.Read(ctx)
+	var typ websocket.MessageType
+	var data []byte
+	var err error
+	if c.mux != nil {
+		typ, data, err = c.readLane()
+	} else {
+		ctx, cancel := context.WithTimeout(c.ctx, frameTimeout)
+		typ, data, err = c.c.Read(ctx)
+		cancel()
+	}
 	if err != nil {
 		return frame{}, err
 	}
@@ -192,6 +201,10 @@ func (c *conn) read(_ context.Context) (frame, error) {
 // close drops the connection: abruptly (no close handshake) or with a normal close.
 func (c *conn) close(graceful bool) {
 	defer c.cancel()
+	if c.mux != nil {
+		c.mux.close(graceful)
+		return
+	}
 	if graceful {
 		_ = c.c.Close(websocket.StatusNormalClosure, "soak")
 		return

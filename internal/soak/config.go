@@ -49,10 +49,14 @@ type Config struct {
 	// Connections is the number of connections held at once, half append shape, half public
 	// shape (default 50).
 	Connections int
-	// Lanes, if positive, spreads each connection's rollouts over that many named lanes
-	// (stream_id "lane-0" … "lane-N-1", round robin, one rollout at a time per connection): every
-	// event of a rollout must carry its lane's stream_id, and the item and event checks hold per
-	// lane. 0 (the default) sends no stream_id: the default lane.
+	// Lanes, if positive, runs that many named lanes (stream_id "lane-0" … "lane-N-1") on each
+	// connection of the load, each with its own worker, so a connection carries N rollouts at
+	// once: one reader routes frames by stream_id, every event of a rollout must carry its lane's
+	// stream_id, a frame of no lane is a violation, and the item and event checks hold per
+	// lane. Socket-wide chaos is off (bad frames, whose errors name no lane; slow and stalled
+	// readers); a disconnect aborts every lane of the socket. The warm-up and the suspended
+	// measurement spread their rollouts over the lanes round robin. 0 (the default) sends no
+	// stream_id: the default lane.
 	Lanes int
 	// Turns is the number of tool calls per rollout (metadata sim.calls); a rollout has Turns+1
 	// sampling steps (default 10).

@@ -62,8 +62,10 @@ type worker struct {
 	r     *runner
 	rng   *rand.Rand
 	c     *conn
-	n     int  // rollouts started
-	calm  bool // no chaos (the warm-up)
+	n     int        // rollouts started
+	calm  bool       // no chaos (the warm-up)
+	grp   *sockGroup // with Config.Lanes: the socket this worker shares, in lane
+	lane  string
 }
 
 // rollout is the client's record of one rollout: what it sent, what it planned.
@@ -101,7 +103,10 @@ func (w *worker) newRollout() *rollout {
 		user: fmt.Sprintf("[%s] soak: run %d checks, then report", tag, cfg.Turns),
 		meta: map[string]string{"sim.calls": strconv.Itoa(cfg.Turns)}}
 	r.sent = []string{quoteLine("user", r.user)}
-	if cfg.Lanes > 0 {
+	switch {
+	case w.lane != "":
+		r.lane = w.lane
+	case cfg.Lanes > 0:
 		r.lane = fmt.Sprintf("lane-%d", w.n%cfg.Lanes)
 	}
 	if w.calm {
@@ -133,6 +138,7 @@ func (w *worker) newRollout() *rollout {
 		r.plan = plan{kind: chaosDisconnect, sampling: w.rng.Intn(2) == 0}
 	case w.shape == appendShape && pick(rt.Cancel):
 		r.plan = plan{kind: chaosCancel, sampling: w.rng.Intn(2) == 0}
+	case w.grp != nil: // a slow or stalled reader would hold back every lane of the socket
 	case pick(rt.Slow):
 		r.plan = plan{kind: chaosSlow, sampling: true, turn: cfg.Turns}
 	case cfg.StallPause > 0 && pick(rt.Stall):
@@ -184,7 +190,7 @@ func (w *worker) createBody(r *rollout, prev string, input any) map[string]any {
 
 // loop runs rollouts until stop is closed (no new rollouts) or ctx ends (hard deadline).
 func (w *worker) loop(ctx context.Context, stop <-chan struct{}) {
-	defer w.discard(false)
+	defer w.leave()
 	backoff := 50 * time.Millisecond
 	for {
 		select {
@@ -234,8 +240,14 @@ func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 
 func (w *worker) connect(ctx context.Context) bool {
 	st := w.r.st
-	st.dials.Add(1)
-	c, err := w.r.t.dial(ctx, w.shape)
+	var c *conn
+	var err error
+	if w.grp != nil {
+		c, err = w.grp.attach(ctx, w.lane)
+	} else {
+		st.dials.Add(1)
+		c, err = w.r.t.dial(ctx, w.shape)
+	}
 	if err != nil {
 		st.dialFailures.Add(1)
 		if ue, ok := err.(*upgradeError); ok {
@@ -259,6 +271,22 @@ func (w *worker) discard(graceful bool) {
 	st.frames.Add(w.c.frames)
 	st.bytes.Add(w.c.bytes)
 	w.c.close(graceful)
+	w.c = nil
+	st.openConns.Add(-1)
+}
+
+// leave ends the worker: its own connection is dropped; a lane worker detaches from the
+// shared socket, which the last lane closes.
+func (w *worker) leave() {
+	if w.c == nil || w.c.mux == nil {
+		w.discard(false)
+		return
+	}
+	st := w.r.st
+	st.frames.Add(w.c.frames)
+	st.bytes.Add(w.c.bytes)
+	w.c.cancel()
+	w.c.mux.leave(w.lane)
 	w.c = nil
 	st.openConns.Add(-1)
 }
@@ -287,6 +315,8 @@ func (w *worker) lost(ctx context.Context, r *rollout, err error) outcome {
 		return outInterrupted
 	case r.stalled:
 		return outDropped
+	case w.c.mux != nil && w.c.mux.droppedByLane():
+		return outAborted // another lane of the socket dropped it
 	case r.slowed:
 		// A slow reader that had paused less than the write timeout, dropped anyway: its pong
 		// queues behind the backlog it has to drain (the ping interval bounds the whole
@@ -457,7 +487,7 @@ func (w *worker) afterSend(ctx context.Context, r *rollout, step int) (dropAfter
 	if w.calm {
 		return dropAfter, false, 0, true
 	}
-	if w.rng.Float64() < w.r.cfg.Rates.BadFrame/2 {
+	if w.grp == nil && w.rng.Float64() < w.r.cfg.Rates.BadFrame/2 {
 		if o, ok := w.sendBad(ctx, r, false); !ok {
 			return dropAfter, false, o, false
 		}
@@ -502,7 +532,7 @@ func (w *worker) quietChaos(ctx context.Context, r *rollout, pending []string) (
 	if w.calm {
 		return 0, true
 	}
-	if w.rng.Float64() < w.r.cfg.Rates.BadFrame {
+	if w.grp == nil && w.rng.Float64() < w.r.cfg.Rates.BadFrame {
 		if o, ok := w.sendBad(ctx, r, true); !ok {
 			return o, false
 		}

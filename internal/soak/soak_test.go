@@ -82,9 +82,9 @@ func TestSoak(t *testing.T) {
 	}
 }
 
-// TestSoakLanes is the CI soak with lanes on (-lanes 4): a short run whose rollouts are
-// spread over four named lanes per connection; every event must carry its rollout's
-// stream_id, and nothing is lost or duplicated per lane.
+// TestSoakLanes is the CI soak with lanes on (-lanes 4): a short run with four named lanes
+// per connection, each running its own rollouts at the same time; every event must carry its
+// rollout's stream_id, and nothing is lost or duplicated per lane.
 func TestSoakLanes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a short soak; -short skips it")

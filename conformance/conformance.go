@@ -51,6 +51,11 @@ type Config struct {
 	MaxFrame int64
 	// Timeout bounds every wait for the server; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// SerialLanes says the server runs the lanes (stream_id) of a connection one after another:
+	// correct (every lane FIFO, every event attributed) but not concurrent, like a Tether whose
+	// responses backend carries a client connection's lanes on its one upstream WebSocket. The
+	// checks that a slow lane does not hold another back are then skipped.
+	SerialLanes bool
 }
 
 // Report is the outcome of Run. It marshals to the -json report.

@@ -26,10 +26,17 @@
 // arguments and to the item; response.done carrying exactly the items since the previous
 // suspension and their call_ids; the terminal Response's output equal to the
 // output_item.done items; unique response, item and call ids; exactly one terminal event and
-// nothing of that response after it; no interleaving of responses; the error envelope
+// nothing of that response after it; no interleaving of responses within a lane; the error envelope
 // ([Grammar], which other tests can run on the frames they read). With
 // [Config.SchemaFile] every event, error frame and Response is also validated against the
 // Open Responses OpenAPI file (github.com/santhosh-tekuri/jsonschema/v6).
+//
+// Lanes (stream_id, reference §6.3): each named lane of a connection is checked by its own
+// grammar (frames are routed by their stream_id; the default lane's carry none), so the
+// responses of different lanes may interleave. The "lanes/…" scenarios test concurrency across
+// lanes, per-lane FIFO, attribution of every event and request-scoped error, invalid names,
+// the limit of 32 distinct names, forks across lanes, a failed fork keeping its parent, and a
+// slow lane not stalling another.
 //
 // Every wait has a deadline ([Config.Timeout]); a server that stops answering fails the
 // scenario with the frames last exchanged.
@@ -68,6 +75,8 @@ func Excluded() []Exclusion {
 			"an internal failure cannot be provoked from the wire"},
 		{"parents evicted by the connection's registry bounds (-cache-responses, -cache-bytes)",
 			"the bounds are server configuration; eviction after a failed continuation (public shape) is tested"},
+		{"the in-flight limit across lanes (16 responses sampling at once; more queue)",
+			"queueing is indistinguishable from a slow model on the wire; lane concurrency, per-lane FIFO and the lane-count limit are tested"},
 		{"non-function tools (custom, namespace, hosted tools)",
 			"the Open Responses schema's Tool union allows only function tools, so schema-validated scenarios use function tools only"},
 		{"schema validation of response.done and response.steer.*",

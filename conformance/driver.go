@@ -132,7 +132,7 @@ func (p *Peer) stopOf(id string, create M) *Turn {
 			(isTerminal(f.Type()) && f.Str("response", "id") == id)
 	})
 	tu := &Turn{ID: id, Stop: fs[len(fs)-1], Frames: fs, req: create}
-	for _, v := range p.g.state(id).stop {
+	for _, v := range p.stateOf(id).stop {
 		m, _ := v.(map[string]any)
 		tu.Items = append(tu.Items, Frame(m))
 	}
@@ -165,7 +165,7 @@ func (p *Peer) continuation(tu *Turn, input []any) M {
 func (p *Peer) resume(tu *Turn, input []any) *Turn {
 	p.send(p.continuation(tu, input))
 	if p.shape == shapeAppend {
-		p.g.resumed(tu.ID)
+		p.grammar(tu.lane()).resumed(tu.ID)
 		return p.stopOf(tu.ID, tu.req)
 	}
 	return p.await(tu.req)

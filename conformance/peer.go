@@ -42,8 +42,11 @@ type Peer struct {
 	rerr  error
 
 	// Owned by the scenario goroutine
-	log     []string // the last frames exchanged, for failure reports
-	lastRaw []byte   // the last frame received, as sent
+	log     []string            // the last frames exchanged, for failure reports
+	lastRaw []byte              // the last frame received, as sent
+	lanes   map[string]*Grammar // named lanes (stream_id) seen; each lane is its own stream
+	within  *string             // with inLane: the lane next reads frames of
+	held    []Frame             // checked frames of other lanes, read while within was set
 }
 
 // dial opens a WebSocket in the scenario's shape.
@@ -226,6 +229,21 @@ func (p *Peer) poll(d time.Duration) ([]byte, error) {
 // scenario waits for; a silent server or a closed connection fails the scenario with it. Each
 // frame is checked against the schema and the shape's grammar first.
 func (p *Peer) next(what string) Frame {
+	if f, ok := p.takeHeld(); ok {
+		return f
+	}
+	for p.within != nil {
+		f := p.read1(what)
+		if lane := f.Str("stream_id"); lane == *p.within {
+			return f
+		}
+		p.held = append(p.held, f)
+	}
+	return p.read1(what)
+}
+
+// read1 reads and checks the next frame off the connection.
+func (p *Peer) read1(what string) Frame {
 	data, err := p.poll(p.t.cfg.Timeout)
 	switch {
 	case errors.Is(err, errTimeout):
@@ -250,7 +268,7 @@ func (p *Peer) accept(data []byte) Frame {
 			p.fail("schema: "+err.Error(), "a frame valid against the Open Responses schema", clip(show(f, data), 600))
 		}
 	}
-	if v := p.g.feed(f); v != "" {
+	if v := p.grammar(f.Str("stream_id")).feed(f); v != "" {
 		p.fail("grammar: "+v, "", clip(show(f, data), 600))
 	}
 	return f

@@ -117,6 +117,16 @@ var scenarios = []*scenario{
 	{name: "cancel-queued-append", shapes: onAppend, sim: "a slow sampling rollout holds the slot (metadata sim.speed)", run: cancelQueuedAppend},
 	{name: "two-rollouts", shapes: onAppend, run: twoRollouts},
 
+	// Lanes (stream_id).
+	{name: "lanes/concurrency", shapes: onBoth, run: lanesConcurrency},
+	{name: "lanes/fifo", shapes: onBoth, run: lanesFIFO},
+	{name: "lanes/attribution", shapes: onBoth, run: lanesAttribution},
+	{name: "lanes/invalid-stream-id", shapes: onBoth, run: lanesInvalidStreamID},
+	{name: "lanes/limit", shapes: onBoth, run: lanesLimit},
+	{name: "lanes/fork", shapes: onPublic, run: lanesFork},
+	{name: "lanes/failed-fork-keeps-parent", shapes: onPublic, run: lanesFailedForkKeepsParent},
+	{name: "lanes/stalled-lane", shapes: onBoth, run: lanesStalledLane},
+
 	// Errors (architecture §8).
 	{name: "error/invalid-json", shapes: onBoth, run: errInvalidJSON},
 	{name: "error/missing-type", shapes: onBoth, run: errMissingType},

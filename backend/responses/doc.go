@@ -19,6 +19,11 @@
 // suspended, so the upstream's pings are answered and an idle socket stays alive (Tether
 // drops a peer that misses a pong); frames wait in a small buffer for the next step.
 //
+// Lanes: the lanes (stream_id) of a client connection share that one upstream socket and its
+// sessions sample one at a time, so this backend serialises them: every lane stays FIFO and
+// every event carries its lane, but a slow lane delays the others (the conformance suite runs
+// through this chain with Config.SerialLanes, which skips only its lane-concurrency checks).
+//
 // # Steps
 //
 // Each rollout is one upstream chain of response.create frames with store:false. The first

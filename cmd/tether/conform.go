@@ -35,6 +35,7 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&cfg.Model, "model", conformance.DefaultModel, "the model of every request")
 	fs.StringVar(&cfg.SchemaFile, "schema", "", "validate events and Responses against this Open Responses OpenAPI file")
 	fs.Var(&maxFrame, "max-frame", "the server's frame limit (e.g. 32MiB); 0 skips the oversize scenarios")
+	fs.BoolVar(&cfg.SerialLanes, "serial-lanes", false, "the server runs a connection's lanes one after another (e.g. Tether on the responses backend): skip the lane-concurrency checks")
 	fs.DurationVar(&cfg.Timeout, "timeout", conformance.DefaultTimeout, "how long to wait for each answer of the server")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -25,6 +25,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	pid := fs.Int("pid", 0, "with -url: the server's process id, to read its RSS from /proc/PID/status (default: /metrics)")
 	conns := fs.Int("connections", soak.DefaultConnections, "connections held at once, half append shape, half public shape")
 	turns := fs.Int("turns", soak.DefaultTurns, "tool calls per rollout (metadata sim.calls)")
+	lanes := fs.Int("lanes", 0, "run N named lanes (stream_id) per connection, each with its own rollouts, concurrently; 0: the default lane")
 	duration := fs.Duration("duration", soak.DefaultDuration, "how long new rollouts are started")
 	seed := fs.Int64("seed", 1, "seed of the chaos")
 	suspended := fs.Int("suspended", soak.DefaultSuspended, "suspended rollouts held to measure bytes per rollout (0: skip)")
@@ -43,7 +44,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		*url = su.Base()
 	}
-	cfg := soak.Config{URL: *url, APIKey: *apiKey, PID: *pid, Connections: *conns, Turns: *turns,
+	cfg := soak.Config{URL: *url, APIKey: *apiKey, PID: *pid, Connections: *conns, Turns: *turns, Lanes: *lanes,
 		Duration: *duration, Seed: *seed, Suspended: *suspended, Settle: *settle, StallPause: *stall, Warmup: *warmup}
 	if *suspended == 0 {
 		cfg.Suspended = -1

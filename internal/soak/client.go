@@ -53,6 +53,8 @@ type conn struct {
 	trail  [trailLen]string
 	trailN int
 	opened time.Time
+	mux    *mux        // with Config.Lanes: the shared socket (c is its WebSocket); nil: c is this conn's own
+	in     chan []byte // with mux: this lane's frames
 }
 
 // trailLen is how many recent frames (deltas left out) a connection remembers for the
@@ -171,9 +173,16 @@ type frame struct {
 }
 
 func (c *conn) read(_ context.Context) (frame, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, frameTimeout)
-	defer cancel()
-	typ, data, err := c.c.Read(ctx)
+	var typ websocket.MessageType
+	var data []byte
+	var err error
+	if c.mux != nil {
+		typ, data, err = c.readLane()
+	} else {
+		ctx, cancel := context.WithTimeout(c.ctx, frameTimeout)
+		typ, data, err = c.c.Read(ctx)
+		cancel()
+	}
 	if err != nil {
 		return frame{}, err
 	}
@@ -192,6 +201,10 @@ func (c *conn) read(_ context.Context) (frame, error) {
 // close drops the connection: abruptly (no close handshake) or with a normal close.
 func (c *conn) close(graceful bool) {
 	defer c.cancel()
+	if c.mux != nil {
+		c.mux.close(graceful)
+		return
+	}
 	if graceful {
 		_ = c.c.Close(websocket.StatusNormalClosure, "soak")
 		return
@@ -218,6 +231,23 @@ func sequenceNumber(data []byte) int {
 		return -1
 	}
 	return n
+}
+
+// streamID finds the top-level "stream_id" (a lane's name) without decoding the frame; "" if
+// absent. A key inside a JSON string is escaped (\"stream_id\"), so only a member matches; the
+// Response object and items have no such member.
+func streamID(data []byte) string {
+	const key = `"stream_id":"`
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := data[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
 }
 
 // event is the part of a server event the soak checks.

@@ -49,6 +49,15 @@ type Config struct {
 	// Connections is the number of connections held at once, half append shape, half public
 	// shape (default 50).
 	Connections int
+	// Lanes, if positive, runs that many named lanes (stream_id "lane-0" … "lane-N-1") on each
+	// connection of the load, each with its own worker, so a connection carries N rollouts at
+	// once: one reader routes frames by stream_id, every event of a rollout must carry its lane's
+	// stream_id, a frame of no lane is a violation, and the item and event checks hold per
+	// lane. Socket-wide chaos is off (bad frames, whose errors name no lane; slow and stalled
+	// readers); a disconnect aborts every lane of the socket. The warm-up and the suspended
+	// measurement spread their rollouts over the lanes round robin. 0 (the default) sends no
+	// stream_id: the default lane.
+	Lanes int
 	// Turns is the number of tool calls per rollout (metadata sim.calls); a rollout has Turns+1
 	// sampling steps (default 10).
 	Turns int
@@ -143,6 +152,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("soak: need at least 2 connections (one per shape)")
 	case c.Turns < 1 || c.Turns > 10000:
 		return c, fmt.Errorf("soak: turns must be 1…10000, got %d", c.Turns)
+	case c.Lanes < 0 || c.Lanes > 32:
+		return c, fmt.Errorf("soak: lanes must be 0…32 (OpenAI's limit of distinct stream_ids per connection), got %d", c.Lanes)
 	case c.Duration < 0:
 		return c, fmt.Errorf("soak: negative duration %s", c.Duration)
 	}

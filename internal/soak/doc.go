@@ -27,6 +27,12 @@
 //     server must drop the connection (in-process by default; against a URL only with
 //     StallPause set).
 //
+// With Config.Lanes (-lanes N) each connection carries N named lanes (stream_id), each with
+// its own worker and rollouts at the same time; one reader per socket routes frames by
+// stream_id (lanes.go), every event must carry its rollout's lane, and the verification below
+// holds per lane. Bad frames and slow or stalled readers, which belong to the whole socket, are
+// off; a disconnect aborts every lane of the socket.
+//
 // On top, per turn: bad frames (truncated JSON, unknown or missing type, fields of the wrong
 // type, binary frames, ids that do not exist), sent while the rollout is suspended (the next
 // frame must be their error) or while the server streams; and, on the append shape, rejected

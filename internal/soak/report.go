@@ -14,6 +14,7 @@ type Report struct {
 	Target      string        `json:"target"` // "in-process" or the URL
 	Connections int           `json:"connections"`
 	Turns       int           `json:"turns"`
+	Lanes       int           `json:"lanes"` // named lanes per connection (Config.Lanes; 0: the default lane)
 	Duration    time.Duration `json:"duration_ns"`
 	Seed        int64         `json:"seed"`
 	Rates       Rates         `json:"rates"`
@@ -138,7 +139,7 @@ func newReport(cfg Config, t *target) *Report {
 	if cfg.URL != "" {
 		target = t.wsURL
 	}
-	return &Report{Target: target, Connections: cfg.Connections, Turns: cfg.Turns, Duration: cfg.Duration,
+	return &Report{Target: target, Connections: cfg.Connections, Turns: cfg.Turns, Lanes: cfg.Lanes, Duration: cfg.Duration,
 		Seed: cfg.Seed, Rates: cfg.Rates, Resources: Resources{Source: t.probe.describe(), Tolerance: cfg.Tolerance}}
 }
 
@@ -247,6 +248,9 @@ func (rep *Report) WriteText(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("soak: %s server, %d connections (%d append, %d public) × %d turns, %s, seed %d",
 		rep.Target, rep.Connections, (rep.Connections+1)/2, rep.Connections/2, rep.Turns, rep.Duration, rep.Seed)
+	if rep.Lanes > 0 {
+		p("lanes: %d named lanes per connection (stream_id lane-0 … lane-%d)", rep.Lanes, rep.Lanes-1)
+	}
 	p("")
 	p("%-8s %10s %10s %8s %8s %8s %7s %12s", "rollouts", "completed", "cancelled", "aborted", "dropped", "refused", "broken", "interrupted")
 	for _, sh := range []string{"append", "public"} {

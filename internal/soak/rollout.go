@@ -62,14 +62,17 @@ type worker struct {
 	r     *runner
 	rng   *rand.Rand
 	c     *conn
-	n     int  // rollouts started
-	calm  bool // no chaos (the warm-up)
+	n     int        // rollouts started
+	calm  bool       // no chaos (the warm-up)
+	grp   *sockGroup // with Config.Lanes: the socket this worker shares, in lane
+	lane  string
 }
 
 // rollout is the client's record of one rollout: what it sent, what it planned.
 type rollout struct {
 	w              *worker
 	tag            string
+	lane           string // stream_id ("" for the default lane)
 	id             string // append: the response id; public: the current segment's id
 	user           string
 	meta           map[string]string
@@ -100,6 +103,12 @@ func (w *worker) newRollout() *rollout {
 		user: fmt.Sprintf("[%s] soak: run %d checks, then report", tag, cfg.Turns),
 		meta: map[string]string{"sim.calls": strconv.Itoa(cfg.Turns)}}
 	r.sent = []string{quoteLine("user", r.user)}
+	switch {
+	case w.lane != "":
+		r.lane = w.lane
+	case cfg.Lanes > 0:
+		r.lane = fmt.Sprintf("lane-%d", w.n%cfg.Lanes)
+	}
 	if w.calm {
 		return r
 	}
@@ -129,6 +138,7 @@ func (w *worker) newRollout() *rollout {
 		r.plan = plan{kind: chaosDisconnect, sampling: w.rng.Intn(2) == 0}
 	case w.shape == appendShape && pick(rt.Cancel):
 		r.plan = plan{kind: chaosCancel, sampling: w.rng.Intn(2) == 0}
+	case w.grp != nil: // a slow or stalled reader would hold back every lane of the socket
 	case pick(rt.Slow):
 		r.plan = plan{kind: chaosSlow, sampling: true, turn: cfg.Turns}
 	case cfg.StallPause > 0 && pick(rt.Stall):
@@ -172,12 +182,15 @@ func (w *worker) createBody(r *rollout, prev string, input any) map[string]any {
 	if prev != "" {
 		m["previous_response_id"] = prev
 	}
+	if r.lane != "" {
+		m["stream_id"] = r.lane
+	}
 	return m
 }
 
 // loop runs rollouts until stop is closed (no new rollouts) or ctx ends (hard deadline).
 func (w *worker) loop(ctx context.Context, stop <-chan struct{}) {
-	defer w.discard(false)
+	defer w.leave()
 	backoff := 50 * time.Millisecond
 	for {
 		select {
@@ -227,8 +240,14 @@ func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 
 func (w *worker) connect(ctx context.Context) bool {
 	st := w.r.st
-	st.dials.Add(1)
-	c, err := w.r.t.dial(ctx, w.shape)
+	var c *conn
+	var err error
+	if w.grp != nil {
+		c, err = w.grp.attach(ctx, w.lane)
+	} else {
+		st.dials.Add(1)
+		c, err = w.r.t.dial(ctx, w.shape)
+	}
 	if err != nil {
 		st.dialFailures.Add(1)
 		if ue, ok := err.(*upgradeError); ok {
@@ -252,6 +271,22 @@ func (w *worker) discard(graceful bool) {
 	st.frames.Add(w.c.frames)
 	st.bytes.Add(w.c.bytes)
 	w.c.close(graceful)
+	w.c = nil
+	st.openConns.Add(-1)
+}
+
+// leave ends the worker: its own connection is dropped; a lane worker detaches from the
+// shared socket, which the last lane closes.
+func (w *worker) leave() {
+	if w.c == nil || w.c.mux == nil {
+		w.discard(false)
+		return
+	}
+	st := w.r.st
+	st.frames.Add(w.c.frames)
+	st.bytes.Add(w.c.bytes)
+	w.c.cancel()
+	w.c.mux.leave(w.lane)
 	w.c = nil
 	st.openConns.Add(-1)
 }
@@ -280,6 +315,8 @@ func (w *worker) lost(ctx context.Context, r *rollout, err error) outcome {
 		return outInterrupted
 	case r.stalled:
 		return outDropped
+	case w.c.mux != nil && w.c.mux.droppedByLane():
+		return outAborted // another lane of the socket dropped it
 	case r.slowed:
 		// A slow reader that had paused less than the write timeout, dropped anyway: its pong
 		// queues behind the backlog it has to drain (the ping interval bounds the whole
@@ -450,7 +487,7 @@ func (w *worker) afterSend(ctx context.Context, r *rollout, step int) (dropAfter
 	if w.calm {
 		return dropAfter, false, 0, true
 	}
-	if w.rng.Float64() < w.r.cfg.Rates.BadFrame/2 {
+	if w.grp == nil && w.rng.Float64() < w.r.cfg.Rates.BadFrame/2 {
 		if o, ok := w.sendBad(ctx, r, false); !ok {
 			return dropAfter, false, o, false
 		}
@@ -495,7 +532,7 @@ func (w *worker) quietChaos(ctx context.Context, r *rollout, pending []string) (
 	if w.calm {
 		return 0, true
 	}
-	if w.rng.Float64() < w.r.cfg.Rates.BadFrame {
+	if w.grp == nil && w.rng.Float64() < w.r.cfg.Rates.BadFrame {
 		if o, ok := w.sendBad(ctx, r, true); !ok {
 			return o, false
 		}
@@ -527,6 +564,11 @@ func (w *worker) next(ctx context.Context, r *rollout, dropAfter *int, pause *bo
 			*dropAfter--
 		}
 		if f.typ != "error" {
+			if got := streamID(f.data); got != r.lane {
+				r.fail("%s carries stream_id %q, want %q (the rollout's lane)", f.typ, got, r.lane)
+				w.discard(false)
+				return frame{}, outBroken, false
+			}
 			return f, 0, true
 		}
 		owed, refusal := w.onError(f, r)

@@ -115,6 +115,16 @@ func load(ctx context.Context, run *runner, d time.Duration, seed int64) time.Du
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range run.cfg.Connections {
+		if run.cfg.Lanes > 0 {
+			g := &sockGroup{t: run.t, st: run.st, shape: shape(i % 2)}
+			for j := range run.cfg.Lanes {
+				id := i*run.cfg.Lanes + j
+				w := &worker{id: id, shape: g.shape, r: run, rng: rand.New(rand.NewSource(seed*1_000_003 + int64(id))),
+					grp: g, lane: fmt.Sprintf("lane-%d", j)}
+				wg.Go(func() { w.loop(hard, stop) })
+			}
+			continue
+		}
 		w := &worker{id: i, shape: shape(i % 2), r: run, rng: rand.New(rand.NewSource(seed*1_000_003 + int64(i)))}
 		wg.Add(1)
 		go func() {

@@ -82,6 +82,37 @@ func TestSoak(t *testing.T) {
 	}
 }
 
+// TestSoakLanes is the CI soak with lanes on (-lanes 4): a short run with four named lanes
+// per connection, each running its own rollouts at the same time; every event must carry its
+// rollout's stream_id, and nothing is lost or duplicated per lane.
+func TestSoakLanes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a short soak; -short skips it")
+	}
+	cfg := Config{Connections: 12, Turns: 3, Lanes: 4, Duration: 5 * time.Second, Warmup: -1, Suspended: -1,
+		Seed: time.Now().UnixNano(), PingInterval: 10 * time.Second, WriteTimeout: 3 * time.Second,
+		Rates: Rates{Disconnect: 0.05, Cancel: 0.05, BadFrame: 0.05, BadAppend: 0.03, Slow: -1, Stall: -1}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	rep.WriteText(&buf)
+	t.Logf("seed %d\n%s", cfg.Seed, buf.String())
+	if rep.Lanes != 4 || rep.Verified == 0 {
+		t.Errorf("lanes %d, rollouts verified %d", rep.Lanes, rep.Verified)
+	}
+	if rep.ItemsLost+rep.ItemsDuplicated+rep.EventsLost+rep.EventsDuplicated+rep.ErrorsLost != 0 || rep.Violations != 0 {
+		t.Errorf("lost %d/%d/%d, duplicated %d/%d, violations %d: want 0 (%v)", rep.ItemsLost, rep.EventsLost, rep.ErrorsLost,
+			rep.ItemsDuplicated, rep.EventsDuplicated, rep.Violations, rep.Samples)
+	}
+	if !rep.Pass {
+		t.Errorf("the report fails: %v", rep.Failures)
+	}
+}
+
 func envInt(t *testing.T, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {

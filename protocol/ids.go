@@ -1,14 +1,12 @@
 package protocol
 
-import "crypto/rand"
+import "github.com/google/uuid"
 
-// NewID returns a new opaque id: prefix, "_", and 32 hex digits of a random UUID
-// (e.g. "resp_3f0c…"). Ids are unique across connections and servers.
+// NewID returns a new opaque id: prefix, "_", and the 32 hex digits of a random (version 4)
+// UUID from github.com/google/uuid (e.g. "resp_3f0c…"). Ids are unique across connections and
+// servers.
 func NewID(prefix string) string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])  // crypto/rand.Read never fails
-	u[6] = u[6]&0x0f | 0x40 // a version 4 (random) UUID, as before
-	u[8] = u[8]&0x3f | 0x80
+	u := uuid.New()
 	const hex = "0123456789abcdef"
 	b := make([]byte, len(prefix)+1+32)
 	n := copy(b, prefix)

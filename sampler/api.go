@@ -111,6 +111,7 @@ type Resume struct {
 type Config struct {
 	ID       string // the Response id ("resp_…"), passed to the backend (RolloutInfo.ID)
 	ConnID   string // the client connection's id, passed to the backend (RolloutInfo.ConnID)
+	Lane     string // the rollout's lane (stream_id), passed to the backend (RolloutInfo.Lane)
 	Model    Model
 	Settings Settings
 	// History is the chain of a continuation on the cold path; Input follows it. Both are the

@@ -36,7 +36,7 @@ func (r *Rollout) open() (err error) {
 		return nil
 	}
 	defer recoverPanic(&err)
-	ms, err := r.cfg.Model.Open(r.ctx, RolloutInfo{ID: r.cfg.ID, ConnID: r.cfg.ConnID, Settings: &r.cfg.Settings})
+	ms, err := r.cfg.Model.Open(r.ctx, RolloutInfo{ID: r.cfg.ID, ConnID: r.cfg.ConnID, Lane: r.cfg.Lane, Settings: &r.cfg.Settings})
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}

@@ -25,9 +25,11 @@ type RolloutInfo struct {
 	// ID is the rollout's Response id ("resp_…"; the first segment's id on the public shape).
 	ID string
 	// ConnID identifies the client connection the rollout runs on ("conn_…"; each HTTP
-	// request has its own). Rollouts of one connection sample one at a time (FIFO), so a
-	// backend may share one upstream connection among the sessions of a ConnID.
+	// request has its own). Lane is the rollout's lane on it (stream_id; "" for the default
+	// lane). Rollouts of one lane sample one at a time (FIFO) while lanes sample concurrently,
+	// so a backend may share one upstream connection among the sessions of a ConnID and Lane.
 	ConnID string
+	Lane   string
 	// Settings are the rollout's generation settings, fixed for its life. Read-only; valid
 	// until Close.
 	Settings *Settings

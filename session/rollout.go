@@ -109,7 +109,7 @@ func (c *Conn) Start(req StartRequest) error {
 	if cfg.Model == nil {
 		cfg.Model = c.opts.Model
 	}
-	cfg.ConnID = c.id
+	cfg.ConnID, cfg.Lane = c.id, req.Lane
 	cfg.Sink = &coreSink{c: c, h: h, inner: cfg.Sink, answers: cfg.SuspendOnAnswer}
 	h.r = sampler.New(c.ctx, cfg)
 	c.goroutines.Add(1)

@@ -24,10 +24,7 @@ func TestChainConforms(t *testing.T) {
 	for _, contract := range []string{conformance.ContractAny, conformance.ContractSim} {
 		t.Run(contract, func(t *testing.T) {
 			cfg := conformance.Config{URL: fr + "/v1", Shape: conformance.ShapeBoth, Contract: contract,
-				MaxFrame: chainMaxFrame, Timeout: 10 * time.Second,
-				// This backend carries the lanes of one client connection on its one upstream
-				// WebSocket, one response at a time: correct, not concurrent (doc.go).
-				SerialLanes: true}
+				MaxFrame: chainMaxFrame, Timeout: 10 * time.Second}
 			if _, err := os.Stat(schemaFile); err == nil {
 				cfg.SchemaFile = schemaFile
 			} else {

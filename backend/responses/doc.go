@@ -9,8 +9,8 @@
 //
 // # Connections
 //
-// A client connection (sampler.RolloutInfo.ConnID) gets one upstream WebSocket, shared by the
-// sessions of its rollouts (which sample one at a time). It is dialled on the first Prefill
+// Each lane of a client connection (sampler.RolloutInfo.ConnID and Lane) gets one upstream
+// WebSocket, shared by the sessions of its rollouts (which sample one at a time). It is dialled on the first Prefill
 // or Sample, with "Authorization: Bearer KEY" when Options.APIKey is set, and closed when the
 // last session of the ConnID closes, or at once when a step is abandoned (cancel, disconnect,
 // a failed Output call, a timeout, an upstream failure): the upstream's public shape has no
@@ -19,10 +19,10 @@
 // suspended, so the upstream's pings are answered and an idle socket stays alive (Tether
 // drops a peer that misses a pong); frames wait in a small buffer for the next step.
 //
-// Lanes: the lanes (stream_id) of a client connection share that one upstream socket and its
-// sessions sample one at a time, so this backend serialises them: every lane stays FIFO and
-// every event carries its lane, but a slow lane delays the others (the conformance suite runs
-// through this chain with Config.SerialLanes, which skips only its lane-concurrency checks).
+// Lanes: a client connection's lanes (stream_id) sample concurrently upstream, each on its own
+// socket, and a rollout's chain of previous_response_ids stays on its lane's socket. The
+// upstream sees default-lane creates only (no stream_id), which every Responses WebSocket
+// server accepts.
 //
 // # Steps
 //

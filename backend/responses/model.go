@@ -34,7 +34,7 @@ type Model struct {
 	url  string
 
 	mu    sync.Mutex
-	conns map[string]*upstream // by RolloutInfo.ConnID
+	conns map[string]*upstream // by RolloutInfo.ConnID and Lane
 }
 
 // New returns the backend for opts, or an error when opts.URL is not a ws, wss, http or https
@@ -81,18 +81,24 @@ func WebSocketURL(raw string) (string, error) {
 // URL returns the upstream WebSocket URL the model dials.
 func (m *Model) URL() string { return m.url }
 
-// Open implements sampler.Model: the session shares its connection's upstream socket (dialled
-// on the first Sample).
+// Open implements sampler.Model: the session shares the upstream socket of its connection's
+// lane (dialled on the first Sample). Each lane of a client connection has its own socket, so
+// lanes sample concurrently upstream too, and a rollout's chain of previous_response_ids stays
+// on one socket.
 func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
+	key := info.ConnID
+	if info.Lane != "" {
+		key += "/" + info.Lane
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	up := m.conns[info.ConnID]
+	up := m.conns[key]
 	if up == nil {
 		up = newUpstream(m)
-		m.conns[info.ConnID] = up
+		m.conns[key] = up
 	}
 	up.refs++
-	return &session{up: up, settings: info.Settings, connID: info.ConnID}, nil
+	return &session{up: up, settings: info.Settings, connID: key}, nil
 }
 
 // CheckRequest implements sampler.RequestChecker: "sim.*" metadata keys are checked as the

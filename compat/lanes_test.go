@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -116,6 +117,15 @@ func TestLaneErrors(t *testing.T) {
 	c.Send(inLane("x", "cont", map[string]any{"previous_response_id": "resp_missing"}))
 	if e := c.ExpectError(400, "previous_response_not_found", "previous_response_id"); e.Str("stream_id") != "x" {
 		t.Fatalf("request-scoped error without its lane: %v", e)
+	}
+}
+
+// TestNoLaneCap: a negative MaxLanes (tether serve -max-lanes 0) bounds nothing.
+func TestNoLaneCap(t *testing.T) {
+	f := newFixture(t, server.Options{MaxLanes: -1, MaxInflight: -1})
+	c := f.dial(t)
+	for i := range 40 {
+		turn(t, c, inLane(fmt.Sprintf("l%d", i), "hi", nil))
 	}
 }
 

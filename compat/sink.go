@@ -22,13 +22,15 @@ type emitter interface {
 // pendingSegment is a public Response that will run on a rollout: the new rollout of a
 // create, or a suspended rollout resumed by a hot-path continuation.
 type pendingSegment struct {
-	seg     *segment
-	resp    protocol.Response
-	input   []protocol.Item
-	store   bool
-	warmup  bool
-	parent  string // previous_response_id, evicted when this segment fails
-	emitter emitter
+	seg    *segment
+	resp   protocol.Response
+	input  []protocol.Item
+	store  bool
+	warmup bool
+	parent string // previous_response_id, evicted when this segment fails
+	// successor: the segment continues a steered one (its parent) on the same rollout
+	successor bool
+	emitter   emitter
 	// counters and path (one of its fields) are counted when the segment starts
 	counters *Counters
 	path     *atomic.Int64

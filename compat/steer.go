@@ -9,25 +9,18 @@ import (
 )
 
 // steer answers response.steer (reference §3.3): the response named by previous_response_id
-// must be in flight on this connection (queued or sampling). The rollout then takes the steer
+// must be in flight on this connection (queued or sampling), or have just been steered (its
+// successor then takes the steer). The rollout then takes the steer
 // (rolloutSink.SteerAccepted and the events after it); everything else gets
-// response.steer.failed here, from the reading goroutine, with sequence_number 0.
+// response.steer.failed here, from the reading goroutine, with sequence_number 0 and the
+// lane of the response it names.
 func (h *wsHandler) steer(frame json.RawMessage) {
 	sp, perr := protocol.DecodeSteer(frame)
-	if perr != nil {
-		h.steerFailed(sp, "", perr)
-		return
-	}
-	r := h.r
-	r.mu.Lock()
-	ps := r.inflight[sp.PreviousResponseID]
-	ended := ps == nil && r.segs.byID[sp.PreviousResponseID] != nil
-	r.mu.Unlock()
-	var lane string
-	if ps != nil {
-		lane = ps.seg.lane
-	}
+	ps, lane, ended := h.r.steerTarget(sp.PreviousResponseID)
+	draining, _ := h.c.Draining()
 	switch {
+	case perr != nil:
+		h.steerFailed(sp, lane, perr)
 	case ps == nil && ended:
 		h.steerFailed(sp, lane, steerError(protocol.CodeAlreadyCompleted, "Response '%s' has already completed: steer the response that continues it.", sp.PreviousResponseID))
 	case ps == nil:
@@ -36,6 +29,8 @@ func (h *wsHandler) steer(frame json.RawMessage) {
 		h.steerFailed(sp, lane, steerError(protocol.CodeSteeringNotSupported, "Steering is not supported for this response."))
 	case ps.warmup:
 		h.steerFailed(sp, lane, steerError(protocol.CodeResponseNotActive, "Response '%s' is a warm-up (generate:false): it does not sample.", sp.PreviousResponseID))
+	case draining:
+		h.steerFailed(sp, lane, steerError(protocol.CodeSuccessorFailed, "The connection is shutting down: a steered response could not be continued."))
 	default:
 		id := protocol.NewID("steer")
 		if err := h.c.Steer(ps.seg.rollout, sampler.Steer{ID: id, PreviousResponseID: sp.PreviousResponseID, Input: sp.Input}); err != nil {
@@ -46,6 +41,30 @@ func (h *wsHandler) steer(frame json.RawMessage) {
 			h.steerFailed(sp, lane, &e)
 		}
 	}
+}
+
+// steerTarget finds the segment a steer for id goes to: id's segment while it is in flight, or
+// the successor of a segment that was just steered; ended reports a segment of this connection
+// that has ended. lane is the lane of the segment named, when it is known.
+func (r *registry) steerTarget(id string) (ps *pendingSegment, lane string, ended bool) {
+	if id == "" {
+		return nil, "", false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ps = r.inflight[id]; ps != nil {
+		return ps, ps.seg.lane, false
+	}
+	seg := r.segs.byID[id]
+	if seg == nil {
+		return nil, "", false
+	}
+	for _, p := range r.inflight {
+		if p.successor && p.parent == id {
+			return p, p.seg.lane, false
+		}
+	}
+	return nil, seg.lane, true
 }
 
 func steerError(code, format string, args ...any) *protocol.Error {
@@ -117,14 +136,15 @@ func (s *rolloutSink) Steered(st sampler.Steering) {
 	resp := ps.resp
 	resp.ID, resp.CreatedAt, resp.PreviousResponseID = id, time.Now().Unix(), &prev
 	succ := &pendingSegment{
-		seg:      &segment{id: id, settings: ps.seg.settings, lane: ps.seg.lane, rollout: s.key},
-		resp:     resp,
-		input:    input,
-		store:    ps.store,
-		parent:   prev,
-		emitter:  ps.emitter,
-		counters: ps.counters,
-		done:     make(chan struct{}),
+		seg:       &segment{id: id, settings: ps.seg.settings, lane: ps.seg.lane, rollout: s.key},
+		resp:      resp,
+		input:     input,
+		store:     ps.store,
+		parent:    prev,
+		emitter:   ps.emitter,
+		counters:  ps.counters,
+		done:      make(chan struct{}),
+		successor: true,
 	}
 	s.owner.mu.Lock()
 	s.owner.acceptLocked(succ)

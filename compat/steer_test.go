@@ -68,6 +68,8 @@ func TestSteerFailures(t *testing.T) {
 		{steer(respID(done), "x"), "response_already_completed"},
 		{steer(respID(done), []any{map[string]any{"type": "message", "role": "assistant", "content": "x"}}), "invalid_input"},
 		{steer(respID(done), []any{}), "invalid_input"},
+		{steer(respID(done), "   "), "invalid_input"},
+		{steer(respID(done), []any{map[string]any{"type": "message", "role": "user", "content": ""}}), "invalid_input"},
 		{map[string]any{"type": "response.steer", "input": "x"}, "invalid_input"},
 	}
 	for _, tc := range cases {
@@ -78,6 +80,12 @@ func TestSteerFailures(t *testing.T) {
 		}
 	}
 	turn(t, c, create("still usable", nil))
+	// A failure about a response of a lane carries the lane.
+	onLane := turn(t, c, inLane("L", "on a lane", nil))
+	c.Send(steer(respID(onLane), "x"))
+	if fr := c.Next(); fr.Str("error", "code") != "response_already_completed" || fr.Str("stream_id") != "L" {
+		t.Fatalf("steer.failed for a lane's response: %v", fr)
+	}
 }
 
 // TestSteerPendingAfterToolCall: a steer that arrives when the response has already made a

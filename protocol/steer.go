@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // Steering events and codes (reference §3.3): response.steer, WebSocket public shape only.
@@ -26,6 +27,8 @@ const (
 	CodeInvalidInput = "invalid_input"
 	// CodeResponseNotActive: the response does not sample (a generate:false warm-up).
 	CodeResponseNotActive = "response_not_active"
+	// CodeSuccessorFailed: no successor response can be created (the connection drains).
+	CodeSuccessorFailed = "successor_creation_failed"
 	// CodeTooManySteers: the response already holds MaxPendingSteers steers (sampler).
 	CodeTooManySteers = "too_many_pending_steers"
 )
@@ -74,12 +77,27 @@ func DecodeSteer(data []byte) (SteerParams, *Error) {
 	case len(sp.Input) == 0:
 		return sp, steerInput("input", "A steer needs input: a string or user messages.")
 	}
+	empty := true
 	for i := range sp.Input {
 		if !userMessage(&sp.Input[i]) {
 			return sp, steerInput("input", "Steer input may only hold user messages with input_text, input_image or input_file content.")
 		}
+		empty = empty && blankMessage(&sp.Input[i])
+	}
+	if empty {
+		return sp, steerInput("input", "A steer needs input: its messages hold no text, image or file.")
 	}
 	return sp, nil
+}
+
+// blankMessage reports a message whose parts are all input_text of white space only.
+func blankMessage(it *Item) bool {
+	for _, p := range it.Content {
+		if p.Type != PartInputText || strings.TrimSpace(p.Text) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func userMessage(it *Item) bool {
@@ -109,8 +127,11 @@ func SteerRef(id, previousResponseID string) json.RawMessage {
 	return append(b, '}')
 }
 
+// MaxSteerEcho is the largest input SteerEcho echoes, in bytes; a larger one is left out.
+const MaxSteerEcho = 64 << 10
+
 // SteerEcho returns the steer object of response.steer.failed: {"previous_response_id",
-// "input"} as sent, and "id" when the steer got one.
+// "input"} as sent (input left out past MaxSteerEcho bytes), and "id" when the steer got one.
 func SteerEcho(id, previousResponseID string, input json.RawMessage) json.RawMessage {
 	b := []byte(`{`)
 	if id != "" {
@@ -120,7 +141,7 @@ func SteerEcho(id, previousResponseID string, input json.RawMessage) json.RawMes
 	}
 	b = append(b, `"previous_response_id":`...)
 	b = appendString(b, previousResponseID)
-	if len(input) > 0 {
+	if len(input) > 0 && len(input) <= MaxSteerEcho {
 		b = append(b, `,"input":`...)
 		b = append(b, input...)
 	}

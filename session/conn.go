@@ -40,11 +40,11 @@ type Options struct {
 	QueueDepth int
 	// MaxInflight bounds the lanes (stream_id, reference §6.3) that sample at once on this
 	// connection; a lane's turn past it waits, in its lane's queue, for one to finish.
-	// 0 means 16.
+	// 0 means 16; negative means no bound.
 	MaxInflight int
 	// MaxLanes bounds the distinct named lanes a connection may use over its life (the default
 	// lane is not counted; a name is never freed): a create naming one more is answered
-	// websocket_stream_limit_reached (400). 0 means 32.
+	// websocket_stream_limit_reached (400). 0 means 32; negative means no bound.
 	MaxLanes int
 	// CacheResponses and CacheBytes bound the registry of finished rollouts kept for
 	// previous_response_id (entries, bytes of item text). 0 means 128 and 64 MiB. Live rollouts
@@ -149,10 +149,10 @@ func (o *Options) withDefaults() Options {
 	if r.KeepAlive == 0 {
 		r.KeepAlive = DefaultKeepAlive
 	}
-	if r.MaxInflight <= 0 {
+	if r.MaxInflight == 0 {
 		r.MaxInflight = DefaultMaxInflight
 	}
-	if r.MaxLanes <= 0 {
+	if r.MaxLanes == 0 {
 		r.MaxLanes = DefaultMaxLanes
 	}
 	return r
@@ -205,7 +205,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		log:      o.Logger,
 		ctx:      ctx,
 		cancel:   cancel,
-		inflight: semaphore.NewWeighted(int64(o.MaxInflight)),
+		inflight: inflightBound(o.MaxInflight),
 		closed:   make(chan struct{}),
 		lanes:    make(map[string]*gate),
 		reg:      make(map[string]*rollout),
@@ -238,13 +238,21 @@ func (c *Conn) laneLocked(streamID string) (*gate, error) {
 	if _, ok := c.lanes[""]; ok {
 		named--
 	}
-	if streamID != "" && named >= c.opts.MaxLanes {
+	if streamID != "" && c.opts.MaxLanes > 0 && named >= c.opts.MaxLanes {
 		return nil, protocol.StreamLimitError(c.opts.MaxLanes, streamID)
 	}
 	g := newGate(c.opts.QueueDepth, c.opts.Admission)
 	g.inflight = c.inflight
 	c.lanes[streamID] = g
 	return g, nil
+}
+
+// inflightBound is the semaphore of Options.MaxInflight; nil (no bound) when it is negative.
+func inflightBound(n int) *semaphore.Weighted {
+	if n < 0 {
+		return nil
+	}
+	return semaphore.NewWeighted(int64(n))
 }
 
 // Pinger is implemented by transports that can send a protocol ping and wait for its pong.

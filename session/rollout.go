@@ -141,7 +141,7 @@ func (c *Conn) checkLimitsLocked() error {
 		}
 		if live >= max {
 			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRolloutLimit, "",
-				"This connection already holds %d live rollouts (the limit): finish or cancel one first.", live)
+				"This connection already holds %d live rollouts (queued, sampling or suspended, across its lanes; the limit): let one finish, or use another connection.", live)
 		}
 	}
 	if max, m := c.opts.MaxSuspendedTotal, c.opts.Metrics; max > 0 && m != nil {

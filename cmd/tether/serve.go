@@ -86,8 +86,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.suspendTimeout, "suspend-timeout", 10*time.Minute, "how long a suspended rollout waits for input")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight responses may finish on shutdown")
 	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per lane of a connection")
-	fs.IntVar(&c.maxInflight, "max-inflight", 16, "lanes (stream_id) of one WebSocket connection that sample at once")
-	fs.IntVar(&c.maxLanes, "max-lanes", 32, "distinct named lanes (stream_id) one WebSocket connection may use")
+	fs.IntVar(&c.maxInflight, "max-inflight", 16, "lanes (stream_id) of one WebSocket connection that sample at once (0 = no cap)")
+	fs.IntVar(&c.maxLanes, "max-lanes", 32, "distinct named lanes (stream_id) one WebSocket connection may use (0 = no cap)")
 	fs.IntVar(&c.cacheResponses, "cache-responses", 128, "per-connection registry bound (responses)")
 	fs.Var(&c.cacheBytes, "cache-bytes", "per-connection registry bound (bytes)")
 	fs.IntVar(&c.storeResponses, "store-responses", 10000, "store bound (responses, least recently used evicted first)")
@@ -245,8 +245,8 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		MaxConnectionAge:   cfg.maxAge,
 		SuspendTimeout:     cfg.suspendTimeout,
 		QueueDepth:         cfg.queueDepth,
-		MaxInflight:        cfg.maxInflight,
-		MaxLanes:           cfg.maxLanes,
+		MaxInflight:        orNoBound(cfg.maxInflight),
+		MaxLanes:           orNoBound(cfg.maxLanes),
 		CacheResponses:     cfg.cacheResponses,
 		CacheBytes:         int64(cfg.cacheBytes),
 		ShutdownGrace:      grace,

@@ -12,7 +12,6 @@ import (
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/store"
-	"golang.org/x/sync/semaphore"
 )
 
 // Defaults of Options (architecture §10).
@@ -171,9 +170,9 @@ type Conn struct {
 	log      *slog.Logger
 	ctx      context.Context // cancelled when the connection ends: every rollout stops
 	cancel   context.CancelFunc
-	inflight *semaphore.Weighted // Options.MaxInflight, shared by the lanes' gates
-	closed   chan struct{}       // closed by Close
-	opened   time.Time           // when NewConn returned (Snapshot)
+	inflight *inflight     // Options.MaxInflight, shared by the lanes' gates; nil: no bound
+	closed   chan struct{} // closed by Close
+	opened   time.Time     // when NewConn returned (Snapshot)
 
 	mu         sync.Mutex // guards reg, lanes, stamp, draining, drainWhy, closing, graceEnded
 	reg        map[string]*rollout
@@ -247,12 +246,12 @@ func (c *Conn) laneLocked(streamID string) (*gate, error) {
 	return g, nil
 }
 
-// inflightBound is the semaphore of Options.MaxInflight; nil (no bound) when it is negative.
-func inflightBound(n int) *semaphore.Weighted {
+// inflightBound is the bound of Options.MaxInflight; nil (no bound) when it is negative.
+func inflightBound(n int) *inflight {
 	if n < 0 {
 		return nil
 	}
-	return semaphore.NewWeighted(int64(n))
+	return newInflight(n)
 }
 
 // Pinger is implemented by transports that can send a protocol ping and wait for its pong.

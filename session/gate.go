@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // gate is one lane's sampling slot (architecture §2, reference §6.3): at most one rollout of
@@ -14,8 +12,8 @@ import (
 // single FIFO of clients that never send stream_id.
 type gate struct {
 	depth    int
-	adm      *Admission          // the server-wide bound a sampling ticket also waits for; nil: none
-	inflight *semaphore.Weighted // the connection's bound on lanes sampling at once; nil: none
+	adm      *Admission // the server-wide bound a sampling ticket also waits for; nil: none
+	inflight *inflight  // the connection's bound on lanes sampling at once; nil: none
 
 	mu    sync.Mutex // guards busy and queue
 	busy  bool
@@ -29,6 +27,7 @@ type ticket struct {
 	state    int           // guarded by g.mu
 	sampling bool          // a sampling turn: Wait also takes the in-flight bound and an admission
 	admitted atomic.Bool   // holds an admission
+	place    *inflightReq  // guarded by g.mu: the turn's place in gate.inflight, reserved when it gets the slot
 	inflight atomic.Bool   // holds a unit of gate.inflight
 }
 
@@ -48,29 +47,24 @@ func newGate(depth int, adm *Admission) *gate {
 // enqueue takes a place in the queue for a sampling turn, or reports false when depth tickets
 // already wait. Its Wait also waits for the server-wide admission.
 func (g *gate) enqueue() (*ticket, bool) {
-	t, ok := g.enqueueBounded(true)
-	if ok {
-		t.sampling = true
-	}
-	return t, ok
+	return g.enqueueBounded(true, true)
 }
 
 // enqueueAlways takes a place in the queue even when it is full: a rollout that ends without
 // the slot waits for it to send its terminal event (the queue then holds at most one such
 // ticket per rollout).
 func (g *gate) enqueueAlways() *ticket {
-	t, _ := g.enqueueBounded(false)
+	t, _ := g.enqueueBounded(false, false)
 	return t
 }
 
-func (g *gate) enqueueBounded(bounded bool) (*ticket, bool) {
+func (g *gate) enqueueBounded(bounded, sampling bool) (*ticket, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	t := &ticket{g: g, ready: make(chan struct{})}
+	t := &ticket{g: g, ready: make(chan struct{}), sampling: sampling}
 	if !g.busy {
 		g.busy = true
-		t.state = ticketHeld
-		close(t.ready)
+		g.grantLocked(t)
 		return t, true
 	}
 	if bounded && len(g.queue) >= g.depth {
@@ -89,8 +83,14 @@ func (t *ticket) Wait(ctx context.Context) error {
 	if !t.sampling {
 		return nil
 	}
-	if sem := t.g.inflight; sem != nil && !t.inflight.Load() {
-		if err := sem.Acquire(ctx, 1); err != nil {
+	if b := t.g.inflight; b != nil && !t.inflight.Load() {
+		t.g.mu.Lock()
+		if t.place == nil { // a later turn on a ticket that gave its unit back
+			t.place = b.reserve()
+		}
+		place := t.place
+		t.g.mu.Unlock()
+		if err := place.wait(ctx); err != nil {
 			t.Release()
 			return err
 		}
@@ -133,7 +133,11 @@ func (t *ticket) releaseAdmission() {
 		t.g.adm.release()
 	}
 	if t.inflight.CompareAndSwap(true, false) {
-		t.g.inflight.Release(1)
+		t.g.mu.Lock()
+		place := t.place
+		t.place = nil
+		t.g.mu.Unlock()
+		place.done()
 	}
 }
 
@@ -143,6 +147,10 @@ func (t *ticket) Release() {
 	t.releaseAdmission()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if t.place != nil { // reserved, never waited for: give the place up
+		t.place.done()
+		t.place = nil
+	}
 	switch t.state {
 	case ticketWaiting:
 		for i, q := range g.queue {
@@ -165,6 +173,15 @@ func (g *gate) grantNextLocked() {
 	next := g.queue[0]
 	g.queue[0] = nil
 	g.queue = g.queue[1:]
-	next.state = ticketHeld
-	close(next.ready)
+	g.grantLocked(next)
+}
+
+// grantLocked gives t the slot; a sampling turn also reserves its place in the connection's
+// in-flight bound now, so that lanes get it in the order their turns became ready.
+func (g *gate) grantLocked(t *ticket) {
+	t.state = ticketHeld
+	if t.sampling && g.inflight != nil {
+		t.place = g.inflight.reserve()
+	}
+	close(t.ready)
 }

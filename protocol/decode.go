@@ -250,7 +250,9 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 		case "service_tier":
 			cp.ServiceTier, err = r.optStr(p)
 		case "stream_id":
-			cp.StreamID, err = r.optStr(p)
+			if cp.StreamID, err = r.optStr(p); err != nil { // not a string: a bad lane name
+				err = CheckStreamID(new(""))
+			}
 		case "include":
 			cp.Include, err = r.strings(p)
 		case "stream_options":

@@ -66,7 +66,7 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, &CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
-		CreatedAt: time.Now().Unix(), Output: []protocol.Item{session.NewCompaction(window)}})
+		CreatedAt: time.Now().Unix(), Output: []protocol.Item{h.Session.Compaction.Compact(window)}})
 }
 
 // window returns the items a compaction stands for: instructions (as a system message), the
@@ -99,7 +99,7 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 		input = append([]protocol.Item(nil), input...)
 		input[i] = it
 	}
-	input, err := session.ExpandCompactions(input)
+	input, err := h.Session.Compaction.Expand(input)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, counters *Counters, lane string) (*pendingSegment, error) {
 	input, err := r.resolveRefs(p.Input)
 	if err == nil {
-		input, err = session.ExpandCompactions(input)
+		input, err = r.conn.ExpandCompactions(input)
 	}
 	if err != nil {
 		return nil, err

@@ -56,7 +56,7 @@ func (a *appendAdapter) create(p *protocol.CreateParams) error {
 func (a *appendAdapter) start(p *protocol.CreateParams, lane string) error {
 	input, err := a.c.ResolveRefs(p.Input)
 	if err == nil {
-		input, err = ExpandCompactions(input)
+		input, err = a.c.ExpandCompactions(input)
 	}
 	if err != nil {
 		return err

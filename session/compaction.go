@@ -8,21 +8,81 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/tetherd/tether/protocol"
 )
 
-// compactionKey signs compaction items: random per process, so an item round-trips through any
-// connection or request of this server process (not across restarts or instances).
-var compactionKey = func() []byte {
+// processKey signs compaction items under a nil *Compactor: random per process, so an item
+// round-trips through any connection or request of this server process (not across restarts or
+// instances).
+var processKey = func() []byte {
 	k := make([]byte, 32)
 	_, _ = rand.Read(k)
 	return k
 }()
+
+// MinCompactionKey is the shortest compaction key NewCompactor accepts, in bytes.
+const MinCompactionKey = 32
+
+// Compactor issues and opens compaction items under its keys: the first signs, every one
+// verifies (so a key can be rotated: put the new one first, keep the old one until the items it
+// signed are no longer sent). A nil *Compactor uses a random per-process key. A Compactor is
+// immutable and safe for concurrent use.
+type Compactor struct {
+	keys [][]byte
+}
+
+// NewCompactor returns a Compactor with keys (the first signs, all verify). It is an error
+// when keys is empty or a key is shorter than MinCompactionKey bytes.
+func NewCompactor(keys ...[]byte) (*Compactor, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no compaction key")
+	}
+	c := &Compactor{}
+	for i, k := range keys {
+		if len(k) < MinCompactionKey {
+			return nil, fmt.Errorf("compaction key %d is %d bytes, shorter than %d", i+1, len(k), MinCompactionKey)
+		}
+		c.keys = append(c.keys, bytes.Clone(k))
+	}
+	return c, nil
+}
+
+// ReadCompactor reads a compaction key file: a text file with one key per line (a trailing
+// "\r" is dropped, blank lines are skipped), the first signs, all verify; each key is at least
+// MinCompactionKey bytes (for instance the 64 characters of `openssl rand -hex 32`). An
+// unreadable file, or one without a key or with a short key, is an error.
+func ReadCompactor(path string) (*Compactor, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var keys [][]byte
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimRight(line, "\r\n")
+		if line != "" {
+			keys = append(keys, []byte(line))
+		}
+	}
+	c, err := NewCompactor(keys...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func (c *Compactor) signingKeys() [][]byte {
+	if c == nil {
+		return [][]byte{processKey}
+	}
+	return c.keys
+}
 
 // compactionSummary is the Codex CLI's older name of the compaction item type.
 const compactionSummary = "compaction_summary"
@@ -33,33 +93,33 @@ const compactionPrefix = "tcmp1."
 // maxCompactedBytes bounds the decompressed window of one compaction item (64 MiB).
 const maxCompactedBytes = 64 << 20
 
-// NewCompaction returns a compaction item that stands for items (the whole window, in order):
-// its encrypted_content is "tcmp1." + base64url(deflate(JSON items)) + "." + base64url(HMAC-SHA256
-// of that text under a per-process key). ExpandCompactions turns it back into items.
-func NewCompaction(items []protocol.Item) protocol.Item {
+// Compact returns a compaction item that stands for items (the whole window, in order): its
+// encrypted_content is "tcmp1." + base64url(deflate(JSON items)) + "." + base64url(HMAC-SHA256
+// of that text under c's first key). Expand turns it back into items.
+func (c *Compactor) Compact(items []protocol.Item) protocol.Item {
 	raw, _ := json.Marshal(items)
 	var buf bytes.Buffer
 	zw, _ := flate.NewWriter(&buf, flate.BestSpeed)
 	_, _ = zw.Write(raw)
 	_ = zw.Close()
 	body := compactionPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
-	content := body + "." + base64.RawURLEncoding.EncodeToString(sign(body))
+	content := body + "." + base64.RawURLEncoding.EncodeToString(sign(c.signingKeys()[0], body))
 	id := protocol.NewID("cmp")
 	item, _ := json.Marshal(map[string]string{"id": id, "type": protocol.ItemCompaction, "encrypted_content": content})
 	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}
 }
 
-func sign(body string) []byte {
-	m := hmac.New(sha256.New, compactionKey)
+func sign(key []byte, body string) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(body))
 	return m.Sum(nil)
 }
 
-// ExpandCompactions returns input with every compaction item (type "compaction", or Codex's
-// older "compaction_summary") replaced by the items it stands
-// for. A compaction item this server did not issue, or whose content was altered, is
+// Expand returns input with every compaction item (type "compaction", or Codex's older
+// "compaction_summary") replaced by the items it stands for. A compaction item not signed
+// under one of c's keys (issued by a server with another key, or altered) is
 // invalid_compaction_item (400, param "input[i]"). input is returned as is when it holds none.
-func ExpandCompactions(input []protocol.Item) ([]protocol.Item, error) {
+func (c *Compactor) Expand(input []protocol.Item) ([]protocol.Item, error) {
 	var out []protocol.Item
 	for i := range input {
 		if input[i].Type != protocol.ItemCompaction && input[i].Type != compactionSummary {
@@ -71,7 +131,7 @@ func ExpandCompactions(input []protocol.Item) ([]protocol.Item, error) {
 		if out == nil {
 			out = append(make([]protocol.Item, 0, len(input)), input[:i]...)
 		}
-		items, err := openCompaction(input[i].Raw)
+		items, err := c.open(input[i].Raw)
 		if err != nil {
 			return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidCompaction, fmt.Sprintf("input[%d]", i),
 				"Invalid compaction item: %s. Send the compaction item exactly as POST /v1/responses/compact returned it.", err)
@@ -84,8 +144,8 @@ func ExpandCompactions(input []protocol.Item) ([]protocol.Item, error) {
 	return out, nil
 }
 
-// openCompaction checks and decodes a compaction item's encrypted_content.
-func openCompaction(raw json.RawMessage) ([]protocol.Item, error) {
+// open checks and decodes a compaction item's encrypted_content.
+func (c *Compactor) open(raw json.RawMessage) ([]protocol.Item, error) {
 	var it struct {
 		Content *string `json:"encrypted_content"`
 	}
@@ -99,8 +159,8 @@ func openCompaction(raw json.RawMessage) ([]protocol.Item, error) {
 		body = body + "." + rest
 	}
 	got, err := base64.RawURLEncoding.DecodeString(mac)
-	if !ok || !strings.HasPrefix(body, compactionPrefix) || err != nil || !hmac.Equal(got, sign(body)) {
-		return nil, fmt.Errorf("this server did not issue it, or it was altered")
+	if !ok || !strings.HasPrefix(body, compactionPrefix) || err != nil || !c.verify(got, body) {
+		return nil, fmt.Errorf("it was not signed with this server's compaction key, or it was altered")
 	}
 	packed, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(body, compactionPrefix))
 	if err != nil {
@@ -115,4 +175,14 @@ func openCompaction(raw json.RawMessage) ([]protocol.Item, error) {
 		return nil, fmt.Errorf("its window does not decode: %v", err)
 	}
 	return items, nil
+}
+
+// verify reports whether mac is body's HMAC under one of c's keys.
+func (c *Compactor) verify(mac []byte, body string) bool {
+	for _, k := range c.signingKeys() {
+		if hmac.Equal(mac, sign(k, body)) {
+			return true
+		}
+	}
+	return false
 }

@@ -114,6 +114,10 @@ type Options struct {
 	// ones alone hold that much a create or append gets rollout_limit_reached (429). Nil
 	// means no server-wide bound.
 	Budget *Budget
+	// Compaction signs and opens compaction items (POST /v1/responses/compact; a create's
+	// compaction items are expanded with it). Nil means a random per-process key, so items
+	// from another process (another instance, or before a restart) are invalid_compaction_item.
+	Compaction *Compactor
 }
 
 func (o *Options) withDefaults() Options {

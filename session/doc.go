@@ -35,8 +35,8 @@
 // Every create, on either shape, passes [CheckFormat] (it compiles a text.format JSON schema)
 // and [protocol.CheckCreate], then has its item_reference items replaced by the items they name
 // ([Conn.ResolveRefs], [FindStoredItem]) and its compaction items by the window they stand for
-// ([ExpandCompactions]; [NewCompaction] issues them for POST /v1/responses/compact, signed
-// with a per-process key). See docs/fields.md.
+// ([Conn.ExpandCompactions]; [Compactor.Compact] issues them for POST /v1/responses/compact,
+// signed with [Options.Compaction]'s key, by default a per-process one). See docs/fields.md.
 //
 // # How rollouts end
 //

@@ -18,6 +18,12 @@ func (c *Conn) ResolveRefs(input []protocol.Item) ([]protocol.Item, error) {
 	return ResolveItemRefs(c.ctx, input, c.connItem, c.opts.Store, c.opts.Owner)
 }
 
+// ExpandCompactions returns input with its compaction items replaced by the windows they
+// stand for, under the connection's Options.Compaction (see Compactor.Expand).
+func (c *Conn) ExpandCompactions(input []protocol.Item) ([]protocol.Item, error) {
+	return c.opts.Compaction.Expand(input)
+}
+
 // ResolveItemRefs replaces every item_reference of input by the item it names: local's (the
 // connection's own items, looked up first), else owner's stored items in st (FindStoredItem).
 // input is returned as is when it holds no reference. Both shapes use it.

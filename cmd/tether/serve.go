@@ -43,6 +43,7 @@ type serveConfig struct {
 	storeTTL       time.Duration
 	storeTimeout   time.Duration
 	apiKeys        string
+	compactionKey  string
 	websocket      bool
 	maxConns       int
 	pingInterval   time.Duration
@@ -96,6 +97,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.storeTTL, "store-ttl", store.DefaultTTL, "Redis store: a stored response expires this long after its last use")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", store.DefaultTimeout, "bound on every store call; a store that fails or is slower gets store_unavailable")
 	fs.StringVar(&c.apiKeys, "api-keys", "", "file of accepted API keys, one per line (none = open server)")
+	fs.StringVar(&c.compactionKey, "compaction-key-file", "", "file of the secret that signs compaction items, one per line, the first signs, all verify (each >= 32 bytes; share it across instances; none = a random key per process)")
 	fs.BoolVar(&c.websocket, "websocket", true, "serve WebSocket upgrades (false answers them 426, so clients fall back to HTTP)")
 	fs.IntVar(&c.maxConns, "max-connections", 1024, "open WebSocket connections (over it: 503 on upgrade; 0 = no cap)")
 	fs.DurationVar(&c.pingInterval, "ping-interval", 30*time.Second, "protocol ping interval; a peer that misses a pong is dropped (0 = no pings)")
@@ -231,6 +233,12 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 			return server.Options{}, err
 		}
 	}
+	var compaction *session.Compactor
+	if cfg.compactionKey != "" {
+		if compaction, err = session.ReadCompactor(cfg.compactionKey); err != nil {
+			return server.Options{}, fmt.Errorf("-compaction-key-file: %w", err)
+		}
+	}
 	grace := cfg.shutdownGrace
 	if grace <= 0 {
 		grace = -1 // session: no grace
@@ -251,6 +259,7 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		CacheBytes:         int64(cfg.cacheBytes),
 		ShutdownGrace:      grace,
 		Keys:               keys,
+		Compaction:         compaction,
 		DisableWebSocket:   !cfg.websocket,
 		MaxConnections:     cfg.maxConns,
 		PingInterval:       cfg.pingInterval,
@@ -286,9 +295,17 @@ func startupAttrs(cfg *serveConfig, addr string) []any {
 		keys = "required (" + cfg.apiKeys + ")"
 	}
 	return []any{"addr", addr, "version", versionLine(), "backend", cfg.backend, "upstream", upstreamLine(cfg), "model_speed", cfg.speed,
-		"shapes", shapes, "api_keys", keys,
+		"shapes", shapes, "api_keys", keys, "compaction_key", compactionLine(cfg),
 		"store", storeLine(cfg),
 		"log_level", cfg.logLevel, "log_format", cfg.logFormat, "pprof", cfg.pprof, "shutdown_grace", cfg.shutdownGrace}
+}
+
+// compactionLine tells where the compaction items' key comes from, for the startup line.
+func compactionLine(cfg *serveConfig) string {
+	if cfg.compactionKey == "" {
+		return "random per process"
+	}
+	return cfg.compactionKey
 }
 
 // stop shuts the server down after the first signal: the listener closes at once (no new

@@ -59,6 +59,11 @@ type Options struct {
 	// key gets 401 on the upgrade and on every /v1 route and on /metrics (not on /healthz).
 	// Stored responses belong to the key that created them.
 	Keys *Keys
+	// Compaction signs and opens compaction items (POST /v1/responses/compact), on both
+	// shapes; see session.Options.Compaction. Nil means a random per-process key: instances
+	// that share clients (behind a load balancer) or restarts need one Compactor from the same
+	// key file (-compaction-key-file).
+	Compaction *session.Compactor
 	// DisableWebSocket answers upgrades with 426, so that clients such as Codex fall back to
 	// HTTP.
 	DisableWebSocket bool
@@ -421,6 +426,7 @@ func (s *Server) sessionOptions(owner, quota string) session.Options {
 		Owner:             owner,
 		KeyRollouts:       s.keyRoll,
 		Budget:            s.budget,
+		Compaction:        o.Compaction,
 		QuotaKey:          quota,
 	}
 }

@@ -35,16 +35,24 @@
 //     rollout always kept), then from the store for store:true responses of the same owner (one
 //     store.Store.Chain call); else previous_response_not_found and no response.created; a store
 //     failure is store_unavailable (503).
-//   - A failed continuation — an error frame or response.failed — evicts its parent.
+//   - A failed continuation — an error frame or response.failed — evicts its parent, unless it
+//     came from another lane.
 //   - Continuations are checked with protocol.CheckContinuation: tool_call_not_found,
 //     duplicate_tool_output, missing_tool_output ("No tool output found for function call
 //     <call_id>.").
-//   - background:true and stream_id are rejected (unsupported_parameter); generate is
-//     WebSocket-only; response.processed is accepted silently; response.steer is answered with
-//     response.steer.failed (steering_not_supported); stream, stream_options, event_id,
+//   - background:true is rejected (unsupported_parameter); generate and stream_id are
+//     WebSocket-only; response.processed is accepted silently; stream, stream_options, event_id,
 //     client_metadata, prompt_cache_key, include and unknown top-level fields are ignored
 //     (architecture §9). Unknown tool types are echoed in the Response unchanged.
-//   - Creates queue FIFO behind the sampling response; responses never interleave.
+//   - Creates queue FIFO behind the sampling response of their lane (stream_id; the default
+//     lane when absent); responses of one lane never interleave, lanes sample concurrently (see
+//     package session). Every event and error of a lane's create carries its stream_id. A
+//     continuation from another lane than its parent's (a fork) takes the cold path; a failed
+//     fork keeps its parent.
+//   - response.steer (steer.go) steers a response in flight on this connection: the rollout
+//     takes it and the sink ends the segment response.incomplete (steered) and starts a
+//     successor segment on the same rollout; failures are response.steer.failed with the
+//     reference's codes, steering_not_supported when the model does not steer.
 //   - At the connection age limit an in-flight response may finish within the shutdown grace,
 //     queued creates get the websocket_connection_limit_reached error frame, then that frame
 //     and close 1001; on server shutdown in-flight responses finish within the grace (else

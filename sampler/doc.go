@@ -16,8 +16,12 @@
 //
 // # The rollout loop
 //
-// One goroutine owns a rollout's state (the Context, the model items, usage, the ticket). It
-// loops: wait for the Ticket (the connection's FIFO sampling slot), call Sink.Started the first
+// One goroutine owns a rollout's state (the Context, the model items, usage, the ticket): Run,
+// started by the rollout's owner after New (Start does both, for owners that do not count
+// their goroutines). The rollout's phase (State: Queued, Sampling, Suspended, Resuming, Ended)
+// lives here only; owners ask Rollout.State, and a Sink that implements StateObserver hears of
+// every change in order. It
+// loops: wait for the Ticket (the lane's FIFO sampling slot), call Sink.Started the first
 // time, run one sampling step (ModelSession.Sample, its output streamed to the Sink as events), then
 // either end (Sink.Ended: completed, or incomplete / failed) or suspend at the step's tool
 // calls (Sink.Suspended) and block in a select on its inbox (Resume), Cancel, its context and
@@ -30,6 +34,15 @@
 // shape keeps the rollout for the next user turn); with Config.StartSuspended the rollout
 // waits for its ticket (FIFO order), hands its context to ModelSession.Prefill and suspends
 // without sampling (a warm-up).
+//
+// # Steering
+//
+// Rollout.Steer (reference §3.3, for models that implement Steerable) hands user input to the
+// rollout: a sampling step's context is cut short (its open item ends incomplete), the Sink's
+// SteerSink hears SteerAccepted then Steered (the response ends, a successor samples on with the
+// input appended, holding the same ticket); a steer for a rollout waiting for its ticket joins
+// the next step; one that finds the step ended at complete tool calls is held (SteerPending after
+// Suspended) and its input follows the next Resume's outputs. At most MaxPendingSteers wait.
 //
 // Events: for a message, output_item.added (status in_progress, content []),
 // content_part.added (empty output_text), output_text.delta…, output_text.done,

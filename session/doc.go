@@ -5,11 +5,16 @@
 // suspended ones with tool outputs ([Conn.Resume]), cancels them ([Conn.Cancel]), keeps a
 // bounded registry of rollouts and their chain items under opaque string keys
 // ([Conn.Lookup], [Conn.Chain], [Conn.Forget]), and drains on shutdown or at the connection
-// age limit ([Conn.Drain]). Each rollout is a [sampler.Rollout] with its own goroutine; Conn
-// hands it a ticket of the connection's FIFO sampling slot, so any number of rollouts may be
-// suspended while at most one samples, and the events of different responses never interleave.
-// Creates and appends that arrive while one rollout samples wait in a queue bounded by
-// [Options.QueueDepth] (websocket_queue_limit_reached beyond it).
+// age limit ([Conn.Drain]). Each rollout is a [sampler.Rollout] whose one goroutine Conn starts
+// and counts; its phase is asked of it (sampler.Rollout.State). Conn hands it a ticket of its
+// lane's FIFO sampling slot (a lane is a create's stream_id, reference §6.3; "" is the default
+// lane), so any number of rollouts may be suspended while at most one per lane samples, and the
+// events of responses of one lane never interleave. Lanes sample concurrently, up to
+// [Options.MaxInflight] at once (granted in the order their turns became ready), and a
+// connection may name [Options.MaxLanes] lanes. Creates and appends that arrive while a lane's
+// rollout samples wait in its queue, bounded by [Options.QueueDepth]
+// (websocket_queue_limit_reached beyond it). Frame writes are granted in arrival order, one
+// frame per lane per round ([Conn.Write]). [Conn.Steer] hands a response.steer to a rollout.
 //
 // [ServeAppend] runs the append shape over a [Transport]: one Response per rollout, one
 // sequence_number and output_index space per rollout, response.done at each suspension carrying

@@ -69,7 +69,7 @@ func (h *wsHandler) EventTypes() string { return protocol.PublicEventTypes }
 func (h *wsHandler) Handle(ev *protocol.ClientEvent) error {
 	switch ev.Type {
 	case protocol.EventCreate:
-		_, err := h.r.create(ev.Create, &wsEmitter{c: h.c, lane: ev.Create.Lane()}, true, h.counters)
+		_, err := h.r.create(ev.Create, &wsEmitter{c: h.c, lane: ev.Create.LaneOf()}, true, h.counters)
 		return err
 	case protocol.EventProcessed:
 		return nil

@@ -83,11 +83,3 @@ type ClientEvent struct {
 	Input      []Item
 	Steer      json.RawMessage // the verbatim response.steer frame
 }
-
-// Lane returns the create's stream_id, "" for the default lane (absent or null).
-func (p *CreateParams) Lane() string {
-	if p.StreamID == nil {
-		return ""
-	}
-	return *p.StreamID
-}

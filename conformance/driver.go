@@ -78,11 +78,13 @@ func (tu *Turn) Status() string {
 // Response is the terminal Response (nil after response.done).
 func (tu *Turn) Response() Frame { return tu.Stop.Obj("response") }
 
-// Calls are the function calls among the turn's items: the calls to answer next.
+// Calls are the complete function calls among the turn's items: the calls to answer next. A
+// call cut off before it was complete (status incomplete: max_output_tokens, a full context
+// window, a steer) is not pending and takes no output.
 func (tu *Turn) Calls() []Frame {
 	var calls []Frame
 	for _, it := range tu.Items {
-		if it.Type() == "function_call" {
+		if it.Type() == "function_call" && it.Str("status") != "incomplete" {
 			calls = append(calls, it)
 		}
 	}

@@ -60,16 +60,19 @@ func CheckCreate(p *CreateParams, where Where) error {
 // before it (else tool_call_not_found), no call may get two outputs (duplicate_tool_output),
 // and every call chain leaves open must get one (missing_tool_output: "No tool output found
 // for function call <call_id>."). All are 400 with param "input" (architecture §8). A
-// function_call of chain with status incomplete (cut short by response.steer) is not open: it
-// needs no output. Other items are appended as given.
+// function_call of chain with status incomplete (cut short by response.steer, max_output_tokens
+// or a full context window) is not open: it needs no output and takes none (tool_call_not_found,
+// saying it was cut off). Other items are appended as given.
 func CheckContinuation(chain, input []Item) error {
 	const bad = http.StatusBadRequest
 	open := map[string]bool{} // call_id → answered
+	cutOff := map[string]bool{}
 	var order []string
 	for i := range chain {
 		switch chain[i].Type {
 		case ItemFunctionCall:
 			if chain[i].Status == StatusIncomplete {
+				cutOff[chain[i].CallID] = true
 				continue
 			}
 			if _, seen := open[chain[i].CallID]; !seen {
@@ -97,6 +100,9 @@ func CheckContinuation(chain, input []Item) error {
 		case ItemFunctionCallOutput:
 			answered, ok := open[it.CallID]
 			switch {
+			case !ok && cutOff[it.CallID]:
+				return Errorf(bad, CodeToolCallNotFound, "input",
+					"Function call %s was cut off before it was complete (status incomplete): it is not pending and takes no output.", it.CallID)
 			case !ok:
 				return Errorf(bad, CodeToolCallNotFound, "input",
 					"No tool call found for function call output with call_id %s.", it.CallID)

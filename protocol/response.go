@@ -13,7 +13,11 @@ const (
 // Incomplete reasons carried in incomplete_details.reason (architecture §4, §5).
 const (
 	ReasonMaxOutputTokens = "max_output_tokens"
-	ReasonCancelled       = "cancelled"
+	// ReasonContextLength: the engine's context window filled before the model finished (an
+	// upstream engine's finish_reason "length" with no max_output_tokens reached). The client
+	// can act on it by shortening the conversation (compaction) or raising the engine's context.
+	ReasonContextLength = "context_length_exceeded"
+	ReasonCancelled     = "cancelled"
 	// ReasonSteered: the response was interrupted by response.steer; a successor response
 	// continues with the steer's input (reference §3.3).
 	ReasonSteered           = "steered"

@@ -112,12 +112,22 @@ func chain(t *testing.T, opts chat.Options) (string, *chat.Model, *proxy) {
 	p.next.FlushInterval = -1
 	ps := httptest.NewServer(p)
 	t.Cleanup(ps.Close)
-	if opts.BaseURL == "" {
-		opts.BaseURL = ps.URL + "/v1"
+	if len(opts.BaseURLs) == 0 {
+		opts.BaseURLs = []string{ps.URL + "/v1"}
 	}
-	m := chat.New(opts)
+	m := newModel(t, opts)
 	_, front := servertest.Start(t, server.Options{Model: m})
 	return front, m, p
+}
+
+// newModel returns chat.New(opts), failing t on an error.
+func newModel(t *testing.T, opts chat.Options) *chat.Model {
+	t.Helper()
+	m, err := chat.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func dialAppend(t *testing.T, base string) *wstest.Client {
@@ -242,7 +252,7 @@ func TestChainRefused(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	front, _, _ := chain(t, chat.Options{BaseURL: "http://" + addr + "/v1"})
+	front, _, _ := chain(t, chat.Options{BaseURLs: []string{"http://" + addr + "/v1"}})
 	r := post(t, front)
 	if r.Status != "failed" || r.Error == nil || r.Error.Code != "server_error" || !strings.Contains(r.Error.Message, "upstream request failed") {
 		t.Fatalf("refused upstream: %+v %+v", r, r.Error)

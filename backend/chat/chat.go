@@ -2,10 +2,10 @@ package chat
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tetherd/tether/chatapi"
@@ -15,86 +15,116 @@ import (
 
 // Options configures a Model.
 type Options struct {
-	// BaseURL is the engine's API base, e.g. "http://127.0.0.1:8080/v1"; requests go to
-	// BaseURL + "/chat/completions".
-	BaseURL string
+	// BaseURLs are the API bases of the engine's replicas, e.g. "http://127.0.0.1:8080/v1";
+	// requests go to BaseURL + "/chat/completions", slot saves to the server root's /slots.
+	// Every replica must serve the same model. At least one is required.
+	BaseURLs []string
 	// APIKey is sent as "Authorization: Bearer …" when non-empty.
 	APIKey string
 	// Model replaces the client's model name in upstream requests when non-empty.
 	Model string
 	// Timeout is the longest silence from the upstream within one sampling step. 0 means 5m.
 	Timeout time.Duration
-	// Slots is the number of engine slots to pin rollouts to (id_slot 0…Slots-1); 0 pins none.
+	// Slots is the number of slots of each replica that Tether owns (llama.cpp -np): every
+	// request names one (id_slot) and a suspended rollout keeps its slot until another rollout
+	// needs it. 0 leaves slot choice to the engine (vLLM, OpenAI).
 	Slots int
+	// SlotDir is the directory the engine saves slots in (llama.cpp --slot-save-path), as
+	// Tether sees it: when set, the KV of a suspended rollout whose slot is handed on is saved
+	// there and restored before its next step, and Tether removes the files. "" disables saving:
+	// such a rollout's next step is prefilled again. It needs one replica sharing Tether's
+	// filesystem; with several replicas each must save to this same path.
+	SlotDir string
+	// SlotSaveBytes bounds the bytes of saved slot files per replica; the oldest are dropped
+	// first (those rollouts are prefilled again). 0 means 1 GiB.
+	SlotSaveBytes int64
 	// LegacyMaxTokens sends max_tokens besides max_completion_tokens.
 	LegacyMaxTokens bool
 	// Client sends the requests. Nil means a client with no overall timeout that keeps up to
-	// 64 idle connections to the engine.
+	// 64 idle connections per replica.
 	Client *http.Client
+	// Logger receives one line per upstream failure (its kind and replica; never content or
+	// keys). Nil discards.
+	Logger *slog.Logger
 }
 
 // Model is the chat backend (package doc). Safe for concurrent use.
 type Model struct {
-	opts   Options
-	url    string
-	client *http.Client
-	mu     sync.Mutex
-	free   []int // slot ids not pinned by a rollout; last freed is taken first
-	pinned atomic.Int64
+	opts    Options
+	client  *http.Client
+	engines []*engine
+	log     *slog.Logger
+	fails   failureCounts
+
+	defaultsMu        sync.Mutex // guards temperature and topP
+	temperature, topP *float64   // the engine's defaults (Probe); nil when unknown
 }
 
-// New returns the chat backend for opts.
-func New(opts Options) *Model {
+// New returns the chat backend for opts. It returns an error when opts names no replica.
+func New(opts Options) (*Model, error) {
+	if len(opts.BaseURLs) == 0 {
+		return nil, errors.New("chat: no upstream URL")
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
-	m := &Model{opts: opts, url: strings.TrimRight(opts.BaseURL, "/") + "/chat/completions", client: opts.Client}
+	if opts.SlotSaveBytes <= 0 {
+		opts.SlotSaveBytes = 1 << 30
+	}
+	m := &Model{opts: opts, client: opts.Client, log: opts.Logger}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
 	if m.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 64 // one connection per concurrent step, kept for the next
 		m.client = &http.Client{Transport: tr}
 	}
-	for i := max(opts.Slots, 0) - 1; i >= 0; i-- {
-		m.free = append(m.free, i)
+	for _, u := range opts.BaseURLs {
+		m.engines = append(m.engines, newEngine(m, u))
 	}
-	return m
+	return m, nil
 }
 
-// Pinned returns the number of engine slots pinned by open rollouts now.
-func (m *Model) Pinned() int { return int(m.pinned.Load()) }
+// Pinned returns the number of engine slots held by open rollouts now, over all replicas.
+func (m *Model) Pinned() int {
+	n := 0
+	for _, e := range m.engines {
+		if e.slots != nil {
+			n += e.slots.inUse()
+		}
+	}
+	return n
+}
 
-// Open implements sampler.Model: the session pins a free engine slot when Options.Slots > 0
-// and one is free: the one freed last, whose cache most likely holds this conversation when a
-// client continues it on the cold path.
-func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
-	s := &session{m: m, settings: info.Settings, slot: -1}
+// Open implements sampler.Model: the rollout is placed on the least loaded healthy replica,
+// where all its steps go while that replica serves. No slot is taken until its first step.
+func (m *Model) Open(ctx context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
+	s := &session{m: m, id: info.ID, settings: info.Settings}
 	if info.Settings.Instructions != "" {
 		s.msgs = append(s.msgs, chatapi.Message{Role: protocol.RoleSystem, Content: chatapi.TextContent(info.Settings.Instructions)})
 	}
-	m.mu.Lock()
-	if n := len(m.free); n > 0 {
-		s.slot, m.free = m.free[n-1], m.free[:n-1]
-		m.pinned.Add(1)
-	}
-	m.mu.Unlock()
+	s.attach(ctx, nil)
 	return s, nil
 }
 
 // CheckRequest implements sampler.RequestChecker: items a Chat Completions engine cannot take
-// are rejected with a 400 naming them.
+// are rejected with a 400 naming them. A request that leaves temperature or top_p unset gets
+// the engine's defaults (when Probe learnt them), so its Response echoes what ran.
 func (m *Model) CheckRequest(p *protocol.CreateParams) error {
 	if err := chatapi.CheckItems(p.Input); err != nil {
 		return err
 	}
+	m.fillDefaults(p)
 	return nil
 }
 
-// release returns a pinned slot.
-func (m *Model) release(slot int) {
-	if slot >= 0 {
-		m.mu.Lock()
-		m.free = append(m.free, slot)
-		m.mu.Unlock()
-		m.pinned.Add(-1)
+// authorize sets the upstream API key on req.
+func (m *Model) authorize(req *http.Request) {
+	if m.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+m.opts.APIKey)
 	}
 }
+
+// logf logs an upstream event at warning level.
+func (m *Model) logf(msg string, args ...any) { m.log.Warn(msg, args...) }

@@ -25,7 +25,8 @@
 // Output.Call(name, id), so the engine's id is the call_id; arguments fragments become
 // Output.Arguments. Parallel calls arrive one after another by index (a new id at the same
 // index, as Ollama sends, is a new call); a delta for a call already closed fails the step.
-// finish_reason "length" → StepResult.Incomplete = max_output_tokens. Usage comes from the
+// finish_reason "length" → StepResult.Incomplete = max_output_tokens when the step reached
+// its max_output_tokens, else context_length_exceeded (the engine's context window is full). Usage comes from the
 // final chunk: InputTokens = prompt_tokens, OutputTokens = completion_tokens, CachedTokens =
 // usage.prompt_tokens_details.cached_tokens, else llama.cpp's timings.cache_n, else 0. SSE
 // comments (keep-alive pings) are skipped, and so are reasoning_content deltas (the Responses
@@ -33,12 +34,30 @@
 //
 // # Engine slots
 //
-// With Options.Slots = N > 0, each rollout pins one engine slot for its life: Open takes a
-// free slot id and every request of the rollout carries "id_slot": id and "cache_prompt":
-// true (llama.cpp llama-server, or another Tether); Close frees it. When all N are pinned, a
-// new rollout runs unpinned (no id_slot: llama-server picks an idle slot by prefix
-// similarity) rather than waiting for a rollout to end. With 0 nothing is pinned (vLLM's
-// automatic prefix caching, OpenAI's prompt caching).
+// With Options.Slots = N > 0, Tether owns N slots of each replica (llama.cpp llama-server -np):
+// every request names one ("id_slot", with "cache_prompt": true), and no two rollouts sample on
+// one slot at once. A rollout takes a slot at its first step and keeps it while it is
+// suspended at tool calls, so its KV is still there when it resumes. A rollout that needs a
+// slot when none is free takes the least recently used suspended rollout's slot; that
+// rollout's KV is first saved with POST /slots/N?action=save (llama-server started with
+// --slot-save-path, seen by Tether as Options.SlotDir) into a file named by its Response id and
+// a random suffix, and restored with action=restore into whatever slot it gets before its next
+// step. Files are removed when restored or when the rollout ends, and bounded in total bytes
+// (Options.SlotSaveBytes; the oldest go first). Without a slot directory, or when the engine
+// cannot save, the rollout gives up its slot and its next step is prefilled again: its
+// cached_tokens say so. When all N slots are sampling, a step waits for one. With 0, slot
+// choice is the engine's (vLLM's automatic prefix caching, OpenAI's prompt caching).
+//
+// # Replicas
+//
+// Options.BaseURLs may name several replicas of one engine. A rollout is placed when it opens on
+// the least loaded replica (steps in flight plus rollouts placed) and all its steps go there.
+// A replica that refuses or drops a request, or answers 5xx, is out of placement for a backoff
+// (0.5 s doubling to 30 s; /health is asked before it takes a new rollout again); a step that
+// could not reach its replica, and later steps of rollouts placed there, go to another replica
+// with the whole conversation (prefilled there; cached_tokens say so). Nothing is lost. Per
+// replica, Model (a prometheus.Collector) exports steps, failures by kind, health, slots held,
+// reported prompt and cached tokens, and KV saves and restores.
 //
 // # Failures
 //
@@ -49,5 +68,9 @@
 // message); 401 / 403 fail it as a configuration error (server_error; the upstream's message
 // is not echoed); any other status, a refused connection, a malformed chunk, an error object
 // in the stream, or a stream that ends without finish_reason fail it with server_error and a
-// message naming the cause. The rollout then ends response.failed.
+// message naming the cause. The rollout then ends response.failed. Each failure is logged once
+// (replica, kind, error; never content or keys) and counted by kind. Requests carry an
+// Idempotency-Key, so that net/http resends one the engine closed a kept-alive connection
+// under before reading it (llama-server advertises keep-alive and then closes after each
+// streamed reply).
 package chat

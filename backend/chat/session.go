@@ -9,22 +9,53 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tetherd/tether/chatapi"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 )
 
-// session is one rollout's use of the engine: its converted messages and its pinned slot.
+// session is one rollout's use of the engine: its converted messages, its replica and its
+// claim on that replica's slots.
 type session struct {
 	m        *Model
+	id       string
 	settings *sampler.Settings
 	msgs     []chatapi.Message
-	slot     int // pinned engine slot, -1 for none
+	eng      *engine
+	lease    *lease // nil when the replica's slots are not owned
 	cancel   context.CancelCauseFunc
 }
 
 // errSilent is the cause of a request aborted by Options.Timeout.
 var errSilent = errors.New("silent")
+
+// attach places the session on a replica other than avoid (nil: any) and takes a lease there.
+func (s *session) attach(ctx context.Context, avoid *engine) {
+	e := s.m.place(avoid)
+	if e.isDown() && e != avoid && e.probe(ctx) {
+		e.ok()
+	}
+	s.eng = e
+	e.rollouts.Add(1)
+	if e.slots != nil {
+		s.lease = &lease{id: s.id, slot: -1}
+	}
+}
+
+// detach gives up the session's replica: its slot and saved KV.
+func (s *session) detach() {
+	if s.eng == nil {
+		return
+	}
+	if s.lease != nil {
+		s.eng.slots.close(s.lease)
+		s.lease = nil
+	}
+	s.eng.rollouts.Add(-1)
+	s.eng = nil
+}
 
 // Prefill implements sampler.ModelSession: the items are converted and sent with the next
 // Sample (a chat engine has no prefill-only request).
@@ -34,7 +65,9 @@ func (s *session) Prefill(_ context.Context, input []protocol.Item) error {
 	return err
 }
 
-// Sample implements sampler.ModelSession: one streamed chat completion request.
+// Sample implements sampler.ModelSession: one streamed chat completion request on the
+// session's replica and slot. When the replica is down or cannot be reached, the step goes to
+// another replica with the whole conversation (prefilled there: its cached_tokens say so).
 func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
 	msgs, err := chatapi.MessagesFromItems(s.msgs, step.Output)
 	if err == nil {
@@ -45,38 +78,93 @@ func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Ou
 		return sampler.StepResult{}, &protocol.Error{Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest,
 			Code: CodeInvalidPrompt, Message: "The input cannot be sent to the Chat Completions engine: " + err.Error()}
 	}
-	body, err := json.Marshal(s.request())
+	if s.eng.isDown() && len(s.m.engines) > 1 {
+		s.move(ctx)
+	}
+	for tries := 1; ; tries++ {
+		res, err, unreached := s.step(ctx, out)
+		if !unreached || tries >= len(s.m.engines) {
+			return res, err
+		}
+		s.move(ctx)
+	}
+}
+
+// move puts the session on another replica after its own failed.
+func (s *session) move(ctx context.Context) {
+	old := s.eng
+	s.detach()
+	s.attach(ctx, old)
+	s.eng.cold.Add(1)
+}
+
+// step sends one request to the session's replica. unreached reports a failure before the
+// engine answered (refused, reset, 5xx): the step may be sent to another replica.
+func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.StepResult, err error, unreached bool) {
+	e := s.eng
+	slot := -1
+	if s.lease != nil {
+		if slot, err = e.slots.acquire(ctx, s.lease); err != nil {
+			return res, err, false
+		}
+		defer e.slots.release(s.lease)
+	}
+	e.steps.Add(1)
+	defer e.steps.Add(-1)
+	e.total.Add(1)
+	body, err := json.Marshal(s.request(slot))
 	if err != nil {
-		return sampler.StepResult{}, err
+		return res, err, false
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	s.cancel = cancel
 	defer cancel(nil)
 	timer := time.AfterFunc(s.m.opts.Timeout, func() { cancel(errSilent) })
 	defer timer.Stop()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.m.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
-		return sampler.StepResult{}, err
+		return res, err, false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	if s.m.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.m.opts.APIKey)
-	}
+	// A chat completion changes nothing on the engine but its cache, so it may be sent again:
+	// the key lets net/http resend it when the engine closed a kept-alive connection before
+	// reading it (llama-server advertises keep-alive, then closes after each streamed reply).
+	req.Header.Set("Idempotency-Key", uuid.NewString())
+	s.m.authorize(req)
 	resp, err := s.m.client.Do(req)
 	if err != nil {
-		return sampler.StepResult{}, s.cause(ctx, fmt.Errorf("upstream request failed: %w", err))
+		err = s.cause(ctx, fmt.Errorf("upstream request failed: %w", err))
+		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errSilent) {
+			s.m.failure(e, kindOf(err), err)
+			e.failed(err)
+			return res, err, true
+		}
+		return res, err, false
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return sampler.StepResult{}, statusError(resp)
+		err := statusError(resp)
+		s.m.failure(e, fmt.Sprintf("http_%d", resp.StatusCode), err)
+		if resp.StatusCode >= 500 {
+			e.failed(err)
+			return res, err, resp.StatusCode == http.StatusServiceUnavailable
+		}
+		return res, err, false
 	}
-	rd := reader{out: out, timer: timer, timeout: s.m.opts.Timeout}
-	res, err := rd.read(resp.Body)
+	rd := reader{out: out, timer: timer, timeout: s.m.opts.Timeout, maxOutput: s.settings.MaxOutputTokens}
+	res, err = rd.read(resp.Body)
 	if err != nil {
 		err = s.cause(ctx, err)
+		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errSilent) {
+			s.m.failure(e, rd.failKind(err), err)
+		}
+		return res, err, false
 	}
-	return res, err
+	e.ok()
+	e.input.Add(int64(res.InputTokens))
+	e.cached.Add(int64(res.CachedTokens))
+	return res, nil, false
 }
 
 // cause explains an error of a request whose context may have ended: the silence timeout, or
@@ -91,27 +179,27 @@ func (s *session) cause(ctx context.Context, err error) error {
 	return err
 }
 
-// request builds the upstream request of the session's messages.
-func (s *session) request() *chatapi.Request {
+// request builds the upstream request of the session's messages on slot (-1: the engine's
+// choice).
+func (s *session) request(slot int) *chatapi.Request {
 	r := &chatapi.Request{Messages: s.msgs, Stream: true, StreamOptions: &chatapi.StreamOptions{IncludeUsage: true}}
 	r.SetSettings(s.settings, s.m.opts.LegacyMaxTokens)
 	if s.m.opts.Model != "" {
 		r.Model = s.m.opts.Model
 	}
-	if s.slot >= 0 {
-		slot, cache := s.slot, true
+	if slot >= 0 {
+		cache := true
 		r.IDSlot, r.CachePrompt = &slot, &cache
 	}
 	return r
 }
 
 // Close implements sampler.ModelSession: it aborts a request still in flight and frees the
-// pinned slot.
+// session's slot and saved KV.
 func (s *session) Close() {
 	if s.cancel != nil {
 		s.cancel(context.Canceled)
 	}
-	s.m.release(s.slot)
-	s.slot = -1
+	s.detach()
 	s.msgs = nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/tetherd/tether/chatapi"
@@ -17,6 +18,9 @@ type reader struct {
 	out     sampler.Output
 	timer   *time.Timer // the silence timer, reset at every event
 	timeout time.Duration
+	// maxOutput is the step's max_output_tokens (0: none), to tell a step the limit cut off
+	// from one the engine's context cut off (both finish with "length").
+	maxOutput int
 
 	open   bool // a call is open
 	index  int  // the open call's index
@@ -59,9 +63,25 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 		return r.res, errors.New("the upstream stream ended without a finish_reason")
 	}
 	if r.finish == chatapi.FinishLength {
-		r.res.Incomplete = protocol.ReasonMaxOutputTokens
+		r.res.Incomplete = protocol.ReasonContextLength
+		if r.maxOutput > 0 && (r.res.OutputTokens == 0 || r.res.OutputTokens >= r.maxOutput) {
+			r.res.Incomplete = protocol.ReasonMaxOutputTokens
+		}
 	}
 	return r.res, nil
+}
+
+// failKind names the kind of a stream failure, for the failure count.
+func (r *reader) failKind(err error) string {
+	switch {
+	case strings.Contains(err.Error(), "malformed chunk"):
+		return "malformed"
+	case strings.Contains(err.Error(), "reported an error"):
+		return "stream_error"
+	case strings.Contains(err.Error(), "without a finish_reason"):
+		return "no_finish"
+	}
+	return kindOf(err)
 }
 
 // chunk applies one chunk.

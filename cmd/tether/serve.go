@@ -26,55 +26,57 @@ import (
 )
 
 type serveConfig struct {
-	addr           string
-	speed          string
-	maxFrame       byteSize
-	maxAge         time.Duration
-	suspendTimeout time.Duration
-	shutdownGrace  time.Duration
-	queueDepth     int
-	maxInflight    int
-	maxLanes       int
-	cacheResponses int
-	cacheBytes     byteSize
-	storeResponses int
-	storeBytes     byteSize
-	storeURL       string
-	storeTTL       time.Duration
-	storeTimeout   time.Duration
-	apiKeys        string
-	compactionKey  string
-	websocket      bool
-	maxConns       int
-	pingInterval   time.Duration
-	writeTimeout   time.Duration
-	maxSuspended   int
-	maxSuspTotal   int64
-	maxRollout     byteSize
-	logLevel       string
-	logFormat      string
-	pprof          bool
-	maxSampling    int
-	keepAlive      time.Duration
-	backend        string
-	upstream       string
-	upstreamKey    string
-	upstreamTO     time.Duration
-	slots          int
-	upstreamSlots  int
-	upstreamModel  string
-	upstreamLegacy bool
-	readTimeout    time.Duration
-	idleTimeout    time.Duration
-	maxHTTPConns   int
-	maxMemory      byteSize
-	maxDecoding    int
-	keyRollouts    int
-	keyConns       int
-	keyStored      int
-	keyStoredBytes byteSize
-	ui             bool
-	uiRaceTimeout  time.Duration
+	addr              string
+	speed             string
+	maxFrame          byteSize
+	maxAge            time.Duration
+	suspendTimeout    time.Duration
+	shutdownGrace     time.Duration
+	queueDepth        int
+	maxInflight       int
+	maxLanes          int
+	cacheResponses    int
+	cacheBytes        byteSize
+	storeResponses    int
+	storeBytes        byteSize
+	storeURL          string
+	storeTTL          time.Duration
+	storeTimeout      time.Duration
+	apiKeys           string
+	compactionKey     string
+	websocket         bool
+	maxConns          int
+	pingInterval      time.Duration
+	writeTimeout      time.Duration
+	maxSuspended      int
+	maxSuspTotal      int64
+	maxRollout        byteSize
+	logLevel          string
+	logFormat         string
+	pprof             bool
+	maxSampling       int
+	keepAlive         time.Duration
+	backend           string
+	upstream          string
+	upstreamKey       string
+	upstreamTO        time.Duration
+	slots             int
+	upstreamSlots     int
+	upstreamSlotDir   string
+	upstreamSlotBytes byteSize
+	upstreamModel     string
+	upstreamLegacy    bool
+	readTimeout       time.Duration
+	idleTimeout       time.Duration
+	maxHTTPConns      int
+	maxMemory         byteSize
+	maxDecoding       int
+	keyRollouts       int
+	keyConns          int
+	keyStored         int
+	keyStoredBytes    byteSize
+	ui                bool
+	uiRaceTimeout     time.Duration
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -114,7 +116,10 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
-	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots to pin rollouts to with id_slot (llama.cpp llama-server -np; 0 = don't pin)")
+	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots per replica that Tether owns; every request names one with id_slot (llama.cpp llama-server -np; 0 = the engine chooses)")
+	fs.StringVar(&c.upstreamSlotDir, "upstream-slot-dir", "", "backend chat: the engine's --slot-save-path as this host sees it; a suspended rollout's KV is saved there when its slot is needed and restored before its next step (\"\" = its next step is prefilled again)")
+	c.upstreamSlotBytes = 1 << 30
+	fs.Var(&c.upstreamSlotBytes, "upstream-slot-bytes", "backend chat: bound on the bytes of saved slot files per replica (oldest dropped first)")
 	fs.StringVar(&c.upstreamModel, "upstream-model", "", "backend chat: model name sent upstream instead of the client's (\"\" = the client's)")
 	fs.BoolVar(&c.upstreamLegacy, "upstream-legacy-max-tokens", false, "backend chat: send max_tokens besides max_completion_tokens (Ollama, LM Studio)")
 	fs.IntVar(&c.slots, "slots", 4, "llama.cpp-compatible slots of POST /v1/chat/completions (sessions kept open for KV reuse)")
@@ -368,10 +373,9 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 			return nil, err
 		}
 		if cfg.maxSampling == 0 {
-			cfg.maxSampling = cfg.upstreamSlots // the engine's parallelism, when known
+			cfg.maxSampling = cfg.upstreamSlots * len(upstreamURLs(cfg)) // the engines' parallelism, when known
 		}
-		return chat.New(chat.Options{BaseURL: cfg.upstream, APIKey: key, Model: cfg.upstreamModel,
-			Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, LegacyMaxTokens: cfg.upstreamLegacy}), nil
+		return newChat(cfg, key, log)
 	case "responses":
 		key, err := upstreamKey(cfg)
 		if err != nil {
@@ -384,6 +388,34 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 		return m, nil
 	}
 	return nil, fmt.Errorf("-backend %q: want sim, chat or responses", cfg.backend)
+}
+
+// upstreamURLs splits -upstream, a comma-separated list of replicas.
+func upstreamURLs(cfg *serveConfig) []string {
+	var urls []string
+	for _, u := range strings.Split(cfg.upstream, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return urls
+}
+
+// newChat returns the chat backend of cfg, after asking its replicas what they tell of
+// themselves (a slot count lower than -upstream-slots is an error).
+func newChat(cfg *serveConfig, key string, log *slog.Logger) (sampler.Model, error) {
+	m, err := chat.New(chat.Options{BaseURLs: upstreamURLs(cfg), APIKey: key, Model: cfg.upstreamModel,
+		Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, SlotDir: cfg.upstreamSlotDir,
+		SlotSaveBytes: int64(cfg.upstreamSlotBytes), LegacyMaxTokens: cfg.upstreamLegacy, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("-upstream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Probe(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return m, nil
 }
 
 // upstreamLine names the upstream for the startup line ("none" for the sim).
@@ -449,16 +481,25 @@ func checkBackend(cfg *serveConfig) error {
 	if cfg.upstream == "" {
 		return fmt.Errorf("-backend %s needs -upstream URL", cfg.backend)
 	}
-	u, err := url.Parse(cfg.upstream)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("-upstream %q: want an absolute URL such as http://127.0.0.1:8080/v1", cfg.upstream)
+	urls := upstreamURLs(cfg)
+	if len(urls) > 1 && cfg.backend != "chat" {
+		return fmt.Errorf("-upstream %q: several replicas need -backend chat", cfg.upstream)
+	}
+	if cfg.upstreamSlotDir != "" && (cfg.backend != "chat" || cfg.upstreamSlots == 0) {
+		return errors.New("-upstream-slot-dir needs -backend chat and -upstream-slots")
 	}
 	schemes := map[string]bool{"http": true, "https": true}
 	if cfg.backend == "responses" {
 		schemes["ws"], schemes["wss"] = true, true
 	}
-	if !schemes[u.Scheme] {
-		return fmt.Errorf("-upstream %q: scheme %q is not one -backend %s dials", cfg.upstream, u.Scheme, cfg.backend)
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("-upstream %q: want an absolute URL such as http://127.0.0.1:8080/v1", raw)
+		}
+		if !schemes[u.Scheme] {
+			return fmt.Errorf("-upstream %q: scheme %q is not one -backend %s dials", raw, u.Scheme, cfg.backend)
+		}
 	}
 	return nil
 }

@@ -18,7 +18,10 @@ import (
 // cached tokens.
 func TestCodexExecThroughChatChain(t *testing.T) {
 	_, up := servertest.Start(t, server.Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant})})
-	model := chat.New(chat.Options{BaseURL: up + "/v1", Slots: 2, Timeout: 30 * time.Second})
+	model, err := chat.New(chat.Options{BaseURLs: []string{up + "/v1"}, Slots: 2, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := newFixture(t, fixtureOptions{logLevel: slog.LevelDebug, server: server.Options{Model: model}})
 	cx := newCodex(t, f, "gpt-5.5")
 	const prompt = "Check the disk usage with a shell command."

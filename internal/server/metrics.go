@@ -61,6 +61,9 @@ func (s *Server) metricsHandler() http.Handler {
 	counter("tether_store_errors_total", "Store calls that failed or timed out (-store-timeout); each answered store_unavailable.", nil,
 		func() float64 { return float64(s.store.Errors()) })
 	reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors})
+	if c, ok := s.opts.Model.(prometheus.Collector); ok { // a backend's own metrics (upstream replicas)
+		reg.MustRegister(c)
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

@@ -1,0 +1,145 @@
+package chat_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/internal/llamatest"
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
+)
+
+// engineStep is what the engine itself reported for one chat completion, read off the wire
+// by engineProxy.
+type engineStep struct {
+	slot    int // id_slot of the request, -1 for none
+	prompt  int // timings.prompt_n + cache_n: the context the engine processed
+	cacheN  int // timings.cache_n: prompt tokens reused from the slot
+	status  int
+	request chatRequest
+}
+
+type chatRequest struct {
+	IDSlot   *int              `json:"id_slot"`
+	Messages []json.RawMessage `json:"messages"`
+}
+
+// engineProxy sits between Tether and a real llama-server: it forwards everything unchanged
+// and records, for each streamed chat completion, the slot it named and the engine's own
+// timings from the final chunk.
+type engineProxy struct {
+	next *httputil.ReverseProxy
+	mu   sync.Mutex
+	log  []engineStep
+}
+
+func newEngineProxy(t *testing.T, target string) (*engineProxy, string) {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &engineProxy{next: httputil.NewSingleHostReverseProxy(u)}
+	p.next.FlushInterval = -1
+	hs := httptest.NewServer(p)
+	t.Cleanup(hs.Close)
+	return p, hs.URL
+}
+
+func (p *engineProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		p.next.ServeHTTP(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	step := engineStep{slot: -1}
+	_ = json.Unmarshal(body, &step.request)
+	if step.request.IDSlot != nil {
+		step.slot = *step.request.IDSlot
+	}
+	rec := &timingsWriter{ResponseWriter: w}
+	p.next.ServeHTTP(rec, r)
+	rec.scan()
+	step.prompt, step.cacheN, step.status = rec.promptN+rec.cacheN, rec.cacheN, rec.status
+	p.mu.Lock()
+	p.log = append(p.log, step)
+	p.mu.Unlock()
+}
+
+func (p *engineProxy) steps() []engineStep {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]engineStep(nil), p.log...)
+}
+
+// timingsWriter keeps a streamed answer's bytes to read llama.cpp's timings from them.
+type timingsWriter struct {
+	http.ResponseWriter
+	buf             bytes.Buffer
+	status          int
+	promptN, cacheN int
+}
+
+func (w *timingsWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *timingsWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.buf.Write(b)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *timingsWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+// scan reads the last timings object of the stream.
+func (w *timingsWriter) scan() {
+	sc := bufio.NewScanner(&w.buf)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || !strings.Contains(data, `"timings"`) {
+			continue
+		}
+		var c struct {
+			Timings struct {
+				PromptN int `json:"prompt_n"`
+				CacheN  int `json:"cache_n"`
+			} `json:"timings"`
+		}
+		if json.Unmarshal([]byte(data), &c) == nil {
+			w.promptN, w.cacheN = c.Timings.PromptN, c.Timings.CacheN
+		}
+	}
+}
+
+// engineFront starts Tether with the chat backend in front of engines (each behind an
+// engineProxy) and returns its base URL, the model and the proxies.
+func engineFront(t *testing.T, opts chat.Options, engines ...*llamatest.Server) (string, *chat.Model, []*engineProxy) {
+	t.Helper()
+	var proxies []*engineProxy
+	for _, e := range engines {
+		p, u := newEngineProxy(t, e.URL())
+		proxies = append(proxies, p)
+		opts.BaseURLs = append(opts.BaseURLs, u+"/v1")
+	}
+	m := newModel(t, opts)
+	if err := m.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, front := servertest.Start(t, server.Options{Model: m})
+	return front, m, proxies
+}

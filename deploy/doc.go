@@ -7,5 +7,5 @@
 // load of resuming clients runs, it restarts each process with SIGTERM and kills one with
 // SIGKILL. Its clients are raw JSON over github.com/coder/websocket. They check every rollout
 // end to end through the sim's answer, which quotes each tool output once, in order.
-// TETHER_DRILL_DURATION lengthens it (README "Restart drill").
+// TETHER_DRILL_DURATION lengthens it (docs/deploy.md, "Restart drill").
 package deploy

@@ -16,13 +16,13 @@ import (
 )
 
 // AppendBeta is the OpenAI-Beta token that opts a connection into the append shape; the server
-// echoes it on the 101 to confirm (append-protocol §1).
+// echoes it on the 101 to confirm (append-protocol.md, Opting in).
 const AppendBeta = "responses_append=v1"
 
 // Shape is the protocol a connection speaks.
 type Shape string
 
-// The two shapes of docs/append-protocol.md §11.
+// The two shapes (docs/append-protocol.md, Differences from the public shape).
 const (
 	ShapeAppend Shape = "append" // the server confirmed responses_append=v1
 	ShapePublic Shape = "public" // the OpenAI Responses API over WebSocket
@@ -45,7 +45,7 @@ type Options struct {
 	// PublicShape does not opt in: the connection speaks the public shape.
 	PublicShape bool
 	// QueryOptIn also opts in with the query parameter protocol=append.v1, which passes proxies
-	// that drop the OpenAI-Beta header (append-protocol §1).
+	// that drop the OpenAI-Beta header (append-protocol.md, Opting in).
 	QueryOptIn bool
 	// NoReconnect keeps the client from dialing again after the server ended the connection for
 	// its age limit or with close 1001; suspended rollouts then end with ErrConnectionLost.

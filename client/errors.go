@@ -8,7 +8,7 @@ import (
 // Error is an error the server sent: an error frame, the error body of a refused WebSocket
 // upgrade, or response.error of a failed Response (then Status is 0). It mirrors the API error
 // object {type, code, param, message} and the frame's HTTP status. Codes are listed in
-// docs/append-protocol.md §12.
+// docs/append-protocol.md, Errors.
 type Error struct {
 	Status  int    // HTTP status: 400, 404, 409, 413, 429, 500, 503; 0 for a failed Response
 	Type    string // "invalid_request_error" or "server_error"
@@ -48,7 +48,7 @@ var (
 	// ErrEnded is returned by Append and Cancel on a rollout that has ended.
 	ErrEnded = errors.New("client: rollout has ended")
 	// ErrNotStarted is returned by Cancel while the create waits in the server's queue: its
-	// response id is not known yet (append-protocol §14).
+	// response id is not known yet (append-protocol.md, Known limitations).
 	ErrNotStarted = errors.New("client: rollout not started yet")
 	// ErrCancelUnsupported is returned by Cancel on a public-shape rollout that is sampling: the
 	// public shape has no response.cancel.

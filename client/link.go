@@ -202,7 +202,7 @@ func (l *link) onError(e *Error) {
 }
 
 // match returns the pending request an error answers: the one whose response id, pending
-// call_id or input call_id the message names, else the oldest (append-protocol §14); -1 if
+// call_id or input call_id the message names, else the oldest (append-protocol.md, Known limitations); -1 if
 // none is pending.
 func (l *link) match(e *Error) int {
 	for i, q := range l.pending {

@@ -230,7 +230,7 @@ func (c Call) Output(output string) Item {
 	return Item{Type: "function_call_output", CallID: c.CallID, Output: output}
 }
 
-// Suspension is a rollout waiting for tool outputs (append-protocol §4, response.done).
+// Suspension is a rollout waiting for tool outputs (response.done).
 type Suspension struct {
 	ResponseID string // the Response to append to
 	Calls      []Call // the pending calls, in output order; Append must answer each once

@@ -12,7 +12,7 @@ import (
 	"github.com/tetherd/tether/store"
 )
 
-// Counters count how public continuations ran (architecture §3): Hot resumed a suspended
+// Counters count how public continuations ran: Hot resumed a suspended
 // rollout, Cold rebuilt a rollout from the chain's items, New started a chain, WarmUp counts
 // generate:false requests (also counted in New, Hot or Cold). A response is counted when it
 // starts, before its first event. Safe for concurrent use.
@@ -111,7 +111,7 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 	}
 	chain = parent.chain
 	if err := protocol.CheckContinuation(chain, p.Input); err != nil {
-		if parent.lane == ps.seg.lane { // a failed fork keeps its parent (reference §6.2)
+		if parent.lane == ps.seg.lane { // a failed fork keeps its parent
 			r.evictLocked(parent.id)
 		}
 		r.mu.Unlock()

@@ -1,10 +1,10 @@
-// Package compat is Tether's public-shape adapter (architecture §3): the OpenAI Responses API
+// Package compat is Tether's public-shape adapter: the OpenAI Responses API
 // as its clients know it, served over the shape-neutral core of package session so that a
 // continuation resumes the suspended sampler instead of rebuilding the conversation.
 //
-// Entry points: [ServeWebSocket] runs response.create over a WebSocket (reference §2–§8);
+// Entry points: [ServeWebSocket] runs response.create over a WebSocket;
 // [HTTP] serves POST /v1/responses (JSON, or SSE with stream:true), GET and DELETE
-// /v1/responses/{id} and GET /v1/responses/{id}/input_items (reference §9). Stored responses
+// /v1/responses/{id} and GET /v1/responses/{id}/input_items. Stored responses
 // (store:true) live in a store.Store ([Options.Store]): a store:true segment is written before
 // its terminal event is sent, and when the store fails or times out the segment ends
 // response.failed with store_unavailable instead (the connection and its segments stay
@@ -42,8 +42,8 @@
 //     <call_id>.").
 //   - background:true is rejected (unsupported_parameter); generate and stream_id are
 //     WebSocket-only; response.processed is accepted silently; stream, stream_options, event_id,
-//     client_metadata, prompt_cache_key, include and unknown top-level fields are ignored
-//     (architecture §9). Unknown tool types are echoed in the Response unchanged.
+//     client_metadata, prompt_cache_key, include and unknown top-level fields are ignored.
+//     Unknown tool types are echoed in the Response unchanged.
 //   - Creates queue FIFO behind the sampling response of their lane (stream_id; the default
 //     lane when absent); responses of one lane never interleave, lanes sample concurrently (see
 //     package session). Every event and error of a lane's create carries its stream_id. A

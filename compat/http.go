@@ -15,7 +15,7 @@ import (
 	"github.com/tetherd/tether/store"
 )
 
-// HTTP serves the HTTP side of the public shape (reference §9): POST /v1/responses (JSON, or
+// HTTP serves the HTTP side of the public shape: POST /v1/responses (JSON, or
 // SSE with stream:true), GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items.
 // A POST runs on its own short-lived session.Conn, so scheduling and sampling are the same code
 // as on WebSocket; previous_response_id resolves from the Store only (store:false responses are
@@ -185,7 +185,7 @@ func (c *collector) emit(ev *protocol.Event) error {
 func (c *collector) errorFrame(*protocol.Error) {}
 
 // sseEmitter writes each event as one SSE event ("event: T\ndata: JSON\n\n", LF only), in one
-// write followed by a flush; no [DONE] (reference §9).
+// write followed by a flush; no [DONE].
 type sseEmitter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -276,7 +276,7 @@ func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) 
 
 // InputItems serves GET /v1/responses/{id}/input_items: {"object":"list","data","first_id",
 // "last_id","has_more"} with limit (1–100, default 20), order (asc|desc, default desc) and
-// after (an item id) as in the reference (§9).
+// after (an item id) as OpenAI's API does.
 func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner string) {
 	q := r.URL.Query()
 	page := store.Page{Limit: 20, Desc: true, After: q.Get("after")}
@@ -327,7 +327,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 }
 
 // WriteError writes the HTTP error body {"error":{"message","type","param","code"}} with the
-// error's status (architecture §8).
+// error's status.
 func WriteError(w http.ResponseWriter, e *protocol.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.HTTPStatus())

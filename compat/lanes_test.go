@@ -159,7 +159,7 @@ func TestLaneFork(t *testing.T) {
 	}
 }
 
-// TestFailedForkKeepsParent: a fork that fails leaves its parent in place (reference §6.2); a
+// TestFailedForkKeepsParent: a fork that fails leaves its parent in place; a
 // failed same-lane continuation evicts it.
 func TestFailedForkKeepsParent(t *testing.T) {
 	f := newFixture(t, server.Options{})

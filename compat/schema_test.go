@@ -13,7 +13,8 @@ import (
 	"github.com/tetherd/tether/internal/wstest"
 )
 
-// The Open Responses OpenAPI schema is read from ../shared (never copied into the repo).
+// The Open Responses OpenAPI schema is read from a directory beside the repository (it is
+// not copied into it).
 const schemaFile = "../../shared/reference/openresponses-openapi-2026-04-24.json"
 
 type eventSchemas struct {
@@ -33,7 +34,7 @@ func loadSchemas(t *testing.T) *eventSchemas {
 	schemasOnce.Do(func() { schemas, schemasErr = compileSchemas(schemaFile) })
 	if schemasErr != nil {
 		if os.IsNotExist(schemasErr) && os.Getenv("CI") == "" {
-			t.Skipf("SKIPPED LOUDLY: %v — the schema lives in ../shared beside the repo", schemasErr)
+			t.Skipf("SKIPPED LOUDLY: %v — the Open Responses schema file is not beside the repository", schemasErr)
 		}
 		t.Fatalf("schema: %v", schemasErr)
 	}

@@ -4,7 +4,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// segment is one public Response (architecture §3): the part of a rollout between two
+// segment is one public Response: the part of a rollout between two
 // suspensions, with its own id and sequence_number space.
 type segment struct {
 	// Immutable once the segment has ended
@@ -20,8 +20,8 @@ type segment struct {
 }
 
 // segments is a connection's registry of ended segments, bounded by a count and a byte
-// estimate, least recently used first; the connection's newest segment is never evicted
-// (architecture §10). Evicting the latest segment of a suspended rollout ends that rollout
+// estimate, least recently used first; the connection's newest segment is never evicted.
+// Evicting the latest segment of a suspended rollout ends that rollout
 // (silently): nothing can reach it any more. It is guarded by its owner's mutex.
 type segments struct {
 	maxCount int

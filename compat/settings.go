@@ -7,8 +7,8 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// settingsKey encodes the settings a hot-path continuation must share with its parent
-// (architecture §3): model, instructions, tools, tool_choice, parallel_tool_calls, reasoning,
+// settingsKey encodes the settings a hot-path continuation must share with its parent:
+// model, instructions, tools, tool_choice, parallel_tool_calls, reasoning,
 // text, temperature, top_p, max_output_tokens, max_tool_calls, truncation and metadata, with
 // defaults applied, so that "omitted" and "the default" compare equal. stream, stream_options,
 // store, include, client_metadata, prompt_cache_key, user, safety_identifier and service_tier

@@ -37,8 +37,8 @@ type pendingSegment struct {
 	done     chan struct{} // closed when the segment's terminal event has been sent
 }
 
-// rolloutSink turns a rollout's happenings into public-shape events, one Response per segment
-// (architecture §3): sequence_number and output_index from 0 per segment, a terminal
+// rolloutSink turns a rollout's happenings into public-shape events, one Response per segment:
+// sequence_number and output_index from 0 per segment, a terminal
 // response.completed at each suspension, nothing for a rollout that ends behind a completed
 // segment. The rollout goroutine owns cur, seq, outBase; next is handed over under owner.mu.
 type rolloutSink struct {
@@ -159,7 +159,7 @@ func (s *rolloutSink) Suspended(sp sampler.Suspension) {
 
 // Ended answers the rollout's end. The rollout then leaves the connection core's registry
 // (Conn.Forget): the public shape keeps the items of ended segments in its own registry, so
-// one bounded registry holds them, not two (issue 10 §1).
+// one bounded registry holds them, not two.
 func (s *rolloutSink) Ended(e sampler.Ending) {
 	defer s.owner.conn.Forget(s.key)
 	if !s.take() {
@@ -217,7 +217,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	}
 	if status == protocol.ResponseFailed {
 		// A failed continuation evicts its parent, unless it forked from another lane
-		// (reference §6.2: a failed fork keeps its parent).
+		// (a failed fork keeps its parent).
 		if parent := r.segs.byID[ps.parent]; parent != nil && parent.lane == ps.seg.lane && !storeFailed {
 			r.evictLocked(ps.parent)
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// steer answers response.steer (reference §3.3): the response named by previous_response_id
+// steer answers response.steer: the response named by previous_response_id
 // must be in flight on this connection (queued or sampling), or have just been steered (its
 // successor then takes the steer). The rollout then takes the steer
 // (rolloutSink.SteerAccepted and the events after it); everything else gets

@@ -16,7 +16,7 @@ type Options struct {
 	Store store.Store
 	// CacheResponses and CacheBytes bound a connection's registry of segments (entries, bytes of
 	// item text); the latest segment of every suspended rollout is always kept. 0 means 128 and
-	// 64 MiB (architecture §10).
+	// 64 MiB.
 	CacheResponses int
 	CacheBytes     int64
 	// Owner is the API key of the connection or request ("" when the server is open); stored
@@ -47,7 +47,7 @@ func (o *Options) counters() *Counters {
 	return o.Counters
 }
 
-// ServeWebSocket runs the public WebSocket shape (architecture §3, reference §2–§9) on c: it
+// ServeWebSocket runs the public WebSocket shape on c: it
 // reads client frames until the peer goes away or c is drained, answers every bad frame with
 // an error envelope, and closes c before it returns. The returned error says why the read loop
 // ended; it is nil after a drain.

@@ -22,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// schemaFile is the Open Responses OpenAPI file, read from ../shared beside the repository
+// schemaFile is the Open Responses OpenAPI file, read from a directory beside the repository
 // (never copied into it).
 const schemaFile = "../../shared/reference/openresponses-openapi-2026-04-24.json"
 
@@ -40,13 +40,13 @@ func tether(t *testing.T) (string, *server.Server) {
 	return url + "/v1", s
 }
 
-// schema returns the schema file, or "" (logged loudly) when ../shared is not beside the
+// schema returns the schema file, or "" (logged loudly) when the file is not beside the
 // repository outside CI.
 func schema(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(schemaFile); err != nil {
 		if errors.Is(err, fs.ErrNotExist) && os.Getenv("CI") == "" {
-			t.Logf("NOT VALIDATING AGAINST THE SCHEMA: %v — it lives in ../shared beside the repository", err)
+			t.Logf("NOT VALIDATING AGAINST THE SCHEMA: %v — the Open Responses schema file is not beside the repository", err)
 			return ""
 		}
 		t.Fatalf("schema: %v", err)
@@ -127,8 +127,7 @@ func TestShapeSelection(t *testing.T) {
 	}
 }
 
-// TestImportsNoServerPackage: the suite is a black box; it imports no package of this module
-// (architecture §2).
+// TestImportsNoServerPackage: the suite is a black box; it imports no package of this module.
 func TestImportsNoServerPackage(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {

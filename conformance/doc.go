@@ -1,6 +1,6 @@
 // Package conformance is a black-box conformance suite for servers of the OpenAI Responses API
-// over WebSocket (architecture §3, the public shape) and of Tether's append shape
-// (architecture §4, docs/append-protocol.md). Point it at any server — Tether, a gateway, a
+// over WebSocket (the public shape) and of Tether's append shape
+// (docs/append-protocol.md). Point it at any server — Tether, a gateway, a
 // model server that claims Responses WebSocket mode — with [Run] or `tether conform`.
 //
 // It is a client: it speaks raw JSON over github.com/coder/websocket and net/http and imports
@@ -31,7 +31,7 @@
 // [Config.SchemaFile] every event, error frame and Response is also validated against the
 // Open Responses OpenAPI file (github.com/santhosh-tekuri/jsonschema/v6).
 //
-// Lanes (stream_id, reference §6.3): each named lane of a connection is checked by its own
+// Lanes (stream_id): each named lane of a connection is checked by its own
 // grammar (frames are routed by their stream_id; the default lane's carry none), so the
 // responses of different lanes may interleave. The "lanes/…" scenarios test concurrency across
 // lanes, per-lane FIFO, attribution of every event and request-scoped error, invalid names,
@@ -47,7 +47,7 @@
 // scenarios may request exact call counts, parallel calls, failures and slow sampling with
 // the sim's metadata keys (sim.calls, sim.parallel, sim.fail, sim.speed, sim.answer_tokens),
 // check that the answer quotes the context, compare context fingerprints and cached_tokens,
-// and check Tether's documented choices (architecture §9). Under [ContractAny] those checks
+// and check Tether's documented choices. Under [ContractAny] those checks
 // are skipped — whole scenarios with a reason, single checks listed in
 // [Result.SkippedChecks] — and what every conforming server must do is still asserted:
 // grammar, lifecycle, errors, previous_response_id resolution and eviction. A scenario that
@@ -82,7 +82,7 @@ func Excluded() []Exclusion {
 		{"schema validation of response.done and response.steer.*",
 			"the Open Responses file does not define them (response.done is the append shape's own event); the grammar checks them"},
 		{"schema validation of WebSocket error frames against ErrorStreamingEvent",
-			"it requires sequence_number, which error frames must not carry (architecture §4); they are validated against WebSocketErrorEvent"},
+			"it requires sequence_number, which error frames must not carry; they are validated against WebSocketErrorEvent"},
 		{"DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items",
 			"HTTP endpoints outside the WebSocket protocols; GET /v1/responses/{id} is tested"},
 		{"client disconnect frees the connection's state",

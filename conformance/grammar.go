@@ -27,8 +27,8 @@ func (s idSet) add(kind, id string) bool {
 	return true
 }
 
-// Grammar checks the server events of one connection (or one SSE stream) as they arrive
-// (architecture §3, §4, §8; reference §8.1). It is the checker every scenario of the suite
+// Grammar checks the server events of one connection (or one SSE stream) as they arrive.
+// It is the checker every scenario of the suite
 // runs on every frame, exported so that other tests of a server can run it on the frames they
 // read ([NewGrammar], [Grammar.Feed], [Grammar.Appended], [Grammar.Done]). It checks:
 //
@@ -43,7 +43,7 @@ func (s idSet) add(kind, id string) bool {
 //   - response.done (append shape only) carries exactly the items since the previous
 //     suspension and their call_ids as pending_call_ids, and a cumulative usage;
 //   - the terminal Response's output equals the output_item.done items, its status matches
-//     the event, its usage is plausible (architecture §6); exactly one terminal event, and
+//     the event, its usage is plausible; exactly one terminal event, and
 //     nothing of that response after it;
 //   - response, item and call ids are unique;
 //   - responses do not interleave: output events belong to the response holding the sampling
@@ -251,7 +251,7 @@ func (g *Grammar) feed(f Frame) string {
 	return g.event(r, typ, f)
 }
 
-// steerSeq accounts a response.steer.* event (reference §3.3, open question §12.9: its
+// steerSeq accounts a response.steer.* event (an open question: its
 // sequence_number has no documented base). An event whose sequence_number continues the
 // sampling response's sequence (response.steer.accepted), or the sequence of the response that
 // ended last (response.steer.pending after its terminal event), takes that place; any other
@@ -482,7 +482,7 @@ func (g *Grammar) event(r *rstate, typ string, f Frame) string {
 	return ""
 }
 
-// usage checks the usage of a stop (architecture §6): present, total = input + output, cached
+// usage checks the usage of a stop: present, total = input + output, cached
 // at most input; in the append shape cumulative over the rollout, so never decreasing.
 func (g *Grammar) usage(r *rstate, u Frame) string {
 	if u == nil {
@@ -574,8 +574,8 @@ func (it *openItem) check(item Frame) string {
 }
 
 // checkErrorEnvelope checks an error frame: {"type":"error","status":N,"error":{"type","code",
-// "message","param"}}, code a string, param a string or null, no sequence_number (architecture
-// §8; error frames are not part of any response's stream).
+// "message","param"}}, code a string, param a string or null, no sequence_number (error
+// frames are not part of any response's stream).
 func checkErrorEnvelope(f Frame) string {
 	if f.Has("sequence_number") {
 		return "an error frame carries a sequence_number (error frames are not part of a response's stream)"

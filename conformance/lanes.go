@@ -1,6 +1,6 @@
 package conformance
 
-// How a Peer reads the lanes (stream_id) of one connection (reference §4.1, §6.3): each named
+// How a Peer reads the lanes (stream_id) of one connection: each named
 // lane is its own stream of events, checked by its own Grammar; the default lane's events
 // carry no stream_id and go to the connection's Grammar.
 

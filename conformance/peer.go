@@ -18,7 +18,7 @@ import (
 type M = map[string]any
 
 // appendBeta is the OpenAI-Beta token that opts a WebSocket into the append shape, and that
-// the server echoes on the 101 to confirm it (architecture §4).
+// the server echoes on the 101 to confirm it.
 const appendBeta = "responses_append=v1"
 
 // quiet is how long expectNothing listens.

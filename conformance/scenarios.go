@@ -127,7 +127,7 @@ var scenarios = []*scenario{
 	{name: "lanes/failed-fork-keeps-parent", shapes: onPublic, run: lanesFailedForkKeepsParent},
 	{name: "lanes/stalled-lane", shapes: onBoth, run: lanesStalledLane},
 
-	// Errors (architecture §8).
+	// Errors.
 	{name: "error/invalid-json", shapes: onBoth, run: errInvalidJSON},
 	{name: "error/missing-type", shapes: onBoth, run: errMissingType},
 	{name: "error/unknown-event-type", shapes: onBoth, run: errUnknownEventType},
@@ -173,7 +173,7 @@ func (p *Peer) stillUsable() {
 	p.t.check(tu.Ended() && tu.Status() == "completed", "the connection does not serve a response any more: %s", tu.Stop.Type())
 }
 
-// checkUsage checks a terminal Response's usage (architecture §6): input and output tokens
+// checkUsage checks a terminal Response's usage: input and output tokens
 // counted, total their sum, cached tokens at most the input.
 func (t *T) checkUsage(tu *Turn) {
 	in, out, total := tu.Usage("input_tokens"), tu.Usage("output_tokens"), tu.Usage("total_tokens")
@@ -449,7 +449,7 @@ func ignoredFields(t *T) {
 	p.expectNothing()
 	extra := M{"stream": true, "stream_options": M{"include_obfuscation": false}, "event_id": "evt_conformance",
 		"client_metadata": M{"client": "conformance"}, "prompt_cache_key": "conformance", "include": []string{"reasoning.encrypted_content"}}
-	if t.sim("unknown top-level fields are ignored (architecture §9)") {
+	if t.sim("unknown top-level fields are ignored") {
 		extra["some_future_field"] = M{"a": 1}
 	}
 	t.checkCompleted(p.start(t.create("Hello again.", extra)))

@@ -1,6 +1,6 @@
 package conformance
 
-// The scenarios of the append shape only (architecture §4, docs/append-protocol.md).
+// The scenarios of the append shape only (docs/append-protocol.md).
 
 import (
 	"net/http"

@@ -10,7 +10,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// The error scenarios: every row of architecture §8 that a client can provoke. Each bad frame
+// The error scenarios: every error of the error table that a client can provoke. Each bad frame
 // is answered by exactly one error frame, and the connection stays usable (except after an
 // oversize frame).
 
@@ -110,7 +110,7 @@ func errInvalidValue(t *T) {
 }
 
 // errUnsupportedParameter: background:true; generate:false on the append shape; an empty
-// stream_id is invalid_stream_id (reference §3.1).
+// stream_id is invalid_stream_id.
 func errUnsupportedParameter(t *T) {
 	p := t.dial()
 	p.send(t.create("hi", M{"background": true}))
@@ -209,7 +209,7 @@ func errCrossConnection(t *T) {
 
 // afterRejectedContinuation checks what a rejected continuation left behind: in the append
 // shape the rollout is still suspended and good outputs resume it; in the public shape the
-// failed continuation evicted its parent (architecture §3).
+// failed continuation evicted its parent.
 func (p *Peer) afterRejectedContinuation(tu *Turn, good []any) {
 	if p.shape == shapeAppend {
 		p.t.checkCompleted(p.drive(p.resume(tu, good), nil).Last())
@@ -259,7 +259,7 @@ func errDuplicateToolOutput(t *T) {
 }
 
 // errEvictedParent: a continuation rejected with an error frame evicts its parent, which is
-// then not found (architecture §3).
+// then not found.
 func errEvictedParent(t *T) {
 	p := t.dial()
 	parent := p.start(t.create("Hello.", M{"store": false}))

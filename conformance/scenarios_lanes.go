@@ -1,6 +1,6 @@
 package conformance
 
-// The scenarios of lanes (stream_id, reference §3.1, §4.1, §5.2, §6.2, §6.3): a named lane is
+// The scenarios of lanes (stream_id): a named lane is
 // its own FIFO, lanes run concurrently, every event and request-scoped error of a lane carries
 // its stream_id, the default lane's none.
 
@@ -173,8 +173,7 @@ func lanesFork(t *T) {
 }
 
 // lanesFailedForkKeepsParent: a fork (lane b) that fails leaves its store:false parent in
-// place, and lane a continues it; a failed same-lane continuation then evicts it (reference
-// §6.2).
+// place, and lane a continues it; a failed same-lane continuation then evicts it.
 func lanesFailedForkKeepsParent(t *T) {
 	p := t.dial()
 	var parent *Turn

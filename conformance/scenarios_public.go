@@ -1,6 +1,6 @@
 package conformance
 
-// The scenarios of the public shape only (architecture §3).
+// The scenarios of the public shape only.
 
 import "strings"
 
@@ -104,7 +104,7 @@ func steer(t *T) {
 	tu := p.start(t.create("Hello.", nil))
 	p.send(M{"type": "response.steer", "previous_response_id": tu.ID, "input": "Be brief."})
 	f := p.next("response.steer.*")
-	if t.sim("a steer for a response that has completed gets response.steer.failed response_already_completed (reference §3.3)") {
+	if t.sim("a steer for a response that has completed gets response.steer.failed response_already_completed") {
 		if !contains(f, M{"type": "response.steer.failed", "error": M{"code": "response_already_completed"}}) {
 			t.fail(&Failure{Message: "unexpected answer to response.steer", Expected: `{"type":"response.steer.failed","error":{"code":"response_already_completed"}}`, Received: clip(show(f, p.lastRaw), 800)})
 		}

@@ -2,7 +2,7 @@ package conformance
 
 import "strings"
 
-// Steering scenarios (reference §3.3): public shape only.
+// Steering scenarios: public shape only.
 
 // steerInterrupt: a steer sent while a response streams is accepted
 // (response.steer.accepted, in that response's sequence), the response ends

@@ -1,11 +1,11 @@
-// Package deploy holds deployment files and their tests (issue 10 §3): nginx.conf puts
+// Package deploy holds deployment files and their tests: nginx.conf puts
 // several `tether serve` instances sharing one Redis behind nginx. The tests run the real
 // nginx (Debian package nginx; $TETHER_NGINX names the binary, TETHER_REQUIRE_NGINX=1 makes a
 // missing one a failure) and a real redis-server in front of two in-process instances.
 //
-// TestRestartDrill (issue 10 §4) runs the built binary three times behind nginx. While a
+// TestRestartDrill runs the built binary three times behind nginx. While a
 // load of resuming clients runs, it restarts each process with SIGTERM and kills one with
 // SIGKILL. Its clients are raw JSON over github.com/coder/websocket. They check every rollout
 // end to end through the sim's answer, which quotes each tool output once, in order.
-// TETHER_DRILL_DURATION lengthens it (README "Restart drill").
+// TETHER_DRILL_DURATION lengthens it (docs/deploy.md, "Restart drill").
 package deploy

@@ -28,7 +28,7 @@ func drillDuration(t *testing.T) time.Duration {
 	return d
 }
 
-// TestRestartDrill is issue 10 §4: three `tether serve` processes sharing one redis-server
+// TestRestartDrill runs three `tether serve` processes sharing one redis-server
 // behind nginx, under a load of rollouts of both shapes, restarted one after another with
 // SIGTERM and one killed with SIGKILL; every rollout must end with an answer that quotes
 // every tool output once, in order.

@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// The Open Responses OpenAPI schema is read from ../shared (never copied into the repo).
+// The Open Responses OpenAPI schema is read from a directory beside the repository (it is
+// not copied into it).
 const schemaFile = "../../shared/reference/openresponses-openapi-2026-04-24.json"
 
 // loadSchemaDoc returns the schema's components.schemas, skipping loudly outside CI when the
@@ -18,7 +19,7 @@ func loadSchemaDoc(t *testing.T) map[string]map[string]any {
 	b, err := os.ReadFile(schemaFile)
 	if err != nil {
 		if os.IsNotExist(err) && os.Getenv("CI") == "" {
-			t.Skipf("SKIPPED LOUDLY: %v — the schema lives in ../shared beside the repo", err)
+			t.Skipf("SKIPPED LOUDLY: %v — the Open Responses schema file is not beside the repository", err)
 		}
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ const (
 	PublicHTTP
 )
 
-// CheckCreate rejects what a create may not carry where it arrives (architecture §8, §9), all
+// CheckCreate rejects what a create may not carry where it arrives, all
 // unsupported_parameter (400) with the field as param: background:true everywhere;
 // generate:false on an append connection; generate and stream_id at all over HTTP. A stream_id
 // on a WebSocket must pass CheckStreamID (invalid_stream_id). It also
@@ -59,7 +59,7 @@ func CheckCreate(p *CreateParams, where Where) error {
 // both shapes): every function_call_output must name a function_call of chain or of input
 // before it (else tool_call_not_found), no call may get two outputs (duplicate_tool_output),
 // and every call chain leaves open must get one (missing_tool_output: "No tool output found
-// for function call <call_id>."). All are 400 with param "input" (architecture §8). A
+// for function call <call_id>."). All are 400 with param "input". A
 // function_call of chain with status incomplete (cut short by response.steer, max_output_tokens
 // or a full context window) is not open: it needs no output and takes none (tool_call_not_found,
 // saying it was cut off). Other items are appended as given.

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Metadata limits (reference §8.3; the Responses API's limits).
+// Metadata limits (the Responses API's limits).
 const (
 	MaxMetadataKeys     = 16  // keys per metadata object
 	MaxMetadataKeyLen   = 64  // characters per key
@@ -24,7 +24,7 @@ var (
 
 // DecodeClientEvent decodes one client frame (a WebSocket text frame, or with Type set by the
 // caller a POST body — see DecodeCreateParams) strictly, following the error table of
-// architecture §8. It returns the first problem found as a 400 *Error whose Param is the path
+// doc.go. It returns the first problem found as a 400 *Error whose Param is the path
 // of the offending value ("input[2].content[0].text"):
 //
 //   - not JSON, truncated, or not an object: invalid_json, Param "".
@@ -45,7 +45,7 @@ var (
 // frame is kept whole, and of an unknown type the first "type" is reported). Inside nested
 // objects every occurrence of a member is checked and the last one wins, as in encoding/json,
 // except that the first "type" selects the shape of an item, content part, tool or
-// tool_choice. Unknown members are ignored (architecture §9). The decoder records background,
+// tool_choice. Unknown members are ignored. The decoder records background,
 // stream_id and generate without judging them: the shape adapters reject what their shape does
 // not support.
 //
@@ -397,7 +397,7 @@ func (r *reader) items(p *path) ([]Item, *Error) {
 	return items, nil
 }
 
-// item reads one input item (reference §8.5). An object without "type" but with "role" is a
+// item reads one input item. An object without "type" but with "role" is a
 // message ("easy message"); message, function_call and function_call_output are modelled; any
 // other type is kept verbatim (compacted) in Raw with ID and Status taken from it when they are
 // strings.
@@ -715,7 +715,7 @@ func (r *reader) tools(p *path) ([]Tool, *Error) {
 	return tools, nil
 }
 
-// tool reads one tool (reference §8.6): a function tool is modelled, other types are kept in
+// tool reads one tool: a function tool is modelled, other types are kept in
 // Raw.
 func (r *reader) tool(p *path, t *Tool) *Error {
 	c := r.peek()

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// badFrames lists one row per bad-frame case of architecture §8 that the decoder answers.
+// badFrames lists one row per bad-frame case of the error table that the decoder answers.
 var badFrames = []struct {
 	name   string
 	frame  string
@@ -155,7 +155,7 @@ func TestDecodeErrorMessages(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// codexCreate is shaped like what Codex sends on a WebSocket (reference §7.5).
+// codexCreate is shaped like what Codex sends on a WebSocket.
 const codexCreate = `{
   "type": "response.create",
   "model": "gpt-5.6-codex",
@@ -345,7 +345,7 @@ func TestItemJSONRoundTrip(t *testing.T) {
 	}
 }
 
-// whitespaceOutput is a function_call_output of 200 KB of " \n" (architecture §5's
+// whitespaceOutput is a function_call_output of 200 KB of " \n" (the renderer's
 // pathological tokenizer input).
 func whitespaceOutput() string {
 	out, _ := json.Marshal(strings.Repeat(" \n", 100_000))

@@ -1,4 +1,4 @@
-// Package protocol is Tether's wire vocabulary (architecture §2, §4, §8): the Response object,
+// Package protocol is Tether's wire vocabulary: the Response object,
 // input and output items, tools, usage, the client events (response.create, response.append,
 // …), the server events, the error envelope and the table of error codes, with strict
 // decoding that names the offending parameter, allocation-light encoding, and SSE framing.
@@ -26,7 +26,7 @@
 //
 // # Protocol flow
 //
-// Protocol flow: the append shape (architecture §4), one Rollout = one Response id and one
+// Protocol flow: the append shape, one Rollout = one Response id and one
 // sequence_number space over all its events (0, 1, 2 … without gaps; error frames carry none):
 //
 //	→ response.create {model, input, tools, …}
@@ -50,7 +50,7 @@
 //	← response.completed {response: status completed, output [all model items], usage}
 //
 // response.cancel {response_id} ends a running or suspended rollout with response.incomplete
-// (incomplete_details.reason "cancelled"). The public shape (architecture §3) has the same
+// (incomplete_details.reason "cancelled"). The public shape has the same
 // events without response.done: each suspension ends a public Response with
 // response.completed, and the next response.create with previous_response_id continues it.
 //

@@ -10,7 +10,7 @@ import (
 )
 
 // AppendEvent appends the JSON encoding of ev (one line, no trailing newline) to dst and
-// returns the extended buffer. The keys are those of reference §8.2 / §11 for ev.Type, in that
+// returns the extended buffer. The keys are those of the Responses API for ev.Type, in that
 // order, after "type", "sequence_number" (every event but "error" carries
 // sequence_number, also when 0) and "stream_id" (only when ev.StreamID is not ""):
 //
@@ -171,7 +171,7 @@ func appendItemRef(dst []byte, ev *Event, content bool) []byte {
 	return dst
 }
 
-// AppendError appends the WebSocket error envelope of e (architecture §8):
+// AppendError appends the WebSocket error envelope of e:
 // {"type":"error","status":N,"error":{"type","code","message","param"}}. code is always a
 // string; param is null when e.Param is "". A zero Status encodes as 400 (500 for
 // server_error), an empty Type as invalid_request_error (server_error for 5xx).
@@ -249,7 +249,7 @@ func appendItems(dst []byte, items []Item) []byte {
 	return append(dst, ']')
 }
 
-// appendItem appends an item in the wire shape of its type (reference §8.4, §8.5).
+// appendItem appends an item in the wire shape of its type.
 func appendItem(dst []byte, it *Item) []byte {
 	switch it.Type {
 	case ItemMessage, ItemFunctionCall, ItemFunctionCallOutput:
@@ -411,7 +411,7 @@ func appendUsage(dst []byte, u *Usage) []byte {
 	return append(dst, '}')
 }
 
-// appendResponse appends a Response with every ResponseResource key (reference §8.3), in the
+// appendResponse appends a Response with every ResponseResource key, in the
 // order of the struct: nil pointers are null, nil Output and Tools are [], nil Metadata is {},
 // an empty Object is "response", an empty ServiceTier "auto", an empty Truncation "disabled".
 func appendResponse(dst []byte, r *Response) []byte {

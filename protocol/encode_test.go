@@ -17,7 +17,7 @@ var (
 	usage = &Usage{InputTokens: 10, OutputTokens: 3, TotalTokens: 13, InputTokensDetails: InputTokensDetails{CachedTokens: 4}}
 )
 
-// emptyResponse is the bytes of a zero-ish Response (reference §11.1 response.created).
+// emptyResponse is the bytes of a zero-ish Response (as in response.created).
 const createdResponse = `{"id":"resp_01a","object":"response","created_at":1764400000,"completed_at":null,"status":"in_progress","background":false,"error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"max_tool_calls":null,"model":"gpt-5.6","output":[],"parallel_tool_calls":true,"previous_response_id":null,"prompt_cache_key":null,"reasoning":{"effort":null,"summary":null},"safety_identifier":null,"service_tier":"auto","store":false,"temperature":1,"text":{"format":{"type":"text"},"verbosity":"medium"},"tool_choice":"auto","tools":[],"top_logprobs":0,"top_p":1,"presence_penalty":0,"frequency_penalty":0,"truncation":"disabled","usage":null,"user":null,"metadata":{}}`
 
 func createdResp() *Response {
@@ -131,8 +131,8 @@ func TestAppendEventGolden(t *testing.T) {
 	}
 }
 
-// TestResponseKeys checks that a zero Response encodes every ResponseResource key (reference
-// §8.3) with non-null arrays and metadata, through both AppendEvent and encoding/json.
+// TestResponseKeys checks that a zero Response encodes every ResponseResource key
+// with non-null arrays and metadata, through both AppendEvent and encoding/json.
 func TestResponseKeys(t *testing.T) {
 	want := []string{"background", "completed_at", "created_at", "error", "frequency_penalty", "id", "incomplete_details",
 		"instructions", "max_output_tokens", "max_tool_calls", "metadata", "model", "object", "output", "parallel_tool_calls",

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Error codes of the error table (architecture §8; the full table is in doc.go). Each comment
+// Error codes of the error table (the full table is in doc.go). Each comment
 // gives the HTTP status and the param.
 const (
 	// CodeInvalidJSON (400, param null): the frame is not JSON, truncated, or not an object.
@@ -55,7 +55,7 @@ const (
 	// response exists; also response.failed's response.error.code.
 	CodeServerError = "server_error"
 
-	// Rows added to the table of architecture §8 (see doc.go).
+	// Rows added to the error table (see doc.go).
 
 	// CodeAlreadyCompleted: response.cancel for a rollout that has ended. 409, param response_id.
 	CodeAlreadyCompleted = "response_already_completed"
@@ -142,7 +142,7 @@ type Error struct {
 	Code    string
 	Message string
 	Param   string
-	// StreamID is the lane the error is attributed to (reference §5.1): the envelope carries
+	// StreamID is the lane the error is attributed to: the envelope carries
 	// it when not "" (the default lane). See InLane.
 	StreamID string
 }
@@ -177,7 +177,7 @@ func ErrorOf(err error) *Error {
 	return &Error{Status: 500, Type: TypeServer, Code: CodeServerError, Message: "The server had an error."}
 }
 
-// CloseCode is a WebSocket close status code (RFC 6455 §7.4.1) sent when a connection-fatal
+// CloseCode is a WebSocket close status code (RFC 6455, section 7.4.1) sent when a connection-fatal
 // error ends a connection.
 type CloseCode int
 

@@ -51,7 +51,7 @@ const (
 type Event struct {
 	Type           EventType
 	SequenceNumber int
-	// StreamID is the lane of the response the event belongs to (reference §4.1): encoded on
+	// StreamID is the lane of the response the event belongs to: encoded on
 	// every event type when not "" (the default lane carries none).
 	StreamID     string
 	Response     *Response    // created, in_progress, completed, incomplete, failed

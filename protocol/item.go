@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 )
 
-// Item types (the "type" field of an input or output item; reference §8.4, §8.5).
+// Item types (the "type" field of an input or output item).
 const (
 	ItemMessage            = "message"
 	ItemFunctionCall       = "function_call"
@@ -25,7 +25,7 @@ const (
 	StatusIncomplete = "incomplete"
 )
 
-// Message roles (reference §8.5). Any other role is rejected with invalid_value.
+// Message roles. Any other role is rejected with invalid_value.
 const (
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
@@ -46,7 +46,7 @@ const (
 // function_call_output, or any other type carried verbatim in Raw (reasoning, hosted-tool items).
 // Fields that do not belong to Type are zero. Decoding normalises string content into one
 // input_text (or output_text for assistant messages) part; encoding emits the shapes of
-// reference §8.4 (output items) and §8.5 (input items).
+// the Responses API's output and input items.
 type Item struct {
 	Type   string
 	ID     string // "msg_…", "fc_…"; empty on input items that carried none

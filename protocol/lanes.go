@@ -2,7 +2,7 @@ package protocol
 
 import "net/http"
 
-// Lanes (stream_id) of the WebSocket mode: reference §3.1, §5.2 and §6.3.
+// Lanes (stream_id) of OpenAI's WebSocket mode.
 const (
 	// CodeInvalidStreamID (400, param "stream_id", no stream_id on the envelope): a stream_id
 	// that is empty, longer than MaxStreamIDLength or not of [A-Za-z0-9_.-].
@@ -16,7 +16,7 @@ const (
 	MaxStreamIDLength = 256
 )
 
-// CheckStreamID validates a stream_id (reference §3.1): 1 to 256 characters of letters,
+// CheckStreamID validates a stream_id: 1 to 256 characters of letters,
 // digits, "_", "-" and ".". nil (absent or null) is the default lane and is valid. The error is
 // invalid_stream_id (400).
 func CheckStreamID(id *string) *Error {
@@ -37,7 +37,7 @@ func CheckStreamID(id *string) *Error {
 }
 
 // StreamLimitError is websocket_stream_limit_reached for a create naming a new lane id past the
-// connection's limit of max distinct named lanes; it is attributed to id (reference §5.2).
+// connection's limit of max distinct named lanes; it is attributed to id.
 func StreamLimitError(max int, id string) *Error {
 	e := Errorf(http.StatusBadRequest, CodeStreamLimit, "stream_id",
 		"This WebSocket connection has reached its maximum number of distinct stream IDs (%d). Reuse an existing stream_id or open a new WebSocket connection.", max)
@@ -62,7 +62,7 @@ func InLane(err error, streamID string) error {
 }
 
 // StreamIDOf returns the lane of a response.create frame that failed to decode, so that its
-// error can carry the lane (reference §4.1): the top-level "stream_id" string when it is a
+// error can carry the lane: the top-level "stream_id" string when it is a
 // valid lane name, else "" (also for a frame that is not a JSON object). It reads the frame
 // again; it is meant for the error path only.
 func StreamIDOf(data []byte) string {

@@ -1,7 +1,7 @@
 package protocol
 
 // NewResponse returns the in_progress Response object for a create request: every key of the
-// Open Responses ResponseResource with the effective settings echoed (reference §8.3), output
+// Open Responses ResponseResource with the effective settings echoed, output
 // [] and usage null. createdAt is in unix seconds.
 func NewResponse(id string, p *CreateParams, createdAt int64) Response {
 	r := Response{

@@ -3,10 +3,10 @@ package protocol
 import "encoding/json"
 
 // CreateParams is the body of POST /v1/responses and of a response.create client event (the
-// flat shape, reference §3.1). Pointer fields are nil when the client omitted them (or sent
+// flat shape). Pointer fields are nil when the client omitted them (or sent
 // null). Fields the server accepts and ignores (stream, stream_options, event_id,
 // client_metadata, include, prompt_cache_options, …) are not modelled; unknown top-level fields
-// are ignored (architecture §9).
+// are ignored.
 type CreateParams struct {
 	Model              string
 	Input              []Item

@@ -2,7 +2,7 @@ package protocol
 
 import "encoding/json"
 
-// Response statuses (reference §8.3).
+// Response statuses.
 const (
 	ResponseInProgress = "in_progress"
 	ResponseCompleted  = "completed"
@@ -10,7 +10,7 @@ const (
 	ResponseFailed     = "failed"
 )
 
-// Incomplete reasons carried in incomplete_details.reason (architecture §4, §5).
+// Incomplete reasons carried in incomplete_details.reason.
 const (
 	ReasonMaxOutputTokens = "max_output_tokens"
 	// ReasonContextLength: the engine's context window filled before the model finished (an
@@ -19,7 +19,7 @@ const (
 	ReasonContextLength = "context_length_exceeded"
 	ReasonCancelled     = "cancelled"
 	// ReasonSteered: the response was interrupted by response.steer; a successor response
-	// continues with the steer's input (reference §3.3).
+	// continues with the steer's input.
 	ReasonSteered           = "steered"
 	ReasonIdleTimeout       = "idle_timeout"
 	ReasonServerShutdown    = "server_shutdown"
@@ -28,7 +28,7 @@ const (
 	ReasonSuspendedRollouts = "suspended_rollout_limit"
 )
 
-// Response is the Response object (reference §8.3). Every key of the Open Responses
+// Response is the Response object. Every key of the Open Responses
 // ResponseResource schema is always serialised (see MarshalJSON): nil pointers become null.
 type Response struct {
 	ID                 string             `json:"id"`
@@ -94,7 +94,7 @@ func (t TextConfig) MarshalJSON() ([]byte, error) {
 	return appendTextConfig(nil, &t), nil
 }
 
-// Usage is token usage (architecture §6). Units are tokens of o200k_base.
+// Usage is token usage. Units are tokens of o200k_base.
 type Usage struct {
 	InputTokens         int                 `json:"input_tokens"`
 	InputTokensDetails  InputTokensDetails  `json:"input_tokens_details"`

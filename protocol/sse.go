@@ -6,7 +6,7 @@ import (
 	"io"
 )
 
-// AppendSSE appends one Server-Sent Event, "event: T\ndata: D\n\n" (LF only; architecture §3),
+// AppendSSE appends one Server-Sent Event, "event: T\ndata: D\n\n" (LF only),
 // to dst. data is normally one line of JSON (AppendEvent's output); should it contain line
 // breaks (CR, LF or CRLF), each line becomes its own "data:" line, which SSE readers join
 // with "\n".

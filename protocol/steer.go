@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Steering events and codes (reference §3.3): response.steer, WebSocket public shape only.
+// Steering events and codes: response.steer, WebSocket public shape only.
 const (
 	// EventSteerAccepted: {steer {id, previous_response_id}}: the rollout took the steer.
 	EventSteerAccepted EventType = "response.steer.accepted"
@@ -19,7 +19,7 @@ const (
 	SteerWaitingForInput = "waiting_for_required_input"
 )
 
-// response.steer.failed codes (reference §3.3); the event carries error {type
+// response.steer.failed codes; the event carries error {type
 // invalid_request_error, code, message}.
 const (
 	// CodeInvalidInput: the steer has no previous_response_id, or its input is empty or holds
@@ -43,8 +43,8 @@ type SteerParams struct {
 	RawInput json.RawMessage
 }
 
-// DecodeSteer decodes a response.steer frame {type, previous_response_id, input} (reference
-// §3.3; other members are ignored). Every error is invalid_input (400, param the field), the
+// DecodeSteer decodes a response.steer frame {type, previous_response_id, input}
+// (other members are ignored). Every error is invalid_input (400, param the field), the
 // code response.steer.failed carries: previous_response_id missing or not a string; input
 // missing, empty, or holding anything but user messages of input_text, input_image and
 // input_file parts.

@@ -9,7 +9,7 @@ import (
 // local_shell, web_search, …) are accepted and echoed verbatim but never called by sim.
 const ToolFunction = "function"
 
-// Tool is one entry of a request's "tools" array (reference §8.6). A function tool has Name,
+// Tool is one entry of a request's "tools" array. A function tool has Name,
 // Description, Parameters (a JSON schema, may be nil) and Strict; any other type is kept in Raw
 // and passed through unchanged in the echoed Response.
 type Tool struct {
@@ -41,7 +41,7 @@ func (t *Tool) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Tool choice modes (reference §8.6), and the allowed_tools object type.
+// Tool choice modes, and the allowed_tools object type.
 const (
 	ToolChoiceAuto     = "auto"
 	ToolChoiceNone     = "none"

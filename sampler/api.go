@@ -31,7 +31,7 @@ type Settings struct {
 	Metadata        map[string]string
 }
 
-// Ticket is a place in the connection's FIFO sampling queue (architecture §2). The rollout
+// Ticket is a place in the connection's FIFO sampling queue. The rollout
 // calls Wait before it samples and Release when it stops sampling: right after Sink.Suspended
 // or Sink.Ended has returned, so that this rollout's last event is written before the next
 // rollout's first. A rollout that ends while waiting releases its ticket too.
@@ -83,7 +83,7 @@ type Suspension struct {
 	Context []protocol.Item
 }
 
-// Ending describes how a rollout ended (architecture §4 "How rollouts end").
+// Ending describes how a rollout ended.
 type Ending struct {
 	Status    string                  // protocol.ResponseCompleted | ResponseIncomplete | ResponseFailed
 	Reason    string                  // incomplete reason (protocol.Reason…) when Status is incomplete

@@ -7,10 +7,10 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// CheckOutputs validates the input that continues a suspended rollout (architecture §3 hot
-// path, §4 response.append): exactly one function_call_output per pending call_id, in any
+// CheckOutputs validates the input that continues a suspended rollout (the hot path
+// of the public shape, response.append): exactly one function_call_output per pending call_id, in any
 // order, then optionally messages. known reports whether a call_id names a function_call of
-// the chain (it may be nil). Errors (all 400, param "input", as in the §8 table):
+// the chain (it may be nil). Errors (all 400, param "input", as in protocol's error table):
 //
 //   - an output whose call_id is not pending → tool_call_not_found
 //     ("No tool call found for function call output with call_id X."); for a known call (one

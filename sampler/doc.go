@@ -1,6 +1,5 @@
 // Package sampler runs agent rollouts: the Rollout run loop with suspend / resume / cancel,
-// the Model seam that engines plug into, and usage accounting. It follows architecture §1
-// (the idea), §2 (layers), §4 (how rollouts end), §5 (sampler) and §6 (usage). It knows
+// the Model seam that engines plug into, and usage accounting. It knows
 // nothing of WebSockets, HTTP or connections: the session package drives it through Start,
 // Resume and Cancel, and hears back through a Sink. It knows nothing of tokens either: each
 // backend owns its tokenizer and rendering (package sampler/sim renders o200k_base for the
@@ -37,7 +36,7 @@
 //
 // # Steering
 //
-// Rollout.Steer (reference §3.3, for models that implement Steerable) hands user input to the
+// Rollout.Steer (for models that implement Steerable) hands user input to the
 // rollout: a sampling step's context is cut short (its open item ends incomplete), the Sink's
 // SteerSink hears SteerAccepted then Steered (the response ends, a successor samples on with the
 // input appended, holding the same ticket); a steer for a rollout waiting for its ticket joins
@@ -81,7 +80,7 @@
 //
 // # Usage
 //
-// Per step (§6): input_tokens, cached_tokens and output_tokens as the backend reported them
+// Per step: input_tokens, cached_tokens and output_tokens as the backend reported them
 // (StepResult); cached_tokens never exceeds input_tokens. A rollout's usage is the sum over
 // its steps. Suspension.Usage and Ending.Usage are cumulative, StepUsage is the last step's.
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// Model is the seam between the rollout loop and an engine (architecture §5). A backend is
+// Model is the seam between the rollout loop and an engine. A backend is
 // opened once per rollout and keeps the engine state of that rollout (its converted context, a
 // pinned engine slot, an upstream connection) until Close. Package sampler/sim is the default
 // backend; package backend/… holds the upstream ones.
@@ -96,7 +96,7 @@ type Output interface {
 	Arguments(delta string) error
 }
 
-// StepResult reports what a sampling step did, as the engine reported it (architecture §6).
+// StepResult reports what a sampling step did, as the engine reported it.
 type StepResult struct {
 	// InputTokens is the number of context tokens the engine processed for this step (its
 	// prompt tokens). 0 when the engine does not say.

@@ -16,7 +16,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// Rollout is one running agent rollout (architecture §1, §4): a Response that spans sampling
+// Rollout is one running agent rollout: a Response that spans sampling
 // steps, suspended at each tool call until Resume. One goroutine, Run (started by its owner, or
 // by Start), owns all of its state; the methods talk to it through channels and are safe for
 // concurrent use. The rollout's State is kept here and nowhere else: its owners ask it.

@@ -7,7 +7,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// Steering (reference §3.3): a client adds user input to a response while it samples. The
+// Steering: a client adds user input to a response while it samples. The
 // rollout interrupts the sampling step, ends the response it was sampling (SteerSink.Steered)
 // and samples on with the input appended, as a successor response. A steer that finds the step
 // already ended at tool calls waits for their outputs (SteerSink.SteerPending) and follows them
@@ -74,7 +74,7 @@ type Steering struct {
 	Context []protocol.Item
 }
 
-// Steer hands s to the rollout (reference §3.3). A sampling step is interrupted at once; a
+// Steer hands s to the rollout. A sampling step is interrupted at once; a
 // rollout waiting for its ticket applies s before its next step; a suspended one holds it for
 // the next Resume. It returns ErrTooManySteers past MaxPendingSteers and ErrEnded once the
 // rollout has ended. The caller checks that the model can steer (CanSteer).

@@ -9,7 +9,7 @@ import (
 	"github.com/tetherd/tether/store"
 )
 
-// ServeAppend runs the append shape (architecture §4) on c through Serve: it reads client
+// ServeAppend runs the append shape on c through Serve: it reads client
 // frames until the peer goes away or the connection is drained, answers every bad frame with an
 // error envelope, and closes c (stopping every rollout) before it returns. The returned error
 // says why the read loop ended; it is nil after a drain.

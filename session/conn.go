@@ -14,7 +14,7 @@ import (
 	"github.com/tetherd/tether/store"
 )
 
-// Defaults of Options (architecture §10).
+// Defaults of Options.
 const (
 	DefaultSuspendTimeout = 10 * time.Minute
 	DefaultQueueDepth     = 16
@@ -37,7 +37,7 @@ type Options struct {
 	// QueueDepth bounds the creates/appends waiting behind the sampling rollout of each lane.
 	// 0 means 16.
 	QueueDepth int
-	// MaxInflight bounds the lanes (stream_id, reference §6.3) that sample at once on this
+	// MaxInflight bounds the lanes (stream_id) that sample at once on this
 	// connection; a lane's turn past it waits, in its lane's queue, for one to finish.
 	// 0 means 16; negative means no bound.
 	MaxInflight int
@@ -51,14 +51,14 @@ type Options struct {
 	// segments) calls Forget when a rollout ends, so that one registry holds their items.
 	CacheResponses int
 	CacheBytes     int64
-	// MaxAge is the connection age limit (architecture §4): when it passes, the connection drains
+	// MaxAge is the connection age limit: when it passes, the connection drains
 	// with reason connection_limit, sends websocket_connection_limit_reached and closes 1001.
 	// 0 means no limit.
 	MaxAge time.Duration
 	// ShutdownGrace is how long sampling rollouts may finish when the connection drains.
 	// 0 means 30 seconds; negative means no grace (they are ended at once).
 	ShutdownGrace time.Duration
-	// Store keeps stored responses (issue 10 §1): it resolves a previous_response_id that is
+	// Store keeps stored responses: it resolves a previous_response_id that is
 	// not in the connection's registry (Store.Chain), and every store:true append-shape rollout
 	// that ends completed or incomplete is written to it (Store.Put) before its terminal event
 	// is sent. Nil means none. Calls run with the connection's context: wrap the store with
@@ -67,7 +67,7 @@ type Options struct {
 	// Owner is the API key of the connection ("" when the server is open): the scope of its
 	// stored responses.
 	Owner string
-	// MaxFrame is the largest client frame in bytes (architecture §10 -max-frame), used in the
+	// MaxFrame is the largest client frame in bytes (-max-frame), used in the
 	// websocket_message_too_large error. 0 means 32 MiB.
 	MaxFrame int64
 	// Logger receives the connection's logs. Nil means slog.Default().
@@ -90,7 +90,7 @@ type Options struct {
 	MaxSuspendedTotal int64
 	// KeepAlive is the longest silence a client sees while a response samples: after it, the
 	// sampling response gets an application-level keepalive frame (a repeated
-	// response.in_progress, see docs/append-protocol.md §keepalive), because real clients
+	// response.in_progress, see docs/append-protocol.md, Server events), because real clients
 	// (the Codex CLI's stream_idle_timeout) and proxies count only messages, not protocol
 	// pings. 0 means DefaultKeepAlive (5 seconds); negative means none.
 	KeepAlive time.Duration
@@ -161,7 +161,7 @@ func (o *Options) withDefaults() Options {
 	return r
 }
 
-// Conn is the shape-neutral connection core (architecture §2): it starts, resumes and cancels
+// Conn is the shape-neutral connection core: it starts, resumes and cancels
 // rollouts, schedules them FIFO so that one samples at a time, keeps a bounded registry of
 // rollouts and their items under opaque keys, and drains on shutdown or at the age limit. The
 // shape adapters (the append adapter in this package, the public one in compat) read frames,
@@ -380,7 +380,7 @@ func (c *Conn) flushCounts() {
 	}
 }
 
-// WriteError sends the error envelope of architecture §8 for err: its *protocol.Error payload
+// WriteError sends the error envelope for err: its *protocol.Error payload
 // (protocol.ErrorOf; server_error for any other error). The connection stays open, also for a
 // *protocol.ConnectionError: CloseWith sends its envelope and closes. A nil err sends nothing.
 func (c *Conn) WriteError(err error) error {
@@ -423,7 +423,7 @@ func (c *Conn) signal() {
 	}
 }
 
-// Drain ends the connection gracefully (architecture §4 "How rollouts end"): new creates are
+// Drain ends the connection gracefully (see sampler.Ending): new creates are
 // refused, suspended and queued rollouts end at once with reason (incomplete), sampling ones
 // may finish within Options.ShutdownGrace and are then ended with reason too; for the age limit
 // (reason connection_limit) the websocket_connection_limit_reached error frame follows; then
@@ -478,7 +478,7 @@ func (c *Conn) CloseWith(e *protocol.ConnectionError) error {
 }
 
 // ConnectionLimitError is the websocket_connection_limit_reached error of this connection's
-// age limit (architecture §8): sent before the close with 1001, and to creates queued then.
+// age limit: sent before the close with 1001, and to creates queued then.
 func (c *Conn) ConnectionLimitError() *protocol.Error { return connectionLimitError(c.opts.MaxAge) }
 
 func connectionLimitError(age time.Duration) *protocol.Error {

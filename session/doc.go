@@ -1,5 +1,4 @@
-// Package session is Tether's shape-neutral connection core and the append-shape adapter
-// (architecture §2 and §4).
+// Package session is Tether's shape-neutral connection core and the append-shape adapter.
 //
 // A [Conn] owns one client connection's rollouts: it starts them ([Conn.Start]), resumes
 // suspended ones with tool outputs ([Conn.Resume]), cancels them ([Conn.Cancel]), keeps a
@@ -7,7 +6,7 @@
 // ([Conn.Lookup], [Conn.Chain], [Conn.Forget]), and drains on shutdown or at the connection
 // age limit ([Conn.Drain]). Each rollout is a [sampler.Rollout] whose one goroutine Conn starts
 // and counts; its phase is asked of it (sampler.Rollout.State). Conn hands it a ticket of its
-// lane's FIFO sampling slot (a lane is a create's stream_id, reference §6.3; "" is the default
+// lane's FIFO sampling slot (a lane is a create's stream_id; "" is the default
 // lane), so any number of rollouts may be suspended while at most one per lane samples, and the
 // events of responses of one lane never interleave. Lanes sample concurrently, up to
 // [Options.MaxInflight] at once (granted in the order their turns became ready), and a
@@ -60,7 +59,7 @@
 // connection-fatal *protocol.ConnectionError values: [Conn.CloseWith] sends the envelope, then
 // closes (1009, 1001).
 //
-// Besides the codes of architecture §8 this package answers response_already_completed (409,
+// Besides the codes of protocol's error table this package answers response_already_completed (409,
 // response.cancel of an ended rollout), response_in_progress (409, previous_response_id naming a
 // rollout that has not ended), server_shutting_down (503, a create while draining) and
 // store_unavailable (503, a previous_response_id lookup the store failed; also response.error

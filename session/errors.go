@@ -8,7 +8,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// DefaultMaxFrame is the default largest client frame: 32 MiB (architecture §10).
+// DefaultMaxFrame is the default largest client frame: 32 MiB.
 const DefaultMaxFrame = 32 << 20
 
 var (
@@ -47,7 +47,7 @@ func StoreUnavailable() *protocol.Error {
 }
 
 // StoreFailed is response.error of a store:true response that ends response.failed because
-// the store did not accept it (durability before acknowledgement, issue 10 §1).
+// the store did not accept it (durability before acknowledgement).
 func StoreFailed() *protocol.ResponseError {
 	return &protocol.ResponseError{Code: protocol.CodeStoreUnavailable,
 		Message: "The response could not be stored (store:true): the store is unavailable. Try again, or send the full input."}

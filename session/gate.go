@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 )
 
-// gate is one lane's sampling slot (architecture §2, reference §6.3): at most one rollout of
+// gate is one lane's sampling slot: at most one rollout of
 // the lane samples at a time; the others wait in FIFO order, at most depth of them. A
 // connection has one gate per lane (Conn.laneLocked); the default lane's is the connection's
 // single FIFO of clients that never send stream_id.

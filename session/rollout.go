@@ -51,7 +51,7 @@ type StartRequest struct {
 	// SettingsBytes is what the rollout holds besides its items (SettingsBytes of the
 	// create): counted with the items toward MaxRolloutBytes and CacheBytes.
 	SettingsBytes int64
-	// Lane is the create's stream_id ("" for the default lane, reference §6.3): the rollout's
+	// Lane is the create's stream_id ("" for the default lane): the rollout's
 	// turns queue in that lane's FIFO, and every later turn (Resume) runs in it too.
 	Lane string
 }
@@ -307,7 +307,7 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, error) {
 		"Previous response with id '%s' not found.", id)
 }
 
-// Steer hands a response.steer to the rollout key (reference §3.3; sampler.Rollout.Steer). The
+// Steer hands a response.steer to the rollout key (sampler.Rollout.Steer). The
 // steer's input counts toward the rollout's bytes like an append's. Errors: response_not_found
 // (404) for an unknown key, response_already_completed (409) once the rollout has ended,
 // too_many_pending_steers (409), rollout_too_large (400), the budget's errors (503). The caller
@@ -503,7 +503,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 // Ended records the ending, then lets the adapter send the terminal event. A rollout that ends
 // without holding the sampling slot (cancelled or timed out while queued or suspended, or
 // ended by a drain) first waits for the slot, so that its events never interleave with those
-// of the sampling rollout (architecture §2). A client that is gone is not waited for.
+// of the sampling rollout. A client that is gone is not waited for.
 func (s *coreSink) Ended(e sampler.Ending) {
 	c, h := s.c, s.h
 	c.mu.Lock()

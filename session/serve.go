@@ -7,7 +7,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// Handler is a shape adapter (architecture §3, §4): it answers the decoded client events of one
+// Handler is a shape adapter: it answers the decoded client events of one
 // connection. Serve owns everything else about reading.
 type Handler interface {
 	// Handle answers one decoded client event. A non-nil error is sent as an error envelope;
@@ -23,7 +23,7 @@ type Handler interface {
 // until the peer goes away or c is drained, answers binary frames (unsupported_frame), frames
 // over the budget (server_overloaded) and undecodable frames with an error envelope and keeps
 // the connection usable, answers an oversize frame with websocket_message_too_large and closes
-// with 1009 (architecture §8), and hands every decoded event to h. It closes c
+// with 1009, and hands every decoded event to h. It closes c
 // (stopping every rollout) before it returns. The error says why the loop ended: nil after a
 // drain, the transport's error otherwise.
 func Serve(c *Conn, h Handler) error {
@@ -77,7 +77,7 @@ func (c *Conn) readError(err error) (stop bool, _ error) {
 
 // FrameTooLargeError is the connection-fatal websocket_message_too_large error (413) for a
 // frame over max bytes: its envelope is sent, then the connection closes with 1009
-// (architecture §8; Conn.CloseWith).
+// (Conn.CloseWith).
 func FrameTooLargeError(max int64) *protocol.ConnectionError {
 	return &protocol.ConnectionError{Code: protocol.CloseMessageTooBig, Reason: "frame too large",
 		Err: protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeMessageTooLarge, "",

@@ -1,6 +1,5 @@
 // Package store keeps stored responses (store:true) for previous_response_id, GET/DELETE
-// /v1/responses/{id} and GET /v1/responses/{id}/input_items (architecture §2, §3; issue 10 §1,
-// §2).
+// /v1/responses/{id} and GET /v1/responses/{id}/input_items.
 //
 // [Store] is a ctx-first, error-returning interface, modelled on Litestream's ReplicaClient:
 // a remote store can be slow or down, so every call can fail. [ErrNotFound] (and
@@ -27,7 +26,9 @@
 //	tether:bytes           the sum of tether:sizes
 //	tether:clock           the last LRU stamp given out
 //
-// <owner> is the first 32 hex digits of SHA-256(API key): the key itself is never written.
+// <owner> is the owner id the server gives (the key_id of its access log: the first 16 hex
+// digits of SHA-256(API key), empty on an open server), escaped as in a URL query: the key
+// itself is never written.
 // Each call is one Lua script, so it is atomic and one round trip; Chain walks the parent
 // pointers inside Redis. The scripts touch keys they find by walking, so the store needs a
 // single Redis (or primary), not Redis Cluster.

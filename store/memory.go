@@ -18,7 +18,7 @@ const (
 // Memory is the default Store: in this process, bounded by a count and by Size, evicting the
 // least recently used response first. With per-key quotas (SetKeyQuota), a Put over its
 // quota key's share evicts that key's own least recently used responses, so that one key
-// cannot evict another's (issue 15). Its calls never fail with anything but ErrNotFound and
+// cannot evict another's. Its calls never fail with anything but ErrNotFound and
 // ErrCursorNotFound.
 type Memory struct {
 	maxCount int

@@ -2,12 +2,11 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +32,7 @@ type RedisOptions struct {
 	Prefix string
 }
 
-// Redis is a Store in Redis (issue 10 §2), shared by every instance of a deployment. Key
+// Redis is a Store in Redis, shared by every instance of a deployment. Key
 // layout (Prefix "tether:"):
 //
 //	tether:r:<owner>:<id>  hash: parent (previous_response_id or ""), response (the Response
@@ -44,8 +43,10 @@ type RedisOptions struct {
 //	tether:bytes           string: the sum of tether:sizes
 //	tether:clock           string: the last stamp given out (unix µs)
 //
-// <owner> is the first 32 hex digits of the SHA-256 of the owner's API key (the key itself is
-// never written), so a lookup by another owner names a key that does not exist. Every call is
+// <owner> is Response.Owner as the caller gives it, escaped as in a URL query: for the server,
+// the key_id of its access log (the first 16 hex digits of the SHA-256 of the API key; empty
+// on an open server), so the API key itself is never written, and a lookup by another owner
+// names a key that does not exist. Every call is
 // one Lua script (one round trip); Chain walks the parent pointers inside Redis.
 type Redis struct {
 	c      *redis.Client
@@ -90,10 +91,11 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 	return s, nil
 }
 
-// ownerPrefix is the key prefix of owner's responses.
+// ownerPrefix is the key prefix of owner's responses. The owner id is written as the server
+// gives it (the access log's key_id), escaped as in a URL query so that it holds no ':' and no
+// SCAN pattern character.
 func (s *Redis) ownerPrefix(owner string) string {
-	h := sha256.Sum256([]byte(owner))
-	return s.o.Prefix + "r:" + hex.EncodeToString(h[:16]) + ":"
+	return s.o.Prefix + "r:" + url.QueryEscape(owner) + ":"
 }
 
 func (s *Redis) keys(id, owner string) []string {

@@ -23,8 +23,9 @@ type Response struct {
 	Response protocol.Response
 	// Input are the request's input items (with ids).
 	Input []protocol.Item
-	// Owner is the API key that created it ("" when the server is open). Only this owner
-	// finds it.
+	// Owner is the id of the API key that created it: the server's key id (the access log's
+	// key_id, a hash prefix of the key, never the key itself), "" when the server is open.
+	// Only this owner finds it. Redis writes it into its keys as it is.
 	Owner string
 	// Quota is the key the response's size counts against for the per-key quotas: Owner, or
 	// the client's address when the server is open ("" when there are no quotas).
@@ -36,7 +37,7 @@ type Response struct {
 	Chain []protocol.Item
 }
 
-// Page selects input items as GET /v1/responses/{id}/input_items does (reference §9).
+// Page selects input items as GET /v1/responses/{id}/input_items does.
 type Page struct {
 	// Limit is the largest number of items returned; 0 means 20.
 	Limit int
@@ -52,7 +53,7 @@ type ItemList struct {
 	HasMore bool
 }
 
-// Store keeps stored responses (architecture §2 compat, §3; issue 10 §1). Every method takes
+// Store keeps stored responses . Every method takes
 // ctx first and returns an error, because a remote store can be slow or down: ErrNotFound (and
 // ErrCursorNotFound for InputItems) are answers, anything else is a store failure. A lookup
 // by another owner gets ErrNotFound and changes nothing (no recency update). Implementations

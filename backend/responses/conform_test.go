@@ -46,5 +46,5 @@ func TestChainConforms(t *testing.T) {
 	}
 }
 
-// schemaFile is the Open Responses OpenAPI file in ../shared beside the repository.
+// schemaFile is the Open Responses OpenAPI file, in a directory beside the repository.
 const schemaFile = "../../../shared/reference/openresponses-openapi-2026-04-24.json"

@@ -1,6 +1,6 @@
 // Package responses is the "responses" model backend: it samples from an upstream Responses
 // API over WebSocket (OpenAI's WebSocket mode, reference responses-websocket.md, or another
-// Tether on its public shape) and implements sampler.Model (issue 9 §3).
+// Tether on its public shape) and implements sampler.Model.
 //
 // Entry points: New(Options) returns the Model; WebSocketURL derives the upstream's ws(s) URL
 // from the -upstream flag; Model.CheckRequest refuses bad "sim.*" metadata before a response

@@ -8,8 +8,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// serverEvent holds the fields of an upstream server event that the backend reads (reference
-// §4, §5, §8.2); the rest of the frame is ignored.
+// serverEvent holds the fields of an upstream server event that the backend reads; the rest of the frame is ignored.
 type serverEvent struct {
 	Type     string          `json:"type"`
 	Delta    string          `json:"delta"`
@@ -51,7 +50,7 @@ type upstreamDetail struct {
 	Param   string `json:"param"`
 }
 
-// Upstream error codes the backend recovers from (reference §5.2).
+// Upstream error codes the backend recovers from.
 const (
 	codeConnectionLimit  = "websocket_connection_limit_reached"
 	codePreviousNotFound = "previous_response_not_found"

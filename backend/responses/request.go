@@ -7,7 +7,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// createFrame is the response.create client event sent upstream (reference §3.1, flat shape).
+// createFrame is the response.create client event sent upstream (flat shape).
 // Optional settings are omitted when the rollout left them to the engine's default.
 type createFrame struct {
 	Type               protocol.ClientEventType `json:"type"`
@@ -26,7 +26,7 @@ type createFrame struct {
 	Reasoning          *reasoningParam          `json:"reasoning,omitempty"`
 	Metadata           map[string]string        `json:"metadata,omitempty"`
 	Store              bool                     `json:"store"`
-	// Generate false is a warm-up (reference §3.2); nil: generate.
+	// Generate false is a warm-up; nil: generate.
 	Generate *bool `json:"generate,omitempty"`
 }
 

@@ -12,12 +12,12 @@ import (
 	"github.com/tetherd/tether/internal/attack"
 )
 
-// attackCmd runs `tether attack`: the resource attacks of issue 15, each against a fresh
+// attackCmd runs `tether attack`: the resource attacks of package attack, each against a fresh
 // `tether serve` child, with a table of peak RSS, /healthz latency and outcomes.
 func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("attack", "Run the resource attacks of issue 15, each against a fresh 'tether serve' child, and print peak RSS, /healthz latency and what was refused.", stderr)
+	fs := newFlagSet("attack", "Run resource attacks (huge tool descriptions, many tiny items, idle and stalled connections, one key starving another), each against a fresh 'tether serve' child, and print peak RSS, /healthz latency and what was refused. docs/limits.md lists the attacks.", stderr)
 	exe := fs.String("exe", "", "tether binary to start as the server (default: this one)")
-	scale := fs.Float64("scale", 0.25, "multiplies each attack's connection and request counts (1 = the issue's numbers)")
+	scale := fs.Float64("scale", 0.25, "multiplies each attack's connection and request counts (1 = the full counts of docs/limits.md)")
 	names := fs.String("attacks", strings.Join(attack.Names, ","), "comma-separated attacks to run")
 	hold := fs.Duration("hold", 5*time.Second, "how long an attack keeps its connections after sending")
 	sizes := fs.Float64("size-scale", 1, "multiplies each attack's frame and body sizes")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -36,7 +37,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}})
 	if err != nil {
-		return fmt.Errorf("connect %s: %w (is 'tether serve' running?)", url, err)
+		return dialError(url, err)
 	}
 	defer c.Close()
 	if c.Shape() == client.ShapeAppend {
@@ -54,6 +55,20 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return demoLoop(ctx, r, stdout, *verbose)
+}
+
+// dialError explains a failed dial: a refused key, another refusal by the server, or no
+// server at all.
+func dialError(url string, err error) error {
+	ce, ok := client.AsError(err)
+	switch {
+	case ok && (ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden):
+		return fmt.Errorf("connect %s: the server refused the API key (%d %s: %s); pass the key with -api-key KEY or TETHER_DEMO_API_KEY",
+			url, ce.Status, ce.Code, ce.Message)
+	case ok && ce.Status != 0:
+		return fmt.Errorf("connect %s: the server answered the upgrade with %d %s: %s", url, ce.Status, ce.Code, ce.Message)
+	}
+	return fmt.Errorf("connect %s: %w (is 'tether serve' running?)", url, err)
 }
 
 var shellTool = client.FunctionTool("exec_command", "Run a shell command.", map[string]any{

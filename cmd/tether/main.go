@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "version", "-version", "--version":
-		return version(args[1:], stdout)
+		return version(args[1:], stdout, stderr)
 	case "serve":
 		return serve(ctx, args[1:], stderr)
 	case "demo":
@@ -82,8 +82,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	usage(stderr)
-	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	return fmt.Errorf("%w: unknown command %q%s", errUsage, args[0], didYouMean(args[0], commands))
 }
+
+// commands are the subcommands run dispatches, for "did you mean".
+var commands = []string{"serve", "demo", "conform", "bench", "soak", "version", "attack", "help"}
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `Usage: tether <command> [flags]
@@ -95,7 +98,8 @@ Commands:
   bench   run one agent workload over http, http-prev, ws and append and compare their overhead
   soak    hold N connections of M-turn rollouts in both shapes with chaos; verify items and resources
   version print the module version, VCS revision and Go version (also: tether -version)
-  attack  run the resource attacks of issue 15 against fresh servers; report peak RSS, /healthz, refusals
+  attack  run resource attacks (huge frames, slow bodies, many connections) against fresh servers;
+          report peak RSS, /healthz latency and what was refused
 
 Run 'tether <command> -h' for the flags of a command. Every flag can also be set with an
 environment variable TETHER_<COMMAND>_<FLAG> (e.g. TETHER_SERVE_ADDR, TETHER_BENCH_CALLS) or

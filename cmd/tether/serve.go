@@ -137,6 +137,20 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	return c
 }
 
+// serveGroups orders 'tether serve -h': the essentials first, then the upstream engine's
+// flags, the limits, the tuning, and what is for operators and demos.
+var serveGroups = []flagGroup{
+	{"Essentials", []string{"addr", "api-keys", "backend", "upstream", "upstream-api-key-file", "store", "model-speed", "config"}},
+	{"Upstream engine (-backend chat or responses)", []string{"upstream-model", "upstream-slots", "upstream-timeout", "upstream-legacy-max-tokens"}},
+	{"Limits", []string{"max-frame", "max-memory", "max-connections", "max-http-connections",
+		"max-suspended", "max-suspended-total", "max-rollout-bytes", "max-sampling", "max-decoding", "max-inflight", "max-lanes",
+		"queue-depth", "key-rollouts", "key-connections", "key-store-responses", "key-store-bytes"}},
+	{"Tuning", []string{"suspend-timeout", "max-connection-age", "shutdown-grace", "keepalive", "ping-interval", "write-timeout",
+		"read-timeout", "idle-timeout", "cache-responses", "cache-bytes", "store-responses", "store-bytes", "store-ttl",
+		"store-timeout", "compaction-key-file", "websocket", "slots"}},
+	{"Logs, profiling and the demo page", []string{"log-level", "log-format", "pprof", "ui", "ui-race-timeout"}},
+}
+
 // orNone maps a flag's 0 ("none") to the Options' negative "none".
 func orNone(d time.Duration) time.Duration {
 	if d == 0 {
@@ -154,7 +168,7 @@ func orNoBound(n int) int {
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("serve", "Run the server (the sim model).", stderr)
+	fs := newFlagSet("serve", "Run the server: the sim model by default, or an engine behind -backend chat or responses.", stderr, serveGroups...)
 	cfg := serveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -299,10 +313,15 @@ func startupAttrs(cfg *serveConfig, addr string) []any {
 	if cfg.apiKeys != "" {
 		keys = "required (" + cfg.apiKeys + ")"
 	}
-	return []any{"addr", addr, "version", versionLine(), "backend", cfg.backend, "upstream", upstreamLine(cfg), "model_speed", cfg.speed,
-		"shapes", shapes, "api_keys", keys, "compaction_key", compactionLine(cfg),
+	attrs := []any{"addr", addr, "version", versionLine(), "backend", cfg.backend}
+	if cfg.backend == "sim" {
+		attrs = append(attrs, "model_speed", cfg.speed) // the sim's preset; an engine has its own speed
+	} else {
+		attrs = append(attrs, "upstream", upstreamLine(cfg))
+	}
+	return append(attrs, "shapes", shapes, "api_keys", keys, "compaction_key", compactionLine(cfg),
 		"store", storeLine(cfg),
-		"log_level", cfg.logLevel, "log_format", cfg.logFormat, "pprof", cfg.pprof, "shutdown_grace", cfg.shutdownGrace}
+		"log_level", cfg.logLevel, "log_format", cfg.logFormat, "pprof", cfg.pprof, "shutdown_grace", cfg.shutdownGrace)
 }
 
 // compactionLine tells where the compaction items' key comes from, for the startup line.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -12,9 +13,22 @@ var errNoCommand = fmt.Errorf("%w: no command", errUsage)
 
 // version prints 'tether version': the module version, the VCS revision (with "+dirty" for a
 // modified work tree) and time, and the Go version, from the binary's build information.
-func version(args []string, stdout io.Writer) error {
-	if len(args) > 0 {
-		return fmt.Errorf("%w: version takes no arguments, got %q", errUsage, args)
+// It takes no flags but -h, which prints its usage to stderr.
+func version(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: tether version\n\nPrint the module version, the VCS revision and time recorded by 'go build'\n"+
+			"(+dirty for a modified work tree) and the Go version. 'tether -version' is the same.\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return fmt.Errorf("%w: version: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: version takes no arguments, got %q", errUsage, fs.Args())
 	}
 	fmt.Fprintln(stdout, versionLine())
 	return nil

@@ -1,4 +1,4 @@
-// Package attack runs the resource attacks of issue 15 against `tether serve` child
+// Package attack runs resource attacks against `tether serve` child
 // processes and reports, per attack, the server's peak resident memory (VmHWM), the latency
 // of GET /healthz during the attack, and what the server answered or refused. Each attack
 // gets a fresh server so that its peak is its own. `tether attack` is its command.

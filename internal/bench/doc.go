@@ -1,4 +1,4 @@
-// Package bench is `tether bench` (architecture §7): one agent workload through four
+// Package bench is `tether bench`: one agent workload through four
 // transports in one run, and where each one's per-turn overhead goes.
 //
 // The bench is a client. It speaks raw JSON over github.com/coder/websocket and net/http, and

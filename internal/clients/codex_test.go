@@ -277,7 +277,7 @@ func codexEnv(home string) []string {
 // with 500 ms of silence (its time to first token, plus the prefill), longer than a 400 ms
 // stream_idle_timeout_ms. Tether's keepalive (a repeated response.in_progress after 100 ms of
 // silence) keeps Codex on the WebSocket; the control run without keepalive shows that Codex
-// does give up on such a silence. This is issue 11's proof (15 s idle timeout, 40 s prefill)
+// does give up on such a silence. This is the reported failure (15 s idle timeout, 40 s prefill)
 // scaled down to keep CI short.
 func TestCodexIdleTimeoutKeepAlive(t *testing.T) {
 	slow := sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true})

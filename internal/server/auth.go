@@ -13,8 +13,8 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// Keys is a set of API keys. A request authenticates with "Authorization: Bearer <key>"
-// (reference §2.1). The zero Keys (none configured) lets every request in.
+// Keys is a set of API keys. A request authenticates with "Authorization: Bearer <key>".
+// The zero Keys (none configured) lets every request in.
 type Keys struct {
 	hashes [][32]byte
 }
@@ -65,7 +65,7 @@ func (k *Keys) owner(r *http.Request) (string, bool) {
 	}
 	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	key = strings.TrimSpace(key)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" { // schemes are case-insensitive (RFC 9110 §11.1)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" { // schemes are case-insensitive (RFC 9110, section 11.1)
 		return "", false
 	}
 	h := sha256.Sum256([]byte(key))
@@ -77,7 +77,7 @@ func (k *Keys) owner(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// unauthorized writes the 401 answer of a missing or wrong key (reference §11.3).
+// unauthorized writes the 401 answer of a missing or wrong key.
 func unauthorized(w http.ResponseWriter, r *http.Request) {
 	msg := "Incorrect API key provided."
 	if r.Header.Get("Authorization") == "" {

@@ -1,4 +1,4 @@
-// Package server is Tether's HTTP handler (architecture §2): [New] returns a [Server] that
+// Package server is Tether's HTTP handler: [New] returns a [Server] that
 // routes GET /healthz, /v1/responses, GET /v1/models, /metrics and, with [Options.Pprof],
 // /debug/pprof/. A WebSocket upgrade that opts into the append shape — an OpenAI-Beta header
 // list containing responses_append=v1, or the query protocol=append.v1 ([WantsAppend]) — is

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,4 +186,65 @@ func TestRedisLostWhileServing(t *testing.T) {
 	if l := ra[len(ra)-1]; l.Type() != "response.completed" {
 		t.Fatalf("append after Redis returned: %s", l.Type())
 	}
+}
+
+// TestAccessLogKeyIDIsRedisOwner checks that the key_id of the access log is the owner id in
+// the Redis key of the responses that key stored, so an operator can match the two.
+func TestAccessLogKeyIDIsRedisOwner(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	_, rc, _, wsURL := redisServer(t, Options{Keys: NewKeys("key-a"), Logger: log})
+	// One connection for both requests: the second is read only after the first one's handler
+	// returned, and the access line is written before it returns.
+	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	defer hc.CloseIdleConnections()
+	post := func(path, body string) []byte {
+		req, _ := http.NewRequest("POST", httpURL(wsURL, path), strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer key-a")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return b
+	}
+	var created struct{ ID string }
+	if err := json.Unmarshal(post("/v1/responses", `{"model":"sim","input":"hi","store":true}`), &created); err != nil || created.ID == "" {
+		t.Fatalf("create: %v %+v", err, created)
+	}
+	post("/v1/models", "") // 405 on the same connection: the create's access line is written
+	var keyID string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && l["msg"] == "access" && l["path"] == "/v1/responses" {
+			keyID, _ = l["key_id"].(string)
+		}
+	}
+	if keyID == "" {
+		t.Fatalf("no access line with a key_id for the create:\n%s", logs.String())
+	}
+	want := "tether:r:" + keyID + ":" + created.ID
+	if keys := responseKeys(t, rc); len(keys) != 1 || keys[0] != want {
+		t.Fatalf("Redis keys %v, want [%s]", keys, want)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's and the test's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/tetherd/tether/store"
 )
 
-// AppendBeta is the OpenAI-Beta value that opts a WebSocket into the append shape
-// (architecture §4); AppendQuery is the equivalent query parameter value of "protocol".
+// AppendBeta is the OpenAI-Beta value that opts a WebSocket into the append shape;
+// AppendQuery is the equivalent query parameter value of "protocol".
 const (
 	AppendBeta  = "responses_append=v1"
 	AppendQuery = "append.v1"
@@ -305,7 +305,7 @@ func isUpgrade(r *http.Request) bool {
 
 // WantsAppend reports whether an upgrade request opts into the append shape: an OpenAI-Beta
 // header (a comma-separated list, possibly repeated) containing responses_append=v1, or the
-// query protocol=append.v1 (architecture §4).
+// query protocol=append.v1.
 func WantsAppend(r *http.Request) bool {
 	if r.URL.Query().Get("protocol") == AppendQuery {
 		return true
@@ -458,7 +458,7 @@ func (s *Server) untrack(c *session.Conn) {
 	delete(s.conns, c)
 }
 
-// Shutdown drains every WebSocket connection (architecture §4: sampling rollouts may finish
+// Shutdown drains every WebSocket connection (sampling rollouts may finish
 // within the shutdown grace, suspended ones end at once with reason server_shutdown; then close
 // 1001) and waits for them, or for ctx. New upgrades are refused with 503. http.Server.Shutdown
 // does not wait for hijacked connections: call this alongside it.

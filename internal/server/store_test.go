@@ -71,7 +71,7 @@ func TestStoreTimeoutFailsTheResponse(t *testing.T) {
 	close(st.release)
 }
 
-// One registry per connection (issue 10 §1): the public shape keeps ended segments in its own
+// One registry per connection: the public shape keeps ended segments in its own
 // registry, so the connection core forgets a rollout once it has ended, and segment evictions
 // are counted in tether_evictions_total.
 func TestPublicShapeKeepsOneRegistry(t *testing.T) {

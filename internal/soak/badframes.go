@@ -1,7 +1,7 @@
 package soak
 
 // badFrame is a client frame the server must answer with one error envelope of code, leaving
-// the connection usable (docs/append-protocol.md §12).
+// the connection usable (docs/append-protocol.md, Errors).
 type badFrame struct {
 	name   string
 	data   string

@@ -15,7 +15,7 @@ import (
 	"github.com/tetherd/tether/internal/peer"
 )
 
-// appendBeta opts a WebSocket into the append shape (docs/append-protocol.md §1).
+// appendBeta opts a WebSocket into the append shape (docs/append-protocol.md, Opting in).
 const appendBeta = "responses_append=v1"
 
 // shape is a connection's protocol shape.

@@ -1,4 +1,4 @@
-// Package soak is Tether's soak test (issue 6, item 6): a load program that holds N WebSocket
+// Package soak is Tether's soak test: a load program that holds N WebSocket
 // connections running M-turn agent rollouts in both shapes for a set duration, disrupts them,
 // verifies every rollout that ends, and checks that the server's goroutines and memory come
 // back afterwards. `tether soak` runs it; TestSoak runs a 20-second version in CI.

@@ -74,7 +74,7 @@ type shownCell struct {
 // live view shows a rollout left suspended by another client.
 //
 // With TETHER_UI_SCREENSHOTS=DIR it races the page's defaults (20 calls at 1,000 tokens/s) and
-// saves DIR/ui-race.png and DIR/ui-live.png (the README's screenshots).
+// saves DIR/ui-race.png and DIR/ui-live.png (the screenshots of docs/ui.md).
 func TestBrowser(t *testing.T) {
 	tab := browser(t)
 	_, url := start(t, server.Options{}, 0)

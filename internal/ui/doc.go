@@ -1,4 +1,4 @@
-// Package ui is tether serve -ui (issue 13 §2): a live demo page served by the server itself
+// Package ui is tether serve -ui: a live demo page served by the server itself
 // under /ui/, with a small JSON and SSE API beside it.
 //
 // # The race

@@ -1,5 +1,5 @@
 // Package sim is Tether's default model backend: a deterministic simulation with no weights,
-// whose output is a pure function of the context's text and the settings (architecture §5).
+// whose output is a pure function of the context's text and the settings.
 // It implements sampler.Model: each rollout gets a session that renders the rollout's items
 // into o200k_base tokens, appending only new items to a per-rollout token buffer, and reports
 // usage from that buffer: cached_tokens is what the session already held (the previous steps'

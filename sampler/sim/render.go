@@ -11,7 +11,7 @@ import (
 )
 
 // Context is a rollout's context: the items the model sees, in order, and their rendering into
-// o200k_base tokens (architecture §5). It only ever grows: Append renders the new items alone
+// o200k_base tokens. It only ever grows: Append renders the new items alone
 // and appends their tokens, so Tokens always equals RenderItems of the same settings and items.
 // A Context is owned by one goroutine (the rollout's); a Model may read it during Sample.
 type Context struct {
@@ -92,7 +92,7 @@ func (c *Context) LastUserText() string { return c.lastUserText }
 func (c *Context) Rendered() int { return c.rendered }
 
 // RenderItems returns the full render of a context: the instructions of settings (if any) as a
-// "system" item, then each item's render, concatenated (architecture §5). It is what a
+// "system" item, then each item's render, concatenated. It is what a
 // Context's Tokens hold after Append(items...), and what the cold path pays for.
 func RenderItems(settings *sampler.Settings, items []protocol.Item) []uint32 {
 	c := NewContext(settings)

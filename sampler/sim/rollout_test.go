@@ -31,7 +31,7 @@ func TestTwentySequentialCalls(t *testing.T) {
 		if !strings.HasPrefix(call.ID, "fc_") || !strings.HasPrefix(call.CallID, "call_") || call.Status != protocol.StatusCompleted {
 			t.Fatalf("call %d ids/status: %+v", i, call)
 		}
-		// §6: the step's cached tokens are everything before the new input.
+		// The step's cached tokens are everything before the new input.
 		if s.StepUsage.InputTokensDetails.CachedTokens != prevTokens && i > 1 {
 			t.Fatalf("step %d cached %d, want %d", i, s.StepUsage.InputTokensDetails.CachedTokens, prevTokens)
 		}
@@ -347,7 +347,7 @@ func TestWarmUpAndSuspendOnAnswer(t *testing.T) {
 	}
 }
 
-// TestHotEqualsCold checks §3: resuming a rollout and rebuilding its context from the chain's
+// TestHotEqualsCold checks that resuming a rollout and rebuilding its context from the chain's
 // items give the model the same context (same answer, same fingerprint), while usage differs.
 func TestHotEqualsCold(t *testing.T) {
 	set := Settings{Tools: []protocol.Tool{execTool}, Metadata: map[string]string{MetaCalls: "3"}, ParallelToolCalls: true, Instructions: "x"}

@@ -47,7 +47,7 @@ func (ss *session) Prefill(_ context.Context, input []protocol.Item) error {
 
 // Sample implements sampler.ModelSession. The previous step's output is in the model's state
 // (it generated it); the step's input is prefilled. Usage: input_tokens is the whole context,
-// cached_tokens what was in the model's state before the input (architecture §6).
+// cached_tokens what was in the model's state before the input.
 func (ss *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
 	if len(step.Output) > 0 {
 		ss.context.Append(step.Output...)

@@ -15,7 +15,7 @@ import (
 )
 
 // Speed is a sim speed preset: its decode rate in tokens per second, 0 for instant
-// (architecture §5, flag -model-speed, metadata "sim.speed").
+// (flag -model-speed, metadata "sim.speed").
 type Speed int
 
 // The presets. See Speed.Cost for their time to first token and prefill rate.
@@ -71,7 +71,7 @@ func (s Speed) Cost() CostModel {
 	return CostModel{TTFT: 100 * time.Millisecond, PrefillRate: 20000, DecodeRate: float64(s)}
 }
 
-// CostModel is the sim's engine timing (architecture §5). Zero rates are free.
+// CostModel is the sim's engine timing. Zero rates are free.
 type CostModel struct {
 	TTFT        time.Duration // fixed time to first token of every sampling step
 	PrefillRate float64       // tokens/s for context tokens not in the model's state
@@ -103,7 +103,7 @@ type SimOptions struct {
 	Realtime bool
 }
 
-// Sim is the deterministic simulated model (architecture §5): no weights, its output a pure
+// Sim is the deterministic simulated model: no weights, its output a pure
 // function of the context's text and the settings. See the package doc for its policy.
 type Sim struct {
 	opts SimOptions

@@ -9,7 +9,7 @@ import (
 	"github.com/tiktoken-go/tokenizer"
 )
 
-// Special tokens of o200k_base that the renderer inserts itself (architecture §5). They are the
+// Special tokens of o200k_base that the renderer inserts itself. They are the
 // chat markers of the GPT-4o family; the tokenizer library never produces them from text (it
 // encodes "<|im_start|>" in text as ordinary characters), so a user cannot forge a role marker.
 const (

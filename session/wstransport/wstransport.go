@@ -13,7 +13,7 @@ import (
 )
 
 // wsTransport is the Transport over a coder/websocket connection. The library's own read
-// limit is disabled: it would close with 1009 before the error frame of architecture §8 could
+// limit is disabled: it would close with 1009 before the error frame could
 // be sent, so frames are read through an io.LimitReader of maxFrame+1 bytes instead.
 type wsTransport struct {
 	c        *websocket.Conn
@@ -29,7 +29,7 @@ type wsTransport struct {
 const keepBuffer = 64 << 10
 
 // New wraps an accepted WebSocket connection. maxFrame is the largest client
-// frame in bytes (architecture §10 -max-frame); 0 means 32 MiB.
+// frame in bytes (-max-frame); 0 means 32 MiB.
 func New(c *websocket.Conn, maxFrame int64) session.Transport {
 	return NewBudget(c, maxFrame, nil)
 }

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite of the store.Store interface (issue 10 §1): every
+// Package storetest is the conformance suite of the store.Store interface: every
 // implementation runs the same tests through [Run] — round trips, owner isolation (a non-owner
 // finds nothing and changes nothing), delete, input_items pagination, Chain over public-shape
 // and append-shape records, least-recently-used eviction by count and by bytes, and

@@ -120,12 +120,12 @@ func locate() (bin, models, missing string) {
 	case bin == "":
 		missing = "llama-server not found: build it with `bash .ci/build-llama` (or set TETHER_LLAMA_SERVER)"
 	case models == "":
-		missing = "the test model is missing: ../shared/models/aidreams260K.gguf (or set TETHER_LLAMA_MODELS)"
+		missing = "the test model aidreams260K.gguf is missing from shared/models beside the repository (or set TETHER_LLAMA_MODELS)"
 	}
 	return bin, models, missing
 }
 
-// sharedModels finds ../shared/models beside the module root (walking up from the working
+// sharedModels finds shared/models beside the module root (walking up from the working
 // directory to go.mod), or "".
 func sharedModels() string {
 	dir, err := os.Getwd()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tetherd/tether/protocol"
@@ -60,7 +61,7 @@ func (m *Model) Probe(ctx context.Context) error {
 		}
 		m.defaultsMu.Lock()
 		if m.temperature == nil {
-			m.temperature, m.topP = props.Defaults.Params.Temperature, props.Defaults.Params.TopP
+			m.temperature, m.topP = float32Value(props.Defaults.Params.Temperature), float32Value(props.Defaults.Params.TopP)
 		}
 		m.defaultsMu.Unlock()
 	}
@@ -100,4 +101,14 @@ func (e *engine) getJSON(ctx context.Context, url string, v any) error {
 		return fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, upstreamMessage(resp.Body))
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
+}
+
+// float32Value rounds an engine's float32 setting sent as a float64 (0.800000011920929) to the
+// shortest decimal that is the same float32 (0.8).
+func float32Value(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(*v, 'g', -1, 32), 64)
+	return &r
 }

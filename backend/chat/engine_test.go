@@ -50,6 +50,9 @@ func newEngineProxy(t *testing.T, target string) (*engineProxy, string) {
 	}
 	p := &engineProxy{next: httputil.NewSingleHostReverseProxy(u)}
 	p.next.FlushInterval = -1
+	// The proxy must not add failures of its own: llama-server closes a kept-alive connection
+	// after each streamed reply, so the proxy opens a new one per request.
+	p.next.Transport = &http.Transport{DisableKeepAlives: true}
 	hs := httptest.NewServer(p)
 	t.Cleanup(hs.Close)
 	return p, hs.URL

@@ -18,13 +18,17 @@ import (
 // Version is the node-llama-cpp release whose bundled llama.cpp source .ci/build-llama builds.
 const Version = "3.21.1"
 
+// Model is the name the server lists its model under (GET /v1/models).
+const Model = "aidreams"
+
 // Options configure a Server. The zero value is one slot of 2,048 tokens with the engine's
 // host-RAM prompt cache on and no slot save directory.
 type Options struct {
 	// Slots is llama-server's -np (parallel slots); 0 means 1.
 	Slots int
-	// SlotContext is each slot's context in tokens; 0 means 2048 (the most the model's
-	// context_length override allows).
+	// SlotContext is each slot's context in tokens; 0 means 2048. The model was trained on 128
+	// positions: its context_length is overridden to fit (text past 128 positions is babble,
+	// mechanically sound).
 	SlotContext int
 	// NoCacheRAM starts the engine with --cache-ram 0: a slot's KV lives only in the slot, as on
 	// an engine whose host memory is full.
@@ -63,9 +67,9 @@ func Start(t *testing.T, opts Options) *Server {
 		"-m", filepath.Join(models, "aidreams260K.gguf"),
 		"--host", "127.0.0.1", "--port", strconv.Itoa(s.port),
 		"-np", strconv.Itoa(slots), "-c", strconv.Itoa(slots * ctxn),
-		"--override-kv", "llama.context_length=int:2048",
+		"--override-kv", "llama.context_length=int:" + strconv.Itoa(max(ctxn, 2048)),
 		"--jinja", "--chat-template-file", filepath.Join(models, "tools-paren.jinja"),
-		"-t", "1", "--seed", "1", "--no-webui",
+		"-t", "1", "--seed", "1", "--no-webui", "--alias", Model,
 	}
 	if opts.NoCacheRAM {
 		s.args = append(s.args, "--cache-ram", "0")

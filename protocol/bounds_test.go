@@ -2,10 +2,13 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tetherd/tether/internal/skipnote"
 )
 
 // The Open Responses OpenAPI schema is read from ../shared (never copied into the repo).
@@ -18,7 +21,7 @@ func loadSchemaDoc(t *testing.T) map[string]map[string]any {
 	b, err := os.ReadFile(schemaFile)
 	if err != nil {
 		if os.IsNotExist(err) && os.Getenv("CI") == "" {
-			t.Skipf("SKIPPED LOUDLY: %v — the schema lives in ../shared beside the repo", err)
+			skipnote.Skip(t, fmt.Sprintf("the Open Responses schema is not beside the checkout (%v)", err))
 		}
 		t.Fatal(err)
 	}

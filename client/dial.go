@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tetherd/tether/internal/wsguard"
 )
 
 // AppendBeta is the OpenAI-Beta token that opts a connection into the append shape; the server
@@ -201,7 +202,9 @@ func (c *Conn) dial(ctx context.Context) (*link, error) {
 	if c.opts.QueryOptIn && !c.opts.PublicShape {
 		u = withQuery(u, "protocol", "append.v1")
 	}
-	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: c.opts.HTTPClient})
+	// wsguard: a message cut off by the end of the connection is a lost connection, not an
+	// empty or truncated frame.
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(c.opts.HTTPClient)})
 	if err != nil {
 		return nil, dialError(u, resp, err)
 	}

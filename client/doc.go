@@ -33,7 +33,9 @@
 // # Types
 //
 // The package has its own small wire types ([Item], [Response], [Usage], [Event]) and imports
-// nothing of the server: it is a standalone client that can be copied into other modules.
+// nothing of the server: it is a standalone client that can be copied into other modules along
+// with internal/wsguard, which turns a message cut off by the end of the connection into a read
+// error (the WebSocket library alone returns it as a whole, empty or truncated message).
 // [Item], [Response] and [Event] keep the JSON they were decoded from in Raw, for members the
 // types do not name.
 //

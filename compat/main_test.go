@@ -11,10 +11,11 @@ import (
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/skipnote"
 	"github.com/tetherd/tether/internal/wstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "compat")) }
 
 type fixture struct {
 	srv   *server.Server

@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/skipnote"
 	"github.com/tetherd/tether/internal/wstest"
 )
 
@@ -34,7 +36,7 @@ func loadSchemas(t *testing.T) *eventSchemas {
 	schemasOnce.Do(func() { schemas, schemasErr = compileSchemas(schemaFile) })
 	if schemasErr != nil {
 		if os.IsNotExist(schemasErr) && os.Getenv("CI") == "" {
-			t.Skipf("SKIPPED LOUDLY: %v — the Open Responses schema file is not beside the repository", schemasErr)
+			skipnote.Skip(t, fmt.Sprintf("the Open Responses schema is not beside the checkout (%v)", schemasErr))
 		}
 		t.Fatalf("schema: %v", schemasErr)
 	}

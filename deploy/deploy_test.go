@@ -20,11 +20,12 @@ import (
 	"github.com/tetherd/tether/internal/redistest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/skipnote"
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "deploy")) }
 
 // startNginx runs nginx with deploy/nginx.conf, its listen port and upstream servers replaced
 // by a free port and upstreams, until the test ends. It returns the base URL.
@@ -43,7 +44,7 @@ func startNginx(t *testing.T, upstreams []string) string {
 		if os.Getenv("TETHER_REQUIRE_NGINX") == "1" {
 			t.Fatal("nginx not found (TETHER_REQUIRE_NGINX=1): install the Debian package nginx or set TETHER_NGINX")
 		}
-		t.Skip("nginx not found: install the Debian package nginx (or set TETHER_NGINX)")
+		skipnote.Skip(t, "nginx not found (install the Debian package nginx or set TETHER_NGINX)")
 	}
 	conf, err := os.ReadFile("nginx.conf")
 	if err != nil {

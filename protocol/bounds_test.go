@@ -2,10 +2,13 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tetherd/tether/internal/skipnote"
 )
 
 // The Open Responses OpenAPI schema is read from a directory beside the repository (it is
@@ -19,7 +22,7 @@ func loadSchemaDoc(t *testing.T) map[string]map[string]any {
 	b, err := os.ReadFile(schemaFile)
 	if err != nil {
 		if os.IsNotExist(err) && os.Getenv("CI") == "" {
-			t.Skipf("SKIPPED LOUDLY: %v — the Open Responses schema file is not beside the repository", err)
+			skipnote.Skip(t, fmt.Sprintf("the Open Responses schema is not beside the checkout (%v)", err))
 		}
 		t.Fatal(err)
 	}

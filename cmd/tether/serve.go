@@ -337,6 +337,9 @@ func compactionLine(cfg *serveConfig) string {
 // connections, in-flight responses finish within -shutdown-grace, and a second signal ends
 // the grace at once (every response still gets its terminal event).
 func stop(ctx context.Context, cfg *serveConfig, log *slog.Logger, srv *server.Server, hs *http.Server, ln net.Listener, errc <-chan error) error {
+	// Draining first: from the moment the listener refuses new connections, /healthz on a
+	// kept-alive connection answers 503 and new creates are refused.
+	srv.BeginShutdown()
 	_ = ln.Close() // before the log line, which tells that no new connection is accepted
 	log.Info("shutting down: no new connections; in-flight responses may finish (a second signal ends them now)", "grace", cfg.shutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.shutdownGrace, 0)+10*time.Second)

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -109,6 +112,50 @@ func TestServeStartupLine(t *testing.T) {
 	}
 }
 
+// drainCheckListener records, when it is first closed, whether the server was already
+// draining.
+type drainCheckListener struct {
+	net.Listener
+	srv      *server.Server
+	once     sync.Once
+	draining chan bool
+}
+
+func (l *drainCheckListener) Close() error {
+	l.once.Do(func() { l.draining <- l.srv.ShuttingDown() })
+	return l.Listener.Close()
+}
+
+// TestStopDrainsBeforeClosingListener: stop marks the server draining before it closes the
+// listener, so that once new connections are refused /healthz answers 503 on a kept-alive
+// connection — a load balancer never sees ok from a stopping server.
+func TestStopDrainsBeforeClosingListener(t *testing.T) {
+	srv := server.New(server.Options{Logger: slog.New(slog.DiscardHandler)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, limited := srv.HTTPServer(ln)
+	l := &drainCheckListener{Listener: limited, srv: srv, draining: make(chan bool, 1)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/healthz before stop: %d", resp.StatusCode)
+	}
+	cfg := &serveConfig{shutdownGrace: time.Second}
+	if err := stop(t.Context(), cfg, slog.New(slog.DiscardHandler), srv, hs, l, errc); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if !<-l.draining {
+		t.Fatal("the listener was closed before the server was marked draining")
+	}
+}
+
 // TestServeSignals runs the binary: on SIGTERM the listener closes at once, /healthz answers 503
 // on a kept-alive connection, a new POST there gets 503, the in-flight rollout keeps streaming;
 // a second SIGTERM ends it at once with its terminal event, and the process exits 0.
@@ -141,10 +188,19 @@ func TestServeSignals(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	p.waitLog(t, "shutting down: no new connections; in-flight responses may finish (a second signal ends them now)")
-	if conn, err := net.DialTimeout("tcp", p.addr, 5*time.Second); err == nil {
+	// Wait on the state: the listener refuses new connections. The server is marked draining
+	// before it closes the listener, so from here /healthz on the kept-alive connection must
+	// answer 503 at once (no window where it still says ok).
+	for deadline := time.Now().Add(time.Minute); ; {
+		conn, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			break
+		}
 		conn.Close()
-		t.Fatal("a new connection was accepted during the drain")
+		if time.Now().After(deadline) {
+			t.Fatal("the listener still accepts connections a minute after SIGTERM")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if code, body := get(); code != 503 || !strings.Contains(body, "shutting_down") {
 		t.Fatalf("/healthz during the drain: %d %s", code, body)
@@ -167,8 +223,27 @@ func TestServeSignals(t *testing.T) {
 	if r := fs[len(fs)-1].Str("response", "incomplete_details", "reason"); r != "server_shutdown" {
 		t.Fatalf("reason %q, want server_shutdown", r)
 	}
-	p.waitLog(t, "stopped")
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("exit: %v", err)
+	if msgs, err := p.exit(t); err != nil || !slices.Contains(msgs, "stopped") {
+		t.Fatalf("exit: %v; log lines %q", err, msgs)
+	}
+}
+
+// exit waits for the process to end (its stderr closes), then returns the messages of the log
+// lines not yet read and the exit error.
+func (p *serveProcess) exit(t *testing.T) ([]string, error) {
+	t.Helper()
+	var msgs []string
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case rec, ok := <-p.lines:
+			if !ok {
+				return msgs, p.cmd.Wait()
+			}
+			msg, _ := rec["msg"].(string)
+			msgs = append(msgs, msg)
+		case <-timeout:
+			t.Fatalf("serve has not exited a minute after the second signal; log lines %q", msgs)
+		}
 	}
 }

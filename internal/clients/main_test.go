@@ -21,9 +21,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/skipnote"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "internal/clients")) }
 
 // Environment variables that locate the npm clients (see .ci/install-clients).
 const (
@@ -44,8 +45,7 @@ func nodeClients(t *testing.T, paths ...string) string {
 		if os.Getenv(envRequireClients) == "1" {
 			t.Fatalf("%s, and %s=1 requires it. Install the clients with: %s", msg, envRequireClients, installHint)
 		}
-		t.Skipf("SKIPPING a real-client test: %s. Install the clients with: %s (set %s=1 to make this a failure)",
-			msg, installHint, envRequireClients)
+		skipnote.Skip(t, fmt.Sprintf("Node clients: %s (install them with: %s)", msg, installHint))
 	}
 	if dir == "" {
 		missing("%s is not set", envNodeClients)

@@ -297,9 +297,14 @@ func TestGoShutdownLetsResumedResponseFinish(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	// Shut down while the resumed rollout waits for its first token (TTFT 500ms): it holds the
-	// sampling slot, but compat has sent nothing yet (response.created comes with the first event).
-	time.Sleep(150 * time.Millisecond)
+	// Shut down once the resumed rollout samples — typically while it waits for its first token
+	// (TTFT 500ms): it holds the sampling slot, but compat has sent nothing yet (response.created
+	// comes with the first event).
+	for deadline := time.Now().Add(10 * time.Second); f.srv.Metrics().Sampling.Load() != 1; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the continuation never started sampling")
+		}
+	}
 	shutdown := make(chan error, 1)
 	go func() { shutdown <- f.srv.Shutdown(ctx) }()
 	r2, err := conn.FinalResponse(ctx)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tetherd/tether/internal/skipnote"
 )
 
 // Server is a redis-server process owned by a test.
@@ -30,7 +32,7 @@ func Start(t *testing.T) *Server {
 		if os.Getenv("TETHER_REQUIRE_REDIS") == "1" {
 			t.Fatal("redis-server not found (TETHER_REQUIRE_REDIS=1): install the Debian package redis-server or set TETHER_REDIS_SERVER")
 		}
-		t.Skip("redis-server not found: install the Debian package redis-server (or set TETHER_REDIS_SERVER)")
+		skipnote.Skip(t, "redis-server not found (install the Debian package redis-server or set TETHER_REDIS_SERVER)")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,16 +2,18 @@ package server
 
 import (
 	"fmt"
-	"github.com/tetherd/tether/internal/wstest"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
+
+	"github.com/tetherd/tether/internal/skipnote"
+	"github.com/tetherd/tether/internal/wstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "internal/server")) }
 
 var (
 	shell   = map[string]any{"type": "function", "name": "exec_command", "parameters": map[string]any{"type": "object", "properties": map[string]any{"cmd": map[string]any{"type": "string"}}, "required": []string{"cmd"}}}

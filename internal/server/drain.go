@@ -7,8 +7,9 @@ import (
 	"github.com/tetherd/tether/session"
 )
 
-// ShuttingDown reports whether Shutdown has been called: /healthz then answers 503 and new
-// creates (POST /v1/responses, WebSocket upgrades) get 503 shutting_down.
+// ShuttingDown reports whether the drain has begun ([Server.BeginShutdown] or [Server.Shutdown]):
+// /healthz then answers 503 and new creates (POST /v1/responses, WebSocket upgrades) get 503
+// server_shutting_down.
 func (s *Server) ShuttingDown() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -41,7 +42,7 @@ func (s *Server) graceOver(c *session.Conn) {
 }
 
 // healthz answers GET /healthz: 200 {"status":"ok"}, or 503 {"status":"shutting_down"} once
-// Shutdown has been called, so that a load balancer stops sending new work during the drain.
+// the drain has begun, so that a load balancer stops sending new work during the drain.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if s.ShuttingDown() {
@@ -52,8 +53,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 
-// refuseDuringShutdown answers 503 shutting_down and reports true once Shutdown has been
-// called: a POST that reaches the server during the drain (on a kept-alive connection) is
+// refuseDuringShutdown answers 503 shutting_down and reports true once the drain has
+// begun: a POST that reaches the server during the drain (on a kept-alive connection) is
 // not started.
 func (s *Server) refuseDuringShutdown(w http.ResponseWriter) bool {
 	if !s.ShuttingDown() {

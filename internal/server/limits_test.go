@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -150,14 +151,30 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 	}
 }
 
+// countAccepts counts the connections its listener has accepted from the kernel.
+type countAccepts struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countAccepts) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
 func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
-	_, addr := realServer(t, Options{MaxHTTPConnections: 3})
+	var accepted atomic.Int64
+	_, addr := realServerOn(t, Options{MaxHTTPConnections: 3}, func(ln net.Listener) net.Listener { return countAccepts{ln, &accepted} })
 	// Three connections that never send a request hold the bound.
 	for range 3 {
 		c := dialRaw(t, addr)
 		c.send("GET /hea") // a request in progress: not idle, not evictable
 	}
-	time.Sleep(50 * time.Millisecond) // let the server accept them (ordering only, not timing)
+	// The server has admitted them (one accept loop: the next connection comes after them).
+	waitFor(t, func() bool { return accepted.Load() == 3 })
 	// The reserve: /healthz answers, anything else is 503, and the connection is closed.
 	h := dialRaw(t, addr)
 	h.get("/healthz")
@@ -172,6 +189,9 @@ func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
 	if code, body := p.response(); code != 503 || !strings.Contains(body, "too_many_connections") {
 		t.Fatalf("request over the bound: %d %s", code, body)
 	}
+	if !p.closed() {
+		t.Fatal("a reserve connection stays open after its 503")
+	}
 	// Past the reserve, new connections are closed at once.
 	var held []*rawConn
 	for range HealthzReserve {
@@ -179,7 +199,7 @@ func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
 		c.send("GET /hea")
 		held = append(held, c)
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, func() bool { return accepted.Load() == 3+2+HealthzReserve })
 	if x := dialRaw(t, addr); !x.closed() {
 		t.Fatal("a connection past the reserve was not closed")
 	}

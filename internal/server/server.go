@@ -458,26 +458,39 @@ func (s *Server) untrack(c *session.Conn) {
 	delete(s.conns, c)
 }
 
-// Shutdown drains every WebSocket connection (sampling rollouts may finish
-// within the shutdown grace, suspended ones end at once with reason server_shutdown; then close
-// 1001) and waits for them, or for ctx. New upgrades are refused with 503. http.Server.Shutdown
-// does not wait for hijacked connections: call this alongside it.
-func (s *Server) Shutdown(ctx context.Context) error {
+// BeginShutdown marks the server draining and starts draining every connection, then returns
+// without waiting: from its return /healthz answers 503 and new creates (POST /v1/responses,
+// WebSocket upgrades) get 503 server_shutting_down. Sampling rollouts may finish within the
+// shutdown grace, suspended ones end at once with reason server_shutdown, then each WebSocket
+// closes 1001. Calling it again does nothing; [Server.Shutdown] calls it.
+func (s *Server) BeginShutdown() {
 	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		return
+	}
 	s.shutdown = true
 	s.chat.Slots.Close()
 	conns := make([]*session.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	// Under mu, so that a Shutdown that finds the server already draining waits for these.
+	s.wg.Add(len(conns))
 	s.mu.Unlock()
 	for _, c := range conns {
-		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			c.Drain(protocol.ReasonServerShutdown)
 		}()
 	}
+}
+
+// Shutdown calls [Server.BeginShutdown] and waits until every WebSocket and HTTP response has
+// drained, or for ctx (then it returns ctx.Err()). http.Server.Shutdown does not wait for
+// hijacked connections: call this alongside it.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.BeginShutdown()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()

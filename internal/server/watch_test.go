@@ -188,11 +188,12 @@ func TestShutdownRefusesNewWorkAndEndGrace(t *testing.T) {
 	fs := c.Until("response.output_text.delta")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	s.BeginShutdown() // draining from its return: no window where /healthz still says ok
+	if !s.ShuttingDown() {
+		t.Fatal("ShuttingDown is false after BeginShutdown")
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.Shutdown(ctx) }()
-	for !s.ShuttingDown() {
-		time.Sleep(time.Millisecond)
-	}
 	if code, body := do(t, "GET", httpURL(url, "/healthz"), "", ""); code != 503 || body["status"] != "shutting_down" {
 		t.Fatalf("/healthz during the drain: %d %v", code, body)
 	}

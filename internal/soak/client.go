@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/tetherd/tether/internal/peer"
+	"github.com/tetherd/tether/internal/wsguard"
 )
 
 // appendBeta opts a WebSocket into the append shape (docs/append-protocol.md, Opting in).
@@ -112,7 +113,9 @@ func (t *target) dial(parent context.Context, sh shape) (*conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	c, resp, err := websocket.Dial(ctx, t.wsURL, &websocket.DialOptions{HTTPHeader: h, HTTPClient: t.client,
+	// wsguard: a frame cut off by the server's drop (a stalled reader's write timeout) is a
+	// read error, not an empty or truncated message.
+	c, resp, err := websocket.Dial(ctx, t.wsURL, &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(t.client),
 		CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {

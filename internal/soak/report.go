@@ -19,6 +19,8 @@ type Report struct {
 	Seed        int64         `json:"seed"`
 	Rates       Rates         `json:"rates"`
 	Elapsed     time.Duration `json:"elapsed_ns"` // the load, grace included
+	// Total is the whole run: warm-up, load, settling and the suspended measurement.
+	Total time.Duration `json:"total_ns"`
 	// Warmup summarises the warm-up burst (its rollouts are verified too).
 	Warmup *WarmupReport `json:"warmup,omitempty"`
 
@@ -65,6 +67,7 @@ type Report struct {
 // WarmupReport is the warm-up burst's verification.
 type WarmupReport struct {
 	Duration   time.Duration `json:"duration_ns"`
+	Elapsed    time.Duration `json:"elapsed_ns"` // its load, grace included
 	Verified   int64         `json:"rollouts_verified"`
 	Lost       int64         `json:"items_lost"`
 	Duplicated int64         `json:"items_duplicated"`
@@ -72,10 +75,10 @@ type WarmupReport struct {
 	Samples    []string      `json:"violation_samples,omitempty"`
 }
 
-func warmupReport(st *stats, d time.Duration) *WarmupReport {
+func warmupReport(st *stats, d, elapsed time.Duration) *WarmupReport {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return &WarmupReport{Duration: d, Verified: st.completed(), Lost: st.itemsLost.Load() + st.eventsLost.Load() + st.errorsLost.Load(),
+	return &WarmupReport{Duration: d, Elapsed: elapsed, Verified: st.completed(), Lost: st.itemsLost.Load() + st.eventsLost.Load() + st.errorsLost.Load(),
 		Duplicated: st.itemsDuplicated.Load() + st.eventsDuplicated.Load(), Violations: st.violations.Load(),
 		Samples: append([]string(nil), st.samples...)}
 }
@@ -332,6 +335,8 @@ func (rep *Report) WriteText(w io.Writer) {
 			p("resume of one more rollout while they are held: p50 %s over %d appends", s.ResumeP50.Round(time.Microsecond), s.Resumes)
 		}
 	}
+	p("total run time %.1fs: warm-up %s, load %.1fs (grace included), settling and the suspended measurement %.1fs",
+		rep.Total.Seconds(), warmupString(rep), rep.Elapsed.Seconds(), max(rep.Total-rep.Elapsed-rep.warmupTime(), 0).Seconds())
 	p("")
 	if rep.Pass {
 		p("PASS")
@@ -345,4 +350,19 @@ func okString(ok bool, yes, no string) string {
 		return yes
 	}
 	return no
+}
+
+// warmupTime is how long the warm-up's load ran (0: none).
+func (rep *Report) warmupTime() time.Duration {
+	if rep.Warmup == nil {
+		return 0
+	}
+	return rep.Warmup.Elapsed
+}
+
+func warmupString(rep *Report) string {
+	if rep.Warmup == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.1fs", rep.Warmup.Elapsed.Seconds())
 }

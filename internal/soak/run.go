@@ -30,6 +30,7 @@ type Progress struct {
 // (no server, a failing warm-up); a soak that finds problems returns a Report whose Pass is
 // false.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	start := time.Now()
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -57,9 +58,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Warmup > 0 {
 		stop := sampleLoad(t.probe, cold, progress(cfg, "warm-up", cfg.Warmup, wst))
-		load(ctx, &runner{cfg: cfg, t: t, st: wst}, cfg.Warmup, cfg.Seed+1)
+		took := load(ctx, &runner{cfg: cfg, t: t, st: wst}, cfg.Warmup, cfg.Seed+1)
 		stop()
-		rep.Warmup = warmupReport(wst, cfg.Warmup)
+		rep.Warmup = warmupReport(wst, cfg.Warmup, took)
 	}
 	before, err := quiesce(ctx, t.probe, 0, 3*cfg.Settle)
 	if err != nil {
@@ -91,6 +92,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Failures = append(rep.Failures, "interrupted")
 	}
 	rep.Pass = len(rep.Failures) == 0
+	rep.Total = time.Since(start)
 	return rep, nil
 }
 

@@ -16,10 +16,11 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/skipnote"
 	"github.com/tetherd/tether/sampler/sim"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "internal/ui")) }
 
 // start runs a server with the sim in real time (as tether serve's) and the UI in front of it,
 // on a real socket, until the test ends.

@@ -72,6 +72,23 @@ var CreateFields = []FieldStatus{
 	{"prompt_cache_retention", FieldRejected, "anything but 'in-memory' (or null): the cache lives in memory only."},
 }
 
+// createFieldSet holds the names of CreateFields, for the decoder's unknown_parameter check.
+var createFieldSet = func() map[string]bool {
+	m := make(map[string]bool, len(CreateFields))
+	for _, f := range CreateFields {
+		m[f.Name] = true
+	}
+	return m
+}()
+
+// createField reports whether key is a row of CreateFields (no allocation).
+func createField(key []byte) bool { return createFieldSet[string(key)] }
+
+// errUnknown is unknown_parameter for the top-level member param, worded as OpenAI words it.
+func errUnknown(param string) *Error {
+	return Errorf(400, CodeUnknownParameter, param, "Unknown parameter: '%s'.", clip(param))
+}
+
 func errUnsupported(param string) *Error {
 	return Errorf(400, CodeUnsupportedParameter, param, "Unsupported parameter: '%s' is not supported by this server.", clip(param))
 }

@@ -75,7 +75,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *pro
 			return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidType, te.Field,
 				"Invalid type for '%s': expected %s, but got a JSON %s.", te.Field, te.Type, te.Value)
 		}
-		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The body is not valid JSON.")
+		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The request body is not valid JSON.")
 	}
 	if perr := checkRanges(&req); perr != nil {
 		return nil, perr

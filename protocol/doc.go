@@ -155,7 +155,8 @@
 //	  (OpenAI-Beta responses_append=v2,                                                             protocol (query)
 //	  ?protocol=append.v2) (HTTP)
 //	missing or wrong API key (HTTP, upgrade)            401    invalid_api_key                      null
-//	method not served on /v1/responses (HTTP)           405    method_not_allowed                   null
+//	method not served on /v1/responses or               405    method_not_allowed                   null
+//	  /v1/chat/completions (HTTP; with an Allow header)
 //	the store failed or timed out (-store-timeout):     503    store_unavailable (type server_error) null
 //	  a lookup of previous_response_id or a GET/DELETE
 //	  /v1/responses/{id}; a store:true response whose

@@ -87,7 +87,8 @@ const (
 	CodeWebSocketDisabled = "websocket_disabled"
 	// CodeInvalidAPIKey: a missing or wrong API key. 401 (HTTP, also on the upgrade).
 	CodeInvalidAPIKey = "invalid_api_key"
-	// CodeMethodNotAllowed: a method /v1/responses does not serve. 405 (HTTP).
+	// CodeMethodNotAllowed: a method /v1/responses or /v1/chat/completions does not serve. 405
+	// (HTTP), with an Allow header.
 	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeStoreUnavailable: the store of stored responses (-store) failed or did not answer
 	// within -store-timeout. 503, type server_error: an error frame or HTTP error for a lookup

@@ -179,11 +179,17 @@ func TestErrors(t *testing.T) {
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"id_slot":7}`, 400, "invalid_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"tool_choice":"sometimes"}`, 400, "invalid_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_value"},
+		{`{"model":"sim","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png","detail":"max"}}]}]}`, 400, "invalid_value"},
+		{`{"model":"sim","messages":[{"role":"system","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]},{"role":"user","content":"x"}]}`, 400, "invalid_value"},
+		{`{"model":"sim","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, 400, "invalid_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"metadata":{"sim.calls":"many"}}`, 400, "invalid_value"},
 		{`{"model":`, 400, "invalid_json"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, 400, "invalid_type"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"temperature":99}`, 400, "decimal_above_max_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"top_p":-1}`, 400, "decimal_below_min_value"},
+		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"presence_penalty":2.5}`, 400, "decimal_above_max_value"},
+		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"frequency_penalty":-3}`, 400, "decimal_below_min_value"},
+		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"verbosity":"loud"}`, 400, "invalid_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"max_completion_tokens":-5}`, 400, "integer_below_min_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"n":2}`, 400, "unsupported_parameter"},
 		{`{"model":"sim","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "request_body_too_large"},
@@ -223,5 +229,65 @@ func getJSON(t *testing.T, url string, v any) {
 	b, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("GET %s: %v: %s", url, err, b)
+	}
+}
+
+// TestImageParts: a user message with image_url parts (a URL, a data URL) is served: the
+// parts reach the model as input_image parts in order (the sim's context counts them), and
+// the official client sends them as it builds them.
+func TestImageParts(t *testing.T) {
+	client, url := start(t, server.Options{})
+	ask := func(parts ...openai.ChatCompletionContentPartUnionParam) string {
+		t.Helper()
+		c, err := client.Chat.Completions.New(ctx(t), openai.ChatCompletionNewParams{Model: "sim",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(parts)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Choices[0].Message.Content
+	}
+	text := openai.TextContentPart("what is this?")
+	plain := ask(text)
+	withImages := ask(text,
+		openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "https://example.com/cat.png", Detail: "low"}),
+		openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "data:image/png;base64,iVBORw0KGgo="}))
+	if !strings.Contains(withImages, `user: "what is this?"`) || withImages == plain {
+		t.Fatalf("with images %q, without %q: the images did not reach the model", withImages, plain)
+	}
+	// The same message as Responses input_image parts gives the same context, so the same answer.
+	resp, err := http.Post(url+"/v1/responses", "application/json", strings.NewReader(`{"model":"sim","store":false,"input":[{"role":"user","content":[`+
+		`{"type":"input_text","text":"what is this?"},{"type":"input_image","image_url":"https://example.com/cat.png","detail":"low"},`+
+		`{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Output []struct{ Content []struct{ Text string } }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Output) != 1 || len(r.Output[0].Content) != 1 {
+		t.Fatalf("POST /v1/responses: %d %+v %v", resp.StatusCode, r, err)
+	}
+	if got := r.Output[0].Content[0].Text; got != withImages {
+		t.Fatalf("Responses answer %q, chat answer %q", got, withImages)
+	}
+}
+
+// TestChatCompletionsMethod: a method other than POST gets 405 with an Allow header and the
+// JSON error envelope.
+func TestChatCompletionsMethod(t *testing.T) {
+	_, url := start(t, server.Options{})
+	resp, err := http.Get(url + "/v1/chat/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Error struct{ Code, Type, Message string }
+	}
+	err = json.NewDecoder(resp.Body).Decode(&env)
+	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" ||
+		env.Error.Code != "method_not_allowed" || env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, "GET /v1/chat/completions") {
+		t.Fatalf("GET: %d Allow %q, %+v (%v)", resp.StatusCode, resp.Header.Get("Allow"), env.Error, err)
 	}
 }

@@ -16,8 +16,65 @@ func badRequest(code, param, format string, args ...any) *protocol.Error {
 	return protocol.Errorf(http.StatusBadRequest, code, param, format, args...)
 }
 
+// contentParts converts a message's content to Responses content parts of type textType when
+// it holds image_url parts: one part per part, text as textType and each
+// {"type":"image_url","image_url":{"url","detail"?}} as an input_image part
+// {"type":"input_image","image_url","detail"} (detail "auto" when absent). It returns nil
+// parts for content without images (ContentText applies), and an error for an image without
+// a url, a detail other than low, high or auto, or a part of another type.
+func contentParts(raw json.RawMessage, textType string) ([]protocol.ContentPart, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, nil // ContentText reports it
+	}
+	images := false
+	for _, p := range parts {
+		images = images || p.Type == "image_url"
+	}
+	if !images {
+		return nil, nil
+	}
+	var out []protocol.ContentPart
+	for i, p := range parts {
+		switch p.Type {
+		case "text":
+			var text string
+			if p.Text != nil {
+				text = *p.Text
+			}
+			out = append(out, protocol.ContentPart{Type: textType, Text: text})
+		case "image_url":
+			if p.ImageURL == nil || p.ImageURL.URL == "" {
+				return nil, fmt.Errorf("content[%d]: an image_url part needs image_url.url (a URL or a data URL)", i)
+			}
+			detail := p.ImageURL.Detail
+			switch detail {
+			case "":
+				detail = "auto"
+			case "low", "high", "auto":
+			default:
+				return nil, fmt.Errorf("content[%d]: image_url.detail %q: want low, high or auto", i, detail)
+			}
+			b, _ := json.Marshal(struct {
+				Type     string `json:"type"`
+				ImageURL string `json:"image_url"`
+				Detail   string `json:"detail"`
+			}{PartInputImage, p.ImageURL.URL, detail})
+			out = append(out, protocol.ContentPart{Type: PartInputImage, Raw: b})
+		default:
+			return nil, fmt.Errorf("content[%d]: part type %q is not supported (text and image_url only)", i, p.Type)
+		}
+	}
+	return out, nil
+}
+
 // ContentText returns the text of a message's content: a JSON string, null / absent (""), or
-// an array of parts whose "text" parts are concatenated. Other part types give an error.
+// an array of parts whose "text" parts are concatenated. Other part types (image_url, which
+// contentParts converts) give an error.
 func ContentText(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -63,6 +120,18 @@ func ItemsFromMessages(msgs []Message) (instructions *string, items []protocol.I
 	for i := range msgs {
 		m := &msgs[i]
 		param := fmt.Sprintf("messages[%d]", i)
+		parts, err := contentParts(m.Content, protocol.PartInputText)
+		if err != nil {
+			return nil, nil, badRequest(protocol.CodeInvalidValue, param+".content", "%s: %v", param, err)
+		}
+		if parts != nil {
+			if m.Role != protocol.RoleUser {
+				return nil, nil, badRequest(protocol.CodeInvalidValue, param+".content",
+					"%s: image_url parts are accepted in user messages only, not in a %q message.", param, m.Role)
+			}
+			items = append(items, protocol.Item{Type: protocol.ItemMessage, Role: m.Role, Status: protocol.StatusCompleted, Content: parts})
+			continue
+		}
 		text, err := ContentText(m.Content)
 		if err != nil {
 			return nil, nil, badRequest(protocol.CodeInvalidValue, param+".content", "%s: %v", param, err)
@@ -112,7 +181,8 @@ func message(role, partType, text string) protocol.Item {
 // max_completion_tokens wins over max_tokens.
 func SettingsFromRequest(req *Request, instructions *string) (sampler.Settings, error) {
 	s := sampler.Settings{Model: req.Model, ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls,
-		Temperature: req.Temperature, TopP: req.TopP, ReasoningEffort: req.ReasoningEffort, Metadata: req.Metadata}
+		Temperature: req.Temperature, TopP: req.TopP, PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty,
+		ReasoningEffort: req.ReasoningEffort, Verbosity: req.Verbosity, Metadata: req.Metadata}
 	if instructions != nil {
 		s.Instructions = *instructions
 	}

@@ -12,12 +12,13 @@ import (
 // TestSettingsRoundTrip: settings sent by the chat backend (SetSettings) come back equal when
 // a Tether decodes them (SettingsFromRequest), for every field both sides carry.
 func TestSettingsRoundTrip(t *testing.T) {
-	temp, topP := 0.5, 0.9
+	temp, topP, presence, frequency := 0.5, 0.9, -0.5, 1.25
 	desc := "weather"
 	for _, s := range []sampler.Settings{
 		{Model: "m", ToolChoice: protocol.ToolChoice{Name: "get_weather"}, ParallelToolCalls: false,
 			Tools:           []protocol.Tool{{Type: "function", Name: "get_weather", Description: &desc, Parameters: json.RawMessage(`{"type":"object"}`)}},
 			MaxOutputTokens: 7, Temperature: &temp, TopP: &topP, ReasoningEffort: "low",
+			PresencePenalty: &presence, FrequencyPenalty: &frequency, Verbosity: "high",
 			TextFormat: json.RawMessage(`{"name":"w","schema":{"type":"object"},"strict":true,"type":"json_schema"}`),
 			Metadata:   map[string]string{"sim.calls": "2"}, Instructions: "be brief"},
 		{Model: "m", ToolChoice: protocol.ToolChoice{Mode: "none"}, ParallelToolCalls: true,
@@ -99,5 +100,51 @@ func TestItemsRoundTrip(t *testing.T) {
 	}
 	if e, _ := protocol.AsError(CheckItems([]protocol.Item{{Type: "custom_tool_call"}})); e == nil || e.Param != "input[0].type" {
 		t.Errorf("CheckItems of an unknown type: %v", e)
+	}
+}
+
+// TestImagesRoundTrip: input_image parts (a URL with detail, a data URL without) become chat
+// image_url parts with exact bytes, and come back as the same input_image parts (detail "auto"
+// when it was absent); text-only messages keep a string content.
+func TestImagesRoundTrip(t *testing.T) {
+	img := func(raw string) protocol.ContentPart {
+		return protocol.ContentPart{Type: PartInputImage, Raw: json.RawMessage(raw)}
+	}
+	items := []protocol.Item{{Type: protocol.ItemMessage, Role: protocol.RoleUser, Status: protocol.StatusCompleted, Content: []protocol.ContentPart{
+		{Type: protocol.PartInputText, Text: "compare"},
+		img(`{"type":"input_image","image_url":"https://example.com/a.png","detail":"high"}`),
+		img(`{"type":"input_image","image_url":"data:image/jpeg;base64,/9j/4AAQ"}`),
+	}}, message("assistant", protocol.PartOutputText, "done")}
+	msgs, err := MessagesFromItems(nil, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"type":"text","text":"compare"},{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"high"}},` +
+		`{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,/9j/4AAQ"}}]`
+	if got := string(msgs[0].Content); got != want {
+		t.Fatalf("content\n got %s\nwant %s", got, want)
+	}
+	if got := string(msgs[1].Content); got != `"done"` {
+		t.Fatalf("text-only content %s", got)
+	}
+	_, back, perr := ItemsFromMessages(msgs)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	items[0].Content[2] = img(`{"type":"input_image","image_url":"data:image/jpeg;base64,/9j/4AAQ","detail":"auto"}`)
+	if !reflect.DeepEqual(back, items) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", back, items)
+	}
+	for _, bad := range []protocol.Item{
+		{Type: protocol.ItemMessage, Role: protocol.RoleUser, Content: []protocol.ContentPart{img(`{"type":"input_image","file_id":"file-1"}`)}},
+		{Type: protocol.ItemMessage, Role: protocol.RoleDeveloper, Content: []protocol.ContentPart{img(`{"type":"input_image","image_url":"https://x/y.png"}`)}},
+		{Type: protocol.ItemMessage, Role: protocol.RoleUser, Content: []protocol.ContentPart{{Type: "input_file", Raw: json.RawMessage(`{"type":"input_file","file_id":"f"}`)}}},
+	} {
+		if _, err := MessagesFromItems(nil, []protocol.Item{bad}); err == nil {
+			t.Errorf("MessagesFromItems(%+v): no error", bad)
+		}
+		if e, _ := protocol.AsError(CheckItems([]protocol.Item{bad})); e == nil || e.Param != "input[0].content" {
+			t.Errorf("CheckItems(%+v): %v", bad, e)
+		}
 	}
 }

@@ -24,13 +24,14 @@
 //
 // Conversion (messages → items): the first message, when its role is "system", becomes the
 // instructions; later system and all developer messages are message items of their role;
-// user messages are user messages (string content or "text" parts; other part types are
-// rejected); an assistant message becomes an assistant message item (when it has text) then
+// user messages are user messages (string content, or "text" and "image_url" parts, which
+// become input_text and input_image parts in order; other part types are rejected); an assistant message becomes an assistant message item (when it has text) then
 // one function_call item per tool_calls entry (call_id = the entry's id); a "tool" message
 // becomes a function_call_output (call_id = tool_call_id). max_completion_tokens (else
 // max_tokens) becomes max_output_tokens; response_format becomes text.format; metadata,
-// tools, tool_choice, parallel_tool_calls, temperature, top_p and reasoning_effort map
-// one to one.
+// tools, tool_choice, parallel_tool_calls, temperature, top_p, presence_penalty,
+// frequency_penalty, verbosity (text.verbosity) and reasoning_effort map one to one. Any
+// method but POST is 405 (the server's route).
 //
 // # llama.cpp-compatible slot emulation
 //

@@ -75,7 +75,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *pro
 			return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidType, te.Field,
 				"Invalid type for '%s': expected %s, but got a JSON %s.", te.Field, te.Type, te.Value)
 		}
-		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The body is not valid JSON.")
+		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The request body is not valid JSON.")
 	}
 	if perr := checkRanges(&req); perr != nil {
 		return nil, perr
@@ -94,7 +94,11 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *pro
 // createParams is the request as a create, for the backend's RequestChecker.
 func createParams(req *Request, s *sampler.Settings, items []protocol.Item) *protocol.CreateParams {
 	p := &protocol.CreateParams{Model: req.Model, Input: items, Tools: s.Tools, ToolChoice: s.ToolChoice,
-		ParallelToolCalls: req.ParallelToolCalls, Metadata: req.Metadata, Temperature: req.Temperature, TopP: req.TopP}
+		ParallelToolCalls: req.ParallelToolCalls, Metadata: req.Metadata, Temperature: req.Temperature, TopP: req.TopP,
+		PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty}
+	if s.Verbosity != "" {
+		p.Text = &protocol.TextConfig{Verbosity: s.Verbosity}
+	}
 	if s.Instructions != "" {
 		p.Instructions = &s.Instructions
 	}
@@ -240,7 +244,12 @@ func checkRanges(req *Request) *protocol.Error {
 		}
 		return nil
 	}
+	if v := req.Verbosity; v != "" && v != "low" && v != "medium" && v != "high" {
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "verbosity",
+			"Invalid value: '%s'. Supported values are: 'low', 'medium', and 'high'.", v)
+	}
 	for _, err := range []*protocol.Error{decimal("temperature", req.Temperature, 0, 2), decimal("top_p", req.TopP, 0, 1),
+		decimal("presence_penalty", req.PresencePenalty, -2, 2), decimal("frequency_penalty", req.FrequencyPenalty, -2, 2),
 		integer("max_tokens", req.MaxTokens), integer("max_completion_tokens", req.MaxCompletionTokens)} {
 		if err != nil {
 			return err

@@ -13,8 +13,11 @@ import (
 // system, not developer); consecutive function_call items, and the assistant message right
 // before them, merge into one assistant message with tool_calls (id = call_id); a
 // function_call_output becomes a "tool" message; reasoning items are dropped (a chat engine
-// cannot take them back). Any other item type, and content parts other than text, give an
-// error.
+// cannot take them back). A message of text parts has a string content; a user message with
+// input_image parts has an array of parts, each text part as {"type":"text"} and each image as
+// {"type":"image_url","image_url":{"url","detail"?}} (a URL or a data URL). Any other item type,
+// other content parts (input_file, an input_image by file_id or outside a user message) give
+// an error.
 func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error) {
 	merge := false // the last message is an assistant message the next function_call may join
 	for i := range items {
@@ -28,7 +31,7 @@ func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error)
 			if role == protocol.RoleDeveloper {
 				role = protocol.RoleSystem
 			}
-			msgs = append(msgs, Message{Role: role, Content: TextContent(it.Text())})
+			msgs = append(msgs, Message{Role: role, Content: messageContent(it)})
 			merge = role == protocol.RoleAssistant
 		case protocol.ItemFunctionCall:
 			tc := ToolCall{ID: it.CallID, Type: protocol.ToolFunction, Function: FunctionCall{Name: it.Name, Arguments: it.Arguments}}
@@ -69,16 +72,77 @@ func CheckItems(items []protocol.Item) error {
 	return nil
 }
 
-// checkParts rejects content parts a chat message cannot carry as text.
+// checkParts rejects content parts a chat message cannot carry: anything but text parts, and
+// input_image parts of a user message that have an image_url.
 func checkParts(it *protocol.Item) error {
 	for j := range it.Content {
-		switch it.Content[j].Type {
+		switch p := &it.Content[j]; p.Type {
 		case protocol.PartInputText, protocol.PartOutputText, protocol.PartRefusal:
+		case PartInputImage:
+			if it.Role != protocol.RoleUser {
+				return fmt.Errorf("content part type %q in a %s message cannot be sent to a Chat Completions engine (images go in user messages)", p.Type, it.Role)
+			}
+			if img := inputImageOf(p); img.URL == "" {
+				return fmt.Errorf("an input_image without image_url (a file_id) cannot be sent to a Chat Completions engine: give a URL or a data URL")
+			}
 		default:
-			return fmt.Errorf("content part type %q cannot be sent to a Chat Completions engine (text only)", it.Content[j].Type)
+			return fmt.Errorf("content part type %q cannot be sent to a Chat Completions engine (text and images only)", p.Type)
 		}
 	}
 	return nil
+}
+
+// PartInputImage is the Responses content part type of an image.
+const PartInputImage = "input_image"
+
+// ImageURL is the image_url object of a chat image part: the image's URL (https: or a data:
+// URL) and the detail hint ("low", "high", "auto"; empty: the engine's default).
+type ImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// contentPart is one part of a chat message's content array.
+type contentPart struct {
+	Type     string    `json:"type"` // "text" or "image_url"
+	Text     *string   `json:"text,omitempty"`
+	ImageURL *ImageURL `json:"image_url,omitempty"`
+}
+
+// inputImageOf reads an input_image part's image_url and detail (zero when absent or not
+// strings).
+func inputImageOf(p *protocol.ContentPart) ImageURL {
+	var v struct {
+		ImageURL string `json:"image_url"`
+		Detail   string `json:"detail"`
+	}
+	_ = json.Unmarshal(p.Raw, &v)
+	return ImageURL{URL: v.ImageURL, Detail: v.Detail}
+}
+
+// messageContent is a message's chat content (checkParts has accepted it): its text as a JSON
+// string, or, when it holds an image, the array of its parts, one per part.
+func messageContent(it *protocol.Item) json.RawMessage {
+	images := false
+	for j := range it.Content {
+		images = images || it.Content[j].Type == PartInputImage
+	}
+	if !images {
+		return TextContent(it.Text())
+	}
+	var parts []contentPart
+	for j := range it.Content {
+		p := &it.Content[j]
+		if p.Type == PartInputImage {
+			img := inputImageOf(p)
+			parts = append(parts, contentPart{Type: "image_url", ImageURL: &img})
+			continue
+		}
+		text := p.Text
+		parts = append(parts, contentPart{Type: "text", Text: &text})
+	}
+	b, _ := json.Marshal(parts)
+	return b
 }
 
 // outputText is a function_call_output's text: Output, or its text parts joined.
@@ -96,7 +160,8 @@ func outputText(it *protocol.Item) string {
 // SetSettings fills the request's generation fields from s: tools (function tools only;
 // others are dropped), tool_choice and parallel_tool_calls (only with tools, as OpenAI and
 // vLLM reject them without), max_completion_tokens (and max_tokens too when legacyMax),
-// temperature, top_p, reasoning_effort, response_format and metadata.
+// temperature, top_p, presence_penalty, frequency_penalty, verbosity, reasoning_effort,
+// response_format and metadata.
 func (r *Request) SetSettings(s *sampler.Settings, legacyMax bool) {
 	r.Model = s.Model
 	for _, t := range s.Tools {
@@ -118,6 +183,7 @@ func (r *Request) SetSettings(s *sampler.Settings, legacyMax bool) {
 		}
 	}
 	r.Temperature, r.TopP, r.ReasoningEffort = s.Temperature, s.TopP, s.ReasoningEffort
+	r.PresencePenalty, r.FrequencyPenalty, r.Verbosity = s.PresencePenalty, s.FrequencyPenalty, s.Verbosity
 	r.ResponseFormat = responseFormatTo(s.TextFormat)
 	if len(s.Metadata) > 0 {
 		r.Metadata = s.Metadata

@@ -15,6 +15,9 @@ type Request struct {
 	MaxCompletionTokens *int              `json:"max_completion_tokens,omitempty"`
 	Temperature         *float64          `json:"temperature,omitempty"`
 	TopP                *float64          `json:"top_p,omitempty"`
+	PresencePenalty     *float64          `json:"presence_penalty,omitempty"`  // -2…2
+	FrequencyPenalty    *float64          `json:"frequency_penalty,omitempty"` // -2…2
+	Verbosity           string            `json:"verbosity,omitempty"`         // low, medium, high
 	ReasoningEffort     string            `json:"reasoning_effort,omitempty"`
 	Metadata            map[string]string `json:"metadata,omitempty"`
 	N                   *int              `json:"n,omitempty"` // choices; only 1 is served

@@ -83,10 +83,12 @@ func TestUnsupportedAndIgnoredFields(t *testing.T) {
 	if s.Type() != "response.steer.failed" || s.Str("error", "code") != "response_not_found" {
 		t.Fatalf("steer answer: %v", s)
 	}
-	// Fields clients send that we accept and ignore; unknown top-level fields too.
+	// An unknown top-level field is unknown_parameter, as OpenAI answers it.
+	c.Send(create("x", map[string]any{"some_future_field": map[string]any{"a": 1}}))
+	c.ExpectError(400, "unknown_parameter", "some_future_field")
+	// Fields clients send that we accept and ignore.
 	r := turn(t, c, create("ok", map[string]any{"stream": true, "stream_options": map[string]any{"include_obfuscation": false},
-		"event_id": "evt_1", "client_metadata": map[string]string{"x": "y"}, "prompt_cache_key": "k", "include": []string{"reasoning.encrypted_content"},
-		"some_future_field": map[string]any{"a": 1}}))
+		"event_id": "evt_1", "client_metadata": map[string]string{"x": "y"}, "prompt_cache_key": "k", "include": []string{"reasoning.encrypted_content"}}))
 	if final(r).Type() != "response.completed" {
 		t.Fatalf("ignored fields broke the request")
 	}

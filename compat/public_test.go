@@ -169,3 +169,42 @@ func TestIdleChainsDoNotHitTheRolloutLimit(t *testing.T) {
 	c2.Send(create("tools", map[string]any{"store": false, "tools": []any{shell}, "metadata": map[string]string{"sim.calls": "1"}}))
 	c2.ExpectError(429, "rollout_limit_reached", "")
 }
+
+// TestPenaltiesAreHotPathSettings: presence_penalty and frequency_penalty reach the backend,
+// so a continuation that changes one takes the cold path; one that repeats them (or leaves a
+// default as it was) stays hot.
+func TestPenaltiesAreHotPathSettings(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	run := func(first, second map[string]any) {
+		t.Helper()
+		c := f.dial(t)
+		settings := func(extra map[string]any) map[string]any {
+			m := map[string]any{"store": false, "tools": []any{shell}}
+			for k, v := range extra {
+				m[k] = v
+			}
+			return m
+		}
+		r1 := turn(t, c, create("Check the disk usage.", settings(first)))
+		next := settings(second)
+		next["previous_response_id"] = respID(r1)
+		turn(t, c, create([]any{toolOutput(callIDs(r1)[0], "42% used")}, next))
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second map[string]any
+		hot           bool
+	}{
+		{"same penalties", map[string]any{"presence_penalty": 0.5, "frequency_penalty": -1}, map[string]any{"presence_penalty": 0.5, "frequency_penalty": -1}, true},
+		{"0 is the default", map[string]any{"presence_penalty": 0}, nil, true},
+		{"presence_penalty changed", map[string]any{"presence_penalty": 0.5}, map[string]any{"presence_penalty": 1}, false},
+		{"frequency_penalty dropped", map[string]any{"frequency_penalty": 1.5}, nil, false},
+	} {
+		hot0, cold0 := f.srv.Counters().Hot.Load(), f.srv.Counters().Cold.Load()
+		run(tc.first, tc.second)
+		hot, cold := f.srv.Counters().Hot.Load()-hot0, f.srv.Counters().Cold.Load()-cold0
+		if tc.hot && (hot != 1 || cold != 0) || !tc.hot && (hot != 0 || cold != 1) {
+			t.Errorf("%s: hot %d, cold %d", tc.name, hot, cold)
+		}
+	}
+}

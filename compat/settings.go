@@ -7,10 +7,10 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// settingsKey encodes the settings a hot-path continuation must share with its parent:
-// model, instructions, tools, tool_choice, parallel_tool_calls, reasoning,
-// text, temperature, top_p, max_output_tokens, max_tool_calls, truncation and metadata, with
-// defaults applied, so that "omitted" and "the default" compare equal. stream, stream_options,
+// settingsKey encodes the settings a hot-path continuation must share with its parent: model,
+// instructions, tools, tool_choice, parallel_tool_calls, reasoning, text, temperature, top_p,
+// presence_penalty, frequency_penalty, max_output_tokens, max_tool_calls, truncation and
+// metadata, with defaults applied, so that "omitted" and "the default" compare equal. stream, stream_options,
 // store, include, client_metadata, prompt_cache_key, user, safety_identifier and service_tier
 // may differ.
 func settingsKey(p *protocol.CreateParams) []byte {
@@ -25,12 +25,14 @@ func settingsKey(p *protocol.CreateParams) []byte {
 		Text         protocol.TextConfig
 		Temperature  float64
 		TopP         float64
+		Presence     float64
+		Frequency    float64
 		MaxOutput    *int
 		MaxToolCalls *int
 		Truncation   string
 		Metadata     map[string]string
 	}{r.Model, r.Instructions, r.Tools, r.ToolChoice, r.ParallelToolCalls, r.Reasoning, r.Text,
-		r.Temperature, r.TopP, r.MaxOutputTokens, r.MaxToolCalls, r.Truncation, r.Metadata})
+		r.Temperature, r.TopP, r.PresencePenalty, r.FrequencyPenalty, r.MaxOutputTokens, r.MaxToolCalls, r.Truncation, r.Metadata})
 	return b
 }
 

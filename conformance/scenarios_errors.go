@@ -124,6 +124,22 @@ func errUnsupportedParameter(t *T) {
 	p.stillUsable()
 }
 
+// errUnknownParameter: a top-level member the client event does not have is answered with
+// unknown_parameter naming it, as OpenAI answers a misspelt field; on the append shape also in
+// response.append and response.cancel (whose own members are response_id, input, event_id).
+func errUnknownParameter(t *T) {
+	p := t.dial()
+	p.send(t.create("hi", M{"temprature": 0.5}))
+	p.expectError(400, "unknown_parameter", "temprature")
+	if t.isAppend() {
+		p.send(M{"type": "response.append", "response_id": unknownID, "input": []any{}, "model": t.cfg.Model})
+		p.expectError(400, "unknown_parameter", "model")
+		p.send(M{"type": "response.cancel", "response_id": unknownID, "reason": "done"})
+		p.expectError(400, "unknown_parameter", "reason")
+	}
+	p.stillUsable()
+}
+
 // errBinaryFrame: a binary frame.
 func errBinaryFrame(t *T) {
 	p := t.dial()
@@ -304,6 +320,7 @@ func errHTTP(t *T) {
 	check("POST with an unknown parent", M{"model": t.cfg.Model, "input": "hi", "store": false, "previous_response_id": unknownID},
 		400, "previous_response_not_found", "previous_response_id")
 	check("POST with background:true", M{"model": t.cfg.Model, "input": "hi", "background": true}, 400, "unsupported_parameter", "background")
+	check("POST with a misspelt field", M{"model": t.cfg.Model, "input": "hi", "temprature": 0.5}, 400, "unknown_parameter", "temprature")
 	status, f, raw := t.httpJSON("GET", "/responses/"+unknownID, nil)
 	t.expectHTTPError("GET of an unknown response", status, f, raw, http.StatusNotFound, "", "")
 	if t.cfg.MaxFrame > 0 {

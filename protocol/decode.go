@@ -37,6 +37,8 @@ var (
 //     invalid_type.
 //   - a string outside its enum (role, status, tool_choice, truncation, text.verbosity) or
 //     metadata over its limits: invalid_value.
+//   - a top-level member the event does not have ("temprature"): unknown_parameter, Param
+//     the member.
 //
 // Members are checked in document order; missing required fields are reported after the walk.
 // A member repeated in the top-level object of response.create, response.append,
@@ -45,13 +47,17 @@ var (
 // frame is kept whole, and of an unknown type the first "type" is reported). Inside nested
 // objects every occurrence of a member is checked and the last one wins, as in encoding/json,
 // except that the first "type" selects the shape of an item, content part, tool or
-// tool_choice. Unknown members are ignored. The decoder records background,
+// tool_choice. A top-level member the event does not have is unknown_parameter with Param the
+// member: for a create, one that is no row of CreateFields; for response.append, one other than
+// type, response_id, input and event_id; for response.cancel and response.processed, one other
+// than type, response_id and event_id. Unknown members of nested objects are ignored, so that
+// newer item, part and tool shapes pass. The decoder records background,
 // stream_id and generate without judging them: the shape adapters reject what their shape does
 // not support.
 //
 // DecodeClientEvent does not retain data: strings and raw values are copied.
 func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
-	r, err := newObjectReader(data)
+	r, err := newObjectReader(data, "frame")
 	if err != nil {
 		return ClientEvent{}, err
 	}
@@ -106,7 +112,7 @@ func UnknownEventType(typ, supported string) *Error {
 // DecodeCreateParams decodes the body of POST /v1/responses: the same fields and errors as a
 // response.create frame, without the "type" member (any "type" member is ignored).
 func DecodeCreateParams(data []byte) (*CreateParams, *Error) {
-	r, err := newObjectReader(data)
+	r, err := newObjectReader(data, "request body")
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +130,16 @@ func DecodeCreateParams(data []byte) (*CreateParams, *Error) {
 	return cp, nil
 }
 
-// newObjectReader checks that data is one JSON object and returns a reader at its '{'.
-func newObjectReader(data []byte) (reader, *Error) {
+// newObjectReader checks that data is one JSON object and returns a reader at its '{'. noun
+// names data in the error messages ("frame", "request body").
+func newObjectReader(data []byte, noun string) (reader, *Error) {
 	if !utf8.Valid(data) {
+		rfc := "RFC 8259"
+		if noun == "frame" {
+			rfc += ", RFC 6455 text frames"
+		}
 		return reader{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON,
-			Message: "The frame is not valid UTF-8: JSON text must be UTF-8 (RFC 8259, RFC 6455 text frames)."}
+			Message: "The " + noun + " is not valid UTF-8: JSON text must be UTF-8 (" + rfc + ")."}
 	}
 	if !validJSON(data) {
 		var v json.RawMessage
@@ -137,12 +148,12 @@ func newObjectReader(data []byte) (reader, *Error) {
 			msg = err.Error()
 		}
 		return reader{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON,
-			Message: "The frame is not valid JSON: " + msg + "."}
+			Message: "The " + noun + " is not valid JSON: " + msg + "."}
 	}
-	r := reader{data: data}
+	r := reader{data: data, noun: noun}
 	if c := r.peek(); c != '{' {
 		return reader{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON,
-			Message: "The frame is not valid JSON: expected an object, but got " + kindName(c) + "."}
+			Message: "The " + noun + " is not valid JSON: expected an object, but got " + kindName(c) + "."}
 	}
 	return r, nil
 }
@@ -267,9 +278,13 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 			if !r.null() {
 				err = errUnsupported(string(key))
 			}
+		default:
+			// Rows of CreateFields without a case (event_id, client_metadata) are accepted
+			// and skipped; any other member is unknown.
+			if !createField(key) {
+				err = errUnknown(string(key))
+			}
 		}
-		// Other members (event_id, client_metadata, unknown ones; "type" in a POST body) are
-		// accepted and skipped (see CreateFields).
 		return err
 	})
 	if err != nil {
@@ -291,6 +306,7 @@ func (r *reader) append(ev *ClientEvent) *Error {
 			r.skip()
 		case "response_id":
 			ev.ResponseID, err = r.strOrNull(&kp)
+		case "event_id":
 		case "input":
 			switch c := r.peek(); c {
 			case 'n':
@@ -301,6 +317,8 @@ func (r *reader) append(ev *ClientEvent) *Error {
 			default:
 				err = errType(&kp, "an array of input items", c)
 			}
+		default:
+			err = errUnknown(string(key))
 		}
 		return err
 	})
@@ -325,6 +343,9 @@ func (r *reader) responseIDOnly(ev *ClientEvent) *Error {
 			r.skip()
 		case "response_id":
 			ev.ResponseID, err = r.strOrNull(&kp)
+		case "event_id":
+		default:
+			err = errUnknown(string(key))
 		}
 		return err
 	})
@@ -1015,11 +1036,11 @@ func (r *reader) optRawObject(p *path) (json.RawMessage, *Error) {
 // Top-level objects have few members, so a linear search is enough.
 type keySet [][]byte // the keys alias the frame, which outlives the decoding
 
-func (k *keySet) add(key []byte) *Error {
+func (k *keySet) add(key []byte, noun string) *Error {
 	for _, have := range *k {
 		if string(have) == string(key) {
 			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: string(key),
-				Message: fmt.Sprintf("Duplicate key '%s' in the frame: each top-level member may appear once.", clip(string(key)))}
+				Message: fmt.Sprintf("Duplicate key '%s' in the %s: each top-level member may appear once.", clip(string(key)), noun)}
 		}
 	}
 	*k = append(*k, key)
@@ -1030,7 +1051,7 @@ func (k *keySet) add(key []byte) *Error {
 func (r *reader) frame(fn memberFunc) *Error {
 	var seen keySet
 	return r.object(nil, func(key []byte) *Error {
-		if err := seen.add(key); err != nil {
+		if err := seen.add(key, r.what()); err != nil {
 			return err
 		}
 		return fn(key)

@@ -72,10 +72,15 @@ var badFrames = []struct {
 	{"max_tool_calls negative", `{"type":"response.create","model":"m","max_tool_calls":-2}`, 400, CodeIntegerBelowMin, "max_tool_calls"},
 	{"temperature 1e400", `{"type":"response.create","model":"m","temperature":1e400}`, 400, CodeInvalidType, "temperature"},
 	{"temperature string", `{"type":"response.create","model":"m","temperature":"hot"}`, 400, CodeInvalidType, "temperature"},
-	{"1e400 in unknown field", `{"type":"response.create","model":"m","x_future":{"a":[1,-1e400]}}`, 400, CodeInvalidType, "x_future.a[1]"},
+	{"1e400 in a skipped field", `{"type":"response.create","model":"m","client_metadata":{"a":[1,-1e400]}}`, 400, CodeInvalidType, "client_metadata.a[1]"},
+	{"unknown create member", `{"type":"response.create","model":"m","input":"hi","temprature":0.5}`, 400, CodeUnknownParameter, "temprature"},
+	{"unknown member before model", `{"type":"response.create","seed":1,"model":"m"}`, 400, CodeUnknownParameter, "seed"},
+	{"unknown append member", `{"type":"response.append","response_id":"r","input":[],"model":"m"}`, 400, CodeUnknownParameter, "model"},
+	{"unknown cancel member", `{"type":"response.cancel","response_id":"r","input":[]}`, 400, CodeUnknownParameter, "input"},
+	{"unknown processed member", `{"type":"response.processed","response_id":"r","x":1}`, 400, CodeUnknownParameter, "x"},
 	{"1e400 in ignored field", `{"type":"response.create","model":"m","stream_options":{"n":1E+999}}`, 400, CodeInvalidType, "stream_options.n"},
 	{"1e400 in raw tool", `{"type":"response.create","model":"m","tools":[{"type":"custom","name":"c","n":1e400}]}`, 400, CodeInvalidType, "tools[0].n"},
-	{"1e400 in append", `{"type":"response.append","response_id":"r","input":[],"x":1e400}`, 400, CodeInvalidType, "x"},
+	{"1e400 in append", `{"type":"response.append","response_id":"r","input":[],"event_id":1e400}`, 400, CodeInvalidType, "event_id"},
 	{"1e400 in steer", `{"type":"response.steer","input":[1e400]}`, 400, CodeInvalidType, "input[0]"},
 	{"metadata value number", `{"type":"response.create","model":"m","metadata":{"foo":1}}`, 400, CodeInvalidType, "metadata.foo"},
 	{"metadata array", `{"type":"response.create","model":"m","metadata":["a"]}`, 400, CodeInvalidType, "metadata"},
@@ -189,8 +194,7 @@ const codexCreate = `{
   "service_tier": "priority",
   "metadata": {"sim.parallel": "2"},
   "event_id": "evt_1",
-  "prompt_cache_retention": "in-memory",
-  "some_future_field": {"nested": [1, 2.5, true, null]}
+  "prompt_cache_retention": "in-memory"
 }`
 
 func TestDecodeCodexCreate(t *testing.T) {
@@ -276,6 +280,9 @@ func TestDecodeGoodFrames(t *testing.T) {
 			ClientEvent{Type: EventAppend, ResponseID: "resp_A", Input: []Item{}}},
 		{"cancel", `{"type":"response.cancel","response_id":"resp_A","event_id":"e"}`, ClientEvent{Type: EventCancel, ResponseID: "resp_A"}},
 		{"processed", `{"type":"response.processed","response_id":"resp_A"}`, ClientEvent{Type: EventProcessed, ResponseID: "resp_A"}},
+		{"processed with event_id", `{"type":"response.processed","event_id":"e","response_id":"resp_A"}`, ClientEvent{Type: EventProcessed, ResponseID: "resp_A"}},
+		{"append with event_id", `{"event_id":"e","type":"response.append","response_id":"resp_A","input":[]}`,
+			ClientEvent{Type: EventAppend, ResponseID: "resp_A", Input: []Item{}}},
 		{"steer", `{"type":"response.steer","previous_response_id":"resp_1","input":"Prioritize."}`,
 			ClientEvent{Type: EventSteer, Steer: json.RawMessage(`{"type":"response.steer","previous_response_id":"resp_1","input":"Prioritize."}`)}},
 		{"1e-400 underflows to 0", `{"type":"response.create","model":"m","temperature":1e-400}`,
@@ -319,6 +326,42 @@ func TestDecodeCreateParams(t *testing.T) {
 	}
 	if _, err := DecodeCreateParams([]byte(`{"input":"hi"}`)); err == nil || err.Param != "model" {
 		t.Fatalf("missing model: got %v", err)
+	}
+	if _, err := DecodeCreateParams([]byte(`{"type":"response.create","model":"m"}`)); err != nil {
+		t.Fatalf("a POST body with type: %v", err)
+	}
+	for body, msg := range map[string]string{
+		`{"model":`:                 "The request body is not valid JSON: unexpected end of JSON input.",
+		`[]`:                        "The request body is not valid JSON: expected an object, but got an array.",
+		"{\"model\":\"\xff\"}":      "The request body is not valid UTF-8: JSON text must be UTF-8 (RFC 8259).",
+		`{"model":"m","model":"n"}`: "Duplicate key 'model' in the request body: each top-level member may appear once.",
+	} {
+		if _, err := DecodeCreateParams([]byte(body)); err == nil || err.Message != msg {
+			t.Errorf("%q: got %v, want %q", body, err, msg)
+		}
+	}
+	_, err = DecodeCreateParams([]byte(`{"model":"m","temprature":0.5}`))
+	if err == nil || err.Status != 400 || err.Code != CodeUnknownParameter || err.Param != "temprature" ||
+		err.Message != "Unknown parameter: 'temprature'." {
+		t.Fatalf("unknown member: got %v", err)
+	}
+}
+
+// TestCreateFieldsAccepted checks that every member of CreateFields is known to the decoder,
+// in a WebSocket frame and in a POST body: null is accepted for all of them.
+func TestCreateFieldsAccepted(t *testing.T) {
+	for _, f := range CreateFields {
+		if f.Name == "model" {
+			continue
+		}
+		body := `{"model":"m","` + f.Name + `":null}`
+		if _, err := DecodeCreateParams([]byte(body)); err != nil {
+			t.Errorf("POST body %s: %v", body, err)
+		}
+		frame := `{"type":"response.create",` + body[1:]
+		if _, err := DecodeClientEvent([]byte(frame)); err != nil {
+			t.Errorf("frame %s: %v", frame, err)
+		}
 	}
 }
 

@@ -106,6 +106,9 @@
 //	background:true, stream_id over HTTP,               400    unsupported_parameter                the field
 //	  generate:false (append), and every value CreateFields rejects
 //	  (top_logprobs > 0, conversation, …)
+//	a top-level member the event does not have          400    unknown_parameter                    the member
+//	  ("temprature"; for a create: no row of
+//	  CreateFields)
 //	stream_id empty, over 256 characters or outside     400    invalid_stream_id (no stream_id)     stream_id
 //	  [A-Za-z0-9_.-]
 //	a new named lane past -max-lanes (32)               400    websocket_stream_limit_reached       stream_id
@@ -146,8 +149,14 @@
 //	create or upgrade over a per-key quota (live        429    quota_exceeded                       null
 //	  rollouts, WebSocket connections)
 //	upgrade with -websocket=false (HTTP)                426    websocket_disabled                   null
+//	upgrade without Sec-WebSocket-Version 13 or one     400    invalid_websocket_handshake          null
+//	  valid Sec-WebSocket-Key (HTTP)
+//	upgrade naming an append-shape version not served   400    invalid_value                        null (header) /
+//	  (OpenAI-Beta responses_append=v2,                                                             protocol (query)
+//	  ?protocol=append.v2) (HTTP)
 //	missing or wrong API key (HTTP, upgrade)            401    invalid_api_key                      null
-//	method not served on /v1/responses (HTTP)           405    method_not_allowed                   null
+//	method not served on /v1/responses or               405    method_not_allowed                   null
+//	  /v1/chat/completions (HTTP; with an Allow header)
 //	the store failed or timed out (-store-timeout):     503    store_unavailable (type server_error) null
 //	  a lookup of previous_response_id or a GET/DELETE
 //	  /v1/responses/{id}; a store:true response whose
@@ -174,8 +183,13 @@
 //     one input_text part (output_text for assistant messages). Content part types other
 //     than input_text, output_text, refusal, summary_text and reasoning_text are kept in Raw
 //     (input_image, input_file, and types newer clients may send).
-//   - Unknown members are ignored everywhere (new client releases must not break us); they
-//     are not echoed.
+//   - A top-level member the event does not have is unknown_parameter, as OpenAI answers it:
+//     a create knows the rows of CreateFields (the Responses API's create request plus what
+//     real clients send: generate, stream_id, event_id, client_metadata); response.append
+//     knows type, response_id, input and event_id; response.cancel and response.processed
+//     know type, response_id and event_id. "type" in a POST body is accepted and ignored.
+//     Unknown members of nested objects (items, content parts, tools) are ignored (new
+//     client releases must not break us); they are not echoed.
 //   - Arrays decode to non-nil slices, also when empty, so input: [] differs from no input.
 //   - A frame that is not valid UTF-8 is answered invalid_json (JSON text and WebSocket text
 //     frames must be UTF-8); the connection stays usable.

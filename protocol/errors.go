@@ -25,6 +25,17 @@ const (
 	// CodeUnsupportedParameter (400, param the field): background:true, stream_id over HTTP,
 	// or generate:false on an append-shape connection (decided by the adapters).
 	CodeUnsupportedParameter = "unsupported_parameter"
+	// CodeInvalidHandshake (400, param null): a WebSocket upgrade request that RFC 6455 does
+	// not allow: no or another Sec-WebSocket-Version than 13 (answered with
+	// Sec-WebSocket-Version: 13), a missing, repeated or malformed Sec-WebSocket-Key, or
+	// HTTP/1.0.
+	CodeInvalidHandshake = "invalid_websocket_handshake"
+	// CodeUnknownParameter (400, param the member): a top-level member that the client event
+	// does not have — for a create, one that is not a row of CreateFields ("temprature");
+	// for response.append, response.cancel and response.processed, one other than type,
+	// response_id, input (append only) and event_id. Returned by DecodeClientEvent and
+	// DecodeCreateParams.
+	CodeUnknownParameter = "unknown_parameter"
 	// CodePreviousNotFound (400, param "previous_response_id"): parent unknown, evicted or on
 	// another connection.
 	CodePreviousNotFound = "previous_response_not_found"
@@ -76,7 +87,8 @@ const (
 	CodeWebSocketDisabled = "websocket_disabled"
 	// CodeInvalidAPIKey: a missing or wrong API key. 401 (HTTP, also on the upgrade).
 	CodeInvalidAPIKey = "invalid_api_key"
-	// CodeMethodNotAllowed: a method /v1/responses does not serve. 405 (HTTP).
+	// CodeMethodNotAllowed: a method /v1/responses or /v1/chat/completions does not serve. 405
+	// (HTTP), with an Allow header.
 	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeStoreUnavailable: the store of stored responses (-store) failed or did not answer
 	// within -store-timeout. 503, type server_error: an error frame or HTTP error for a lookup

@@ -47,8 +47,8 @@ var CreateFields = []FieldStatus{
 	{"text", FieldHonoured, "format json_schema / json_object make the sim answer schema-valid JSON (an invalid schema is a 400); verbosity is echoed and passed to the backend, the sim's answer does not vary with it."},
 	{"temperature", FieldPassed, "0–2; sim: deterministic whatever the value."},
 	{"top_p", FieldPassed, "0–1; sim: deterministic whatever the value."},
-	{"presence_penalty", FieldEchoed, "−2–2; echoed; the sim has no sampling distribution to penalise."},
-	{"frequency_penalty", FieldEchoed, "−2–2; echoed; the sim has no sampling distribution to penalise."},
+	{"presence_penalty", FieldPassed, "−2–2; sim: deterministic whatever the value (no sampling distribution to penalise)."},
+	{"frequency_penalty", FieldPassed, "−2–2; sim: deterministic whatever the value (no sampling distribution to penalise)."},
 	{"top_logprobs", FieldRejected, "greater than 0 (no logprobs); 0 is echoed."},
 	{"reasoning", FieldPassed, "effort (schema enum plus 'minimal') is passed to the backend; summary is echoed; the sim emits no reasoning items."},
 	{"truncation", FieldEchoed, "auto or disabled; echoed; the sim has no context window to overflow."},
@@ -70,6 +70,23 @@ var CreateFields = []FieldStatus{
 	{"moderation", FieldRejected, "not null."},
 	{"prompt_cache_options", FieldRejected, "not null."},
 	{"prompt_cache_retention", FieldRejected, "anything but 'in-memory' (or null): the cache lives in memory only."},
+}
+
+// createFieldSet holds the names of CreateFields, for the decoder's unknown_parameter check.
+var createFieldSet = func() map[string]bool {
+	m := make(map[string]bool, len(CreateFields))
+	for _, f := range CreateFields {
+		m[f.Name] = true
+	}
+	return m
+}()
+
+// createField reports whether key is a row of CreateFields (no allocation).
+func createField(key []byte) bool { return createFieldSet[string(key)] }
+
+// errUnknown is unknown_parameter for the top-level member param, worded as OpenAI words it.
+func errUnknown(param string) *Error {
+	return Errorf(400, CodeUnknownParameter, param, "Unknown parameter: '%s'.", clip(param))
 }
 
 func errUnsupported(param string) *Error {

@@ -39,6 +39,15 @@ import (
 type reader struct {
 	data []byte
 	pos  int
+	noun string // what data is, for error messages: "frame" (the zero value) or "request body"
+}
+
+// what names the text being read in an error message.
+func (r *reader) what() string {
+	if r.noun == "" {
+		return "frame"
+	}
+	return r.noun
 }
 
 // ws skips insignificant whitespace.

@@ -66,7 +66,7 @@ func InLane(err error, streamID string) error {
 // valid lane name, else "" (also for a frame that is not a JSON object). It reads the frame
 // again; it is meant for the error path only.
 func StreamIDOf(data []byte) string {
-	r, err := newObjectReader(data)
+	r, err := newObjectReader(data, "frame")
 	if err != nil || r.peek() != '{' {
 		return ""
 	}

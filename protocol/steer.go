@@ -50,7 +50,7 @@ type SteerParams struct {
 // input_file parts.
 func DecodeSteer(data []byte) (SteerParams, *Error) {
 	var sp SteerParams
-	r, err := newObjectReader(data)
+	r, err := newObjectReader(data, "frame")
 	if err != nil {
 		return sp, steerInput(err.Param, err.Message)
 	}

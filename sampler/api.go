@@ -12,8 +12,8 @@ import (
 // (see SettingsFrom) and fixed for the rollout's life: what reaches the backend. The public
 // shape's hot path requires a continuation's settings to equal its parent's (compat's
 // settingsKey compares these and a few response-only fields). Zero MaxOutputTokens /
-// MaxToolCalls mean unlimited; nil Temperature / TopP and empty ReasoningEffort mean the
-// engine's default; nil TextFormat means plain text.
+// MaxToolCalls mean unlimited; nil Temperature / TopP / PresencePenalty / FrequencyPenalty and
+// empty ReasoningEffort / Verbosity mean the engine's default; nil TextFormat means plain text.
 type Settings struct {
 	Model             string
 	Instructions      string
@@ -24,10 +24,13 @@ type Settings struct {
 	MaxToolCalls      int // per rollout; 0 = unlimited
 	Temperature       *float64
 	TopP              *float64
+	PresencePenalty   *float64 // -2…2; nil = the engine's default
+	FrequencyPenalty  *float64 // -2…2; nil = the engine's default
 	// TextFormat is text.format as the client sent it: {"type":"text"}, {"type":"json_object"}
 	// or {"type":"json_schema","name":…,"schema":…,"strict":…}. Nil means text.
 	TextFormat      json.RawMessage
 	ReasoningEffort string // reasoning.effort: none, minimal, low, medium, high, xhigh; "" = default
+	Verbosity       string // text.verbosity: low, medium, high; "" = the engine's default
 	Metadata        map[string]string
 }
 

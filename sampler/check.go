@@ -78,7 +78,8 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 // SettingsFrom returns the generation settings of a create request: model, instructions,
 // tools, tool_choice, parallel_tool_calls (default true), max_output_tokens, max_tool_calls
-// (0 when absent: unlimited), temperature, top_p, text.format, reasoning.effort and metadata.
+// (0 when absent: unlimited), temperature, top_p, presence_penalty, frequency_penalty,
+// text.format, text.verbosity, reasoning.effort and metadata.
 // Slices and maps are shared with p.
 func SettingsFrom(p *protocol.CreateParams) Settings {
 	s := Settings{
@@ -88,6 +89,8 @@ func SettingsFrom(p *protocol.CreateParams) Settings {
 		ParallelToolCalls: p.ParallelCalls(),
 		Temperature:       p.Temperature,
 		TopP:              p.TopP,
+		PresencePenalty:   p.PresencePenalty,
+		FrequencyPenalty:  p.FrequencyPenalty,
 		Metadata:          p.Metadata,
 	}
 	if p.Instructions != nil {
@@ -101,6 +104,9 @@ func SettingsFrom(p *protocol.CreateParams) Settings {
 	}
 	if p.Text != nil && len(p.Text.Format) > 0 && string(p.Text.Format) != "null" {
 		s.TextFormat = p.Text.Format
+	}
+	if p.Text != nil {
+		s.Verbosity = p.Text.Verbosity
 	}
 	if p.Reasoning != nil && p.Reasoning.Effort != nil {
 		s.ReasoningEffort = *p.Reasoning.Effort

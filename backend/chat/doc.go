@@ -10,12 +10,14 @@
 // developer messages are sent as "system"; function_call items → assistant tool_calls
 // (consecutive calls, and the assistant text right before them, merge into one assistant
 // message); function_call_output → a "tool" message. Reasoning items are dropped (a chat
-// engine cannot take them back); other item types and non-text content parts are rejected
+// engine cannot take them back); a user message's input_image parts (image_url: a URL or a
+// data URL) become image_url content parts; other item types and other content parts are rejected
 // at create with a 400 (CheckRequest; param input[i]) and fail the step (code invalid_prompt)
 // if they arrive in a continuation. Non-function tools are dropped; tool_choice (auto, none, required, a named
 // function) and parallel_tool_calls are sent only with tools; text.format → response_format;
 // max_output_tokens → max_completion_tokens (also max_tokens with Options.LegacyMaxTokens,
-// for Ollama and LM Studio); temperature, top_p; reasoning.effort → reasoning_effort;
+// for Ollama and LM Studio); temperature, top_p, presence_penalty, frequency_penalty;
+// text.verbosity → verbosity; reasoning.effort → reasoning_effort;
 // metadata is passed through when non-empty (another Tether's sim honours its sim.* keys).
 //
 // # Streaming

@@ -11,6 +11,10 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // eventually polls cond for up to 10 s (a state to reach, not a speed to meet).
@@ -136,15 +140,77 @@ func TestChainServesChatCompletions(t *testing.T) {
 	}
 }
 
-// TestChainRejectsWhatChatCannotCarry: an image part is refused at create (400 naming it); in
-// an append it fails the step with invalid_prompt, and the pinned slot is freed.
+// TestChainCarriesImages: input_image parts (a URL, a data URL; detail) cross the chain as
+// Chat Completions image_url parts, which the upstream Tether's /v1/chat/completions takes back
+// as input_image parts: the rollout completes, the upstream request holds the exact parts, and
+// the upstream sim's answer saw the image in its context.
+func TestChainCarriesImages(t *testing.T) {
+	front, _, p := chain(t, chat.Options{})
+	c := dialAppend(t, front)
+	create := map[string]any{"type": "response.create", "model": "sim", "input": []any{
+		map[string]any{"type": "message", "role": "user", "content": []any{
+			map[string]any{"type": "input_text", "text": "What is in "},
+			map[string]any{"type": "input_text", "text": "these pictures?"},
+			map[string]any{"type": "input_image", "image_url": "https://example.com/cat.png", "detail": "low"},
+			map[string]any{"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+		}}}}
+	c.Send(create)
+	fs := c.Until("response.completed", "response.failed", "response.incomplete")
+	last := fs[len(fs)-1]
+	if last.Type() != "response.completed" {
+		t.Fatalf("%s %v", last.Type(), last.Get("response", "error"))
+	}
+	reqs := p.requests()
+	if len(reqs) != 1 || len(reqs[0].Messages) != 1 {
+		t.Fatalf("upstream requests %+v", reqs)
+	}
+	want := `[{"type":"text","text":"What is in "},{"type":"text","text":"these pictures?"},` +
+		`{"type":"image_url","image_url":{"url":"https://example.com/cat.png","detail":"low"}},` +
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]`
+	if got := string(reqs[0].Messages[0].Content); got != want {
+		t.Fatalf("upstream content\n got %s\nwant %s", got, want)
+	}
+	// The upstream sim saw the images: its answer (which quotes the context's size and
+	// fingerprint) equals a sim's that is sent the create directly.
+	_, direct := servertest.Start(t, server.Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant})})
+	d := dialAppend(t, direct)
+	d.Send(create)
+	ds := d.Until("response.completed", "response.failed", "response.incomplete")
+	if got, want := answerText(last), answerText(ds[len(ds)-1]); got != want || !strings.Contains(got, "[ctx") {
+		t.Errorf("the chain's answer %q, a direct sim's %q", got, want)
+	}
+}
+
+// answerText is the text of the first message of a terminal event's response.
+func answerText(f wstest.Frame) string {
+	out, _ := f.Get("response", "output").([]any)
+	for _, it := range out {
+		m := wstest.Frame(it.(map[string]any))
+		if parts, _ := m.Get("content").([]any); m.Str("type") == "message" && len(parts) > 0 {
+			return wstest.Frame(parts[0].(map[string]any)).Str("text")
+		}
+	}
+	return ""
+}
+
+// TestChainRejectsWhatChatCannotCarry: parts Chat Completions has no form for (an image by
+// file_id, an image in a system message, a file) are refused at create (400 naming them); in an
+// append they fail the step with invalid_prompt, and the pinned slot is freed.
 func TestChainRejectsWhatChatCannotCarry(t *testing.T) {
 	front, m, _ := chain(t, chat.Options{Slots: 1})
 	c := dialAppend(t, front)
-	image := map[string]any{"type": "message", "role": "user", "content": []any{
-		map[string]any{"type": "input_image", "image_url": "https://example.com/cat.png"}}}
-	c.Send(map[string]any{"type": "response.create", "model": "sim", "input": []any{image}})
-	c.ExpectError(400, "invalid_value", "input[0].content")
+	msg := func(role string, part map[string]any) map[string]any {
+		return map[string]any{"type": "message", "role": role, "content": []any{part}}
+	}
+	file := msg("user", map[string]any{"type": "input_file", "file_id": "file-1"})
+	for _, bad := range []map[string]any{
+		msg("user", map[string]any{"type": "input_image", "file_id": "file-1"}),
+		msg("system", map[string]any{"type": "input_image", "image_url": "https://example.com/cat.png"}),
+		file,
+	} {
+		c.Send(map[string]any{"type": "response.create", "model": "sim", "input": []any{bad}})
+		c.ExpectError(400, "invalid_value", "input[0].content")
+	}
 	c.Send(map[string]any{"type": "response.create", "model": "sim", "input": "weather here", "tools": []any{weather}})
 	fs := c.Until("response.done", "response.failed")
 	done := fs[len(fs)-1]
@@ -153,11 +219,37 @@ func TestChainRejectsWhatChatCannotCarry(t *testing.T) {
 		t.Fatalf("%s: %v", done.Type(), done)
 	}
 	c.Send(map[string]any{"type": "response.append", "response_id": done.Str("response_id"), "input": []any{
-		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "ok"}, image}})
+		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "ok"}, file}})
 	fs = c.Until("response.completed", "response.failed", "response.incomplete")
 	last := fs[len(fs)-1]
 	if last.Type() != "response.failed" || last.Str("response", "error", "code") != "invalid_prompt" {
-		t.Fatalf("append with an image: %s %v", last.Type(), last.Get("response", "error"))
+		t.Fatalf("append with a file: %s %v", last.Type(), last.Get("response", "error"))
 	}
 	eventually(t, "the slot freed", func() bool { return m.Pinned() == 0 })
+}
+
+// TestChainSendsSamplingSettings: the Responses sampling fields reach the Chat Completions
+// upstream: temperature, top_p, presence_penalty, frequency_penalty, text.verbosity and
+// reasoning.effort; the upstream Tether accepts them.
+func TestChainSendsSamplingSettings(t *testing.T) {
+	front, _, p := chain(t, chat.Options{})
+	c := dialAppend(t, front)
+	c.Send(map[string]any{"type": "response.create", "model": "sim", "input": "hello", "temperature": 0.5, "top_p": 0.9,
+		"presence_penalty": -0.5, "frequency_penalty": 1.25, "text": map[string]any{"verbosity": "low"},
+		"reasoning": map[string]any{"effort": "high"}})
+	fs := c.Until("response.completed", "response.failed", "response.incomplete")
+	if last := fs[len(fs)-1]; last.Type() != "response.completed" {
+		t.Fatalf("%s %v", last.Type(), last.Get("response", "error"))
+	}
+	reqs := p.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.Temperature == nil || *r.Temperature != 0.5 || r.TopP == nil || *r.TopP != 0.9 ||
+		r.PresencePenalty == nil || *r.PresencePenalty != -0.5 || r.FrequencyPenalty == nil || *r.FrequencyPenalty != 1.25 ||
+		r.Verbosity != "low" || r.ReasoningEffort != "high" {
+		t.Fatalf("upstream request settings: temperature %v top_p %v presence %v frequency %v verbosity %q effort %q",
+			r.Temperature, r.TopP, r.PresencePenalty, r.FrequencyPenalty, r.Verbosity, r.ReasoningEffort)
+	}
 }

@@ -28,8 +28,8 @@
 //
 // Each rollout is one upstream chain of response.create frames with store:false. The first
 // step sends the whole context (instructions, tools, tool_choice, parallel_tool_calls,
-// max_output_tokens, max_tool_calls, temperature, top_p, text.format, reasoning.effort,
-// metadata, input); every later step sends the same settings, previous_response_id = the
+// max_output_tokens, max_tool_calls, temperature, top_p, presence_penalty, frequency_penalty,
+// text.format, text.verbosity, reasoning.effort, metadata, input); every later step sends the same settings, previous_response_id = the
 // upstream Response of the previous step, and only sampler.Step.Input (function_call_output
 // items and new messages), so the upstream continues on its hot path and the model items it
 // generated are never sent back. Items are sent without their ids and statuses (Tether's item

@@ -22,6 +22,8 @@ type createFrame struct {
 	MaxToolCalls       int                      `json:"max_tool_calls,omitempty"`
 	Temperature        *float64                 `json:"temperature,omitempty"`
 	TopP               *float64                 `json:"top_p,omitempty"`
+	PresencePenalty    *float64                 `json:"presence_penalty,omitempty"`
+	FrequencyPenalty   *float64                 `json:"frequency_penalty,omitempty"`
 	Text               *textParam               `json:"text,omitempty"`
 	Reasoning          *reasoningParam          `json:"reasoning,omitempty"`
 	Metadata           map[string]string        `json:"metadata,omitempty"`
@@ -31,7 +33,8 @@ type createFrame struct {
 }
 
 type textParam struct {
-	Format json.RawMessage `json:"format"`
+	Format    json.RawMessage `json:"format,omitempty"`
+	Verbosity string          `json:"verbosity,omitempty"`
 }
 
 type reasoningParam struct {
@@ -46,13 +49,14 @@ func newCreate(s *sampler.Settings, maxCalls int, prev string, input []protocol.
 		Type: protocol.EventCreate, Model: s.Model, PreviousResponseID: prev,
 		Instructions: s.Instructions, Input: input, Tools: s.Tools,
 		ParallelToolCalls: s.ParallelToolCalls, MaxOutputTokens: s.MaxOutputTokens,
-		MaxToolCalls: maxCalls, Temperature: s.Temperature, TopP: s.TopP, Metadata: s.Metadata,
+		MaxToolCalls: maxCalls, Temperature: s.Temperature, TopP: s.TopP,
+		PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty, Metadata: s.Metadata,
 	}
 	if tc := s.ToolChoice; tc.Mode != "" || tc.Name != "" || len(tc.Raw) > 0 {
 		f.ToolChoice = &tc
 	}
-	if len(s.TextFormat) > 0 {
-		f.Text = &textParam{Format: s.TextFormat}
+	if len(s.TextFormat) > 0 || s.Verbosity != "" {
+		f.Text = &textParam{Format: s.TextFormat, Verbosity: s.Verbosity}
 	}
 	if s.ReasoningEffort != "" {
 		f.Reasoning = &reasoningParam{Effort: s.ReasoningEffort}

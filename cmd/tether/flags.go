@@ -123,7 +123,8 @@ func wrap(text, indent string, width int) string {
 // parseFlags sets fs's flags from args, then from the environment variables
 // TETHER_<SUB>_<FLAG> of the flags args did not set, then from the -config file for the rest
 // (ff.Parse). A bad environment value is an error only if args did not set its flag. Unknown
-// TETHER_<SUB>_… variables and positional arguments are usage errors.
+// TETHER_<SUB>_… variables and positional arguments are usage errors, and so is a numeric flag
+// outside its range (checkRanges).
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := checkEnv(fs); err != nil {
 		return err
@@ -141,7 +142,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	case fs.NArg() > 0:
 		return fmt.Errorf("%w: %s takes no arguments, got %q (flags go before them; see 'tether %s -h')", errUsage, fs.Name(), fs.Args(), fs.Name())
 	}
-	return nil
+	return checkRanges(fs)
 }
 
 // configError is a mistake in a -config file, its message naming the file and the line.

@@ -110,7 +110,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error (the access log is at info)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text (logfmt) or json")
 	fs.BoolVar(&c.pprof, "pprof", false, "serve /debug/pprof/ (behind the API keys when -api-keys is set)")
-	fs.IntVar(&c.maxSampling, "max-sampling", 0, "sampling steps running at once across all connections (0 = no bound)")
+	fs.IntVar(&c.maxSampling, "max-sampling", 0, "sampling steps running at once across all connections (0 = no bound with -backend sim; -upstream-slots with -backend chat; 64 with -backend responses)")
 	fs.DurationVar(&c.keepAlive, "keepalive", 5*time.Second, "longest silence while a response samples before a keepalive response.in_progress is sent (negative = none)")
 	fs.StringVar(&c.backend, "backend", "sim", "model backend: sim, chat (an OpenAI-compatible Chat Completions engine) or responses (an upstream Responses API over WebSocket)")
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
@@ -381,6 +381,12 @@ func openStore(ctx context.Context, cfg *serveConfig) (store.Store, error) {
 	return st, nil
 }
 
+// defaultResponsesMaxSampling is -max-sampling's default with -backend responses: at most this
+// many steps are in flight upstream at once (each on its lane's upstream WebSocket), so that a
+// burst of clients does not become a burst of upstream generations; the rest wait in the
+// admission queue (tether_sampling_waiting). Raise it to what the upstream serves at once.
+const defaultResponsesMaxSampling = 64
+
 // newModel returns the backend that -backend names.
 func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Model, error) {
 	if err := checkBackend(cfg); err != nil {
@@ -402,6 +408,9 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 		key, err := upstreamKey(cfg)
 		if err != nil {
 			return nil, err
+		}
+		if cfg.maxSampling == 0 {
+			cfg.maxSampling = defaultResponsesMaxSampling
 		}
 		m, err := responses.New(responses.Options{URL: cfg.upstream, APIKey: key, Timeout: cfg.upstreamTO})
 		if err != nil {

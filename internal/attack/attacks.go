@@ -160,7 +160,7 @@ func attackDecode(ctx context.Context, e *env) {
 }
 
 func attackIdleWS(ctx context.Context, e *env) {
-	frame := []byte(`{"type":"response.processed","response_id":"resp_x","pad":"` + strings.Repeat("x", e.size(31*mib)) + `"}`)
+	frame := []byte(`{"type":"response.processed","response_id":"resp_x","event_id":"` + strings.Repeat("x", e.size(31*mib)) + `"}`)
 	var conns []*websocket.Conn
 	var wg sync.WaitGroup
 	for range e.n(103) {

@@ -244,7 +244,7 @@ func TestMemoryBudgetRefusesAtOnce(t *testing.T) {
 	}
 	// A WebSocket frame over the budget gets an error frame; the connection stays usable.
 	c := dialAppend(t, "ws://"+addr+"/v1/responses")
-	c.SendRaw(`{"type":"response.processed","pad":"` + strings.Repeat("x", 300<<10) + `"}`)
+	c.SendRaw(`{"type":"response.processed","event_id":"` + strings.Repeat("x", 300<<10) + `"}`)
 	c.ExpectError(503, "server_overloaded", "")
 	_ = stalled.Close()
 	waitFor(t, func() bool { return s.Budget().InUse() < 100<<10 })
@@ -274,7 +274,7 @@ func TestDecodingBound(t *testing.T) {
 func TestLargeFrameReleasedWhileIdle(t *testing.T) {
 	s, addr := realServer(t, Options{MaxFrame: 1 << 20})
 	c := dialAppend(t, "ws://"+addr+"/v1/responses")
-	c.SendRaw(`{"type":"response.processed","pad":"` + strings.Repeat("x", 900<<10) + `"}`)
+	c.SendRaw(`{"type":"response.processed","event_id":"` + strings.Repeat("x", 900<<10) + `"}`)
 	c.ExpectError(400, "missing_required_parameter", "response_id")
 	c.SendRaw(`{"type":"nope"}`)
 	c.ExpectError(400, "unknown_event_type", "type")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -228,7 +229,15 @@ func New(opts Options) *Server {
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
-	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeHTTP(w, r) }))
+	s.mux.HandleFunc("/v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			s.fail(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
+				"%s /v1/chat/completions is not supported: POST a Chat Completions request.", r.Method))
+			return
+		}
+		s.chat.ServeHTTP(w, r)
+	}))
 	s.mux.HandleFunc("GET /slots", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeSlots(w, r) }))
 	s.mux.HandleFunc("POST /v1/responses/compact", s.auth(s.http.Compact))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
@@ -303,14 +312,78 @@ func isUpgrade(r *http.Request) bool {
 	return headerHasToken(r.Header, "Connection", "upgrade") && strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
+// Versions of the append-shape opt-in this server serves, as named in errors.
+const appendVersions = "'OpenAI-Beta: " + AppendBeta + "' or the query 'protocol=" + AppendQuery + "'"
+
 // WantsAppend reports whether an upgrade request opts into the append shape: an OpenAI-Beta
 // header (a comma-separated list, possibly repeated) containing responses_append=v1, or the
-// query protocol=append.v1.
-func WantsAppend(r *http.Request) bool {
-	if r.URL.Query().Get("protocol") == AppendQuery {
-		return true
+// query protocol=append.v1. A request that names a version this server does
+// not serve — an OpenAI-Beta token responses_append=<other> (or without a version), or a
+// protocol query other than append.v1 — gets a 400 invalid_value error naming the versions
+// served, so that a client asking for a newer protocol never silently gets the public shape.
+func WantsAppend(r *http.Request) (bool, *protocol.Error) {
+	want := false
+	if vs, ok := r.URL.Query()["protocol"]; ok {
+		for _, v := range vs {
+			if v != AppendQuery {
+				return false, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "protocol",
+					"Unsupported protocol '%s': this server serves the append shape as %s.", clipValue(v), appendVersions)
+			}
+		}
+		want = true
 	}
-	return headerHasToken(r.Header, "OpenAI-Beta", AppendBeta)
+	key, _, _ := strings.Cut(AppendBeta, "=")
+	for _, v := range r.Header.Values("OpenAI-Beta") {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			k, _, _ := strings.Cut(t, "=")
+			if !strings.EqualFold(strings.TrimSpace(k), key) {
+				continue // another beta feature (responses_websockets=…)
+			}
+			if !strings.EqualFold(t, AppendBeta) {
+				return false, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "",
+					"Unsupported OpenAI-Beta '%s': this server serves the append shape as %s.", clipValue(t), appendVersions)
+			}
+			want = true
+		}
+	}
+	return want, nil
+}
+
+// clipValue shortens a header or query value quoted in an error message.
+func clipValue(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "…"
+	}
+	return v
+}
+
+// checkHandshake checks what websocket.Accept checks of an upgrade request beyond isUpgrade
+// (RFC 6455 section 4.2.1: HTTP/1.1, Sec-WebSocket-Version 13, one Sec-WebSocket-Key of 16 base64
+// bytes), so that a bad handshake gets the JSON error envelope rather than the library's plain
+// text. A wrong version is answered with Sec-WebSocket-Version: 13 (RFC 6455 section 4.4).
+func checkHandshake(w http.ResponseWriter, r *http.Request) *protocol.Error {
+	bad := func(format string, args ...any) *protocol.Error {
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidHandshake, "", format, args...)
+	}
+	if !r.ProtoAtLeast(1, 1) {
+		return bad("A WebSocket upgrade needs HTTP/1.1 or later, not %s.", r.Proto)
+	}
+	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		if v == "" {
+			return bad("The WebSocket upgrade has no Sec-WebSocket-Version header: this server speaks version 13 (RFC 6455).")
+		}
+		return bad("Unsupported Sec-WebSocket-Version '%s': this server speaks version 13 (RFC 6455).", clipValue(v))
+	}
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return bad("A WebSocket upgrade needs exactly one Sec-WebSocket-Key header, not %d.", len(keys))
+	}
+	if k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(keys[0])); err != nil || len(k) != 16 {
+		return bad("The Sec-WebSocket-Key header must be 16 bytes in base64 (RFC 6455).")
+	}
+	return nil
 }
 
 func headerHasToken(h http.Header, key, token string) bool {
@@ -330,7 +403,15 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 			Code: protocol.CodeWebSocketDisabled, Message: "WebSocket mode is disabled on this server: use POST /v1/responses."})
 		return
 	}
-	appendShape := WantsAppend(r)
+	if e := checkHandshake(w, r); e != nil {
+		s.fail(w, e)
+		return
+	}
+	appendShape, e := WantsAppend(r)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()

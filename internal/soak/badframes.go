@@ -23,6 +23,7 @@ var badFrames = []badFrame{
 	{name: "input a number", data: `{"type":"response.create","model":"sim","input":7}`, code: "invalid_type", only: bothShapes},
 	{name: "max_output_tokens a string", data: `{"type":"response.create","model":"sim","input":"hi","max_output_tokens":"ten"}`, code: "invalid_type", only: bothShapes},
 	{name: "create without model", data: `{"type":"response.create","input":"hi"}`, code: "missing_required_parameter", only: bothShapes},
+	{name: "misspelt field", data: `{"type":"response.create","model":"sim","input":"hi","temprature":0.5}`, code: "unknown_parameter", only: bothShapes},
 	{name: "binary frame", data: `{"type":"response.create","model":"sim","input":"hi"}`, binary: true, code: "unsupported_frame", only: bothShapes},
 	{name: "append to an unknown id", data: `{"type":"response.append","response_id":"resp_00000000000000000000000000000000","input":[]}`, code: "response_not_found", only: appendShape},
 	{name: "cancel of an unknown id", data: `{"type":"response.cancel","response_id":"resp_00000000000000000000000000000000"}`, code: "response_not_found", only: appendShape},

@@ -60,7 +60,7 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // Stream is the server-to-client byte stream of one WebSocket connection, read through a
-// tracker of frame boundaries (RFC 6455 §5.2). Writes and Close pass through.
+// tracker of frame boundaries (RFC 6455 section 5.2). Writes and Close pass through.
 type Stream struct {
 	rwc io.ReadWriteCloser
 

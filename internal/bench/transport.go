@@ -181,6 +181,9 @@ type wsDriver struct {
 	isAppend bool
 	engine   bool  // engine mode: incomplete turns are turns
 	cum      usage // append: cumulative usage of the rollout so far
+	// seen holds the call ids of the append rollout returned by earlier turns (answered): its
+	// terminal Response lists every item of the rollout, those calls included.
+	seen map[string]bool
 }
 
 func dialWS(ctx context.Context, url, apiKey string, appendShape bool, hc *http.Client) (*websocket.Conn, error) {
@@ -210,6 +213,7 @@ func (d *wsDriver) turn(ctx context.Context, payload []byte) (turnResult, error)
 	var res turnResult
 	if d.isAppend && peer.EventType(payload) == "response.create" {
 		d.cum = usage{} // a new rollout: its usage counts from zero
+		d.seen = map[string]bool{}
 	}
 	t0 := time.Now()
 	if err := d.c.Write(ctx, websocket.MessageText, payload); err != nil {
@@ -247,6 +251,13 @@ func (d *wsDriver) finishAppend(res *turnResult, typ string, data []byte) error 
 		if !d.engine { // engine mode: calls the ended rollout left are answered by the next create
 			res.calls = nil
 		}
+		var left []call
+		for _, c := range res.calls {
+			if !d.seen[c.id] {
+				left = append(left, c)
+			}
+		}
+		res.calls = left
 	} else {
 		res.suspended = true
 		var ev endEvent
@@ -274,6 +285,9 @@ func (d *wsDriver) finishAppend(res *turnResult, typ string, data []byte) error 
 		if len(res.calls) != len(ev.PendingCallIDs) {
 			return fmt.Errorf("response.done: pending_call_ids %v do not match its output", ev.PendingCallIDs)
 		}
+	}
+	for _, c := range res.calls {
+		d.seen[c.id] = true
 	}
 	// The append shape reports cumulative usage: the turn's step is the difference.
 	total := res.usage

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,6 +106,10 @@ func (d *engineDriver) turn(ctx context.Context, payload []byte) (turnResult, er
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	// A chat completion may be sent again: with the key net/http resends it when the engine
+	// closed a kept-alive connection before reading it (llama-server advertises keep-alive,
+	// then closes after each streamed reply), as an agent's SDK retries.
+	req.Header.Set("Idempotency-Key", rand.Text())
 	if d.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+d.apiKey)
 	}

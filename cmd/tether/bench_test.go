@@ -73,6 +73,10 @@ func TestBenchCommandFlags(t *testing.T) {
 		{"bench", "-transports", "grpc"},
 		{"bench", "-realtime", "-realtime-speed", "instant", "-url", "http://127.0.0.1:9"},
 		{"bench", "extra"},
+		{"bench", "-upstream-slots", "4", "-url", "http://127.0.0.1:9"}, // only for the spawned server in front of -engine
+		{"bench", "-engine", "ftp://127.0.0.1:9/v1"},
+		{"bench", "-engine", "http://127.0.0.1:9/v1", "-max-output-tokens", "0"},
+		{"bench", "-transports", "engine", "-url", "http://127.0.0.1:9"}, // engine without -engine
 	} {
 		if err := run(context.Background(), args, &stdout, &stderr); err == nil {
 			t.Errorf("%v: no error", args)

@@ -15,6 +15,22 @@ import (
 // errConformance is returned when a scenario failed (exit status 1).
 var errConformance = errors.New("conformance failures")
 
+// anyContractTimeout is conform's default wait for each answer with -model-contract any: a real
+// model behind the server is much slower than the sim.
+const anyContractTimeout = 2 * time.Minute
+
+// conformTimeout is the wait for each answer: set when the flag set it, else the contract's
+// default.
+func conformTimeout(contract string, set time.Duration) time.Duration {
+	switch {
+	case set > 0:
+		return set
+	case contract == conformance.ContractSim:
+		return conformance.DefaultTimeout
+	}
+	return anyContractTimeout
+}
+
 // conform runs the conformance suite against a server (package conformance). The scenario lines
 // go to stdout, or to stderr with -json, which writes the report to stdout.
 func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -36,7 +52,8 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&cfg.SchemaFile, "schema", "", "validate events and Responses against this Open Responses OpenAPI file")
 	fs.Var(&maxFrame, "max-frame", "the server's frame limit (e.g. 32MiB); 0 skips the oversize scenarios")
 	fs.BoolVar(&cfg.SerialLanes, "serial-lanes", false, "the server runs a connection's lanes one after another (e.g. Tether on the responses backend): skip the lane-concurrency checks")
-	fs.DurationVar(&cfg.Timeout, "timeout", conformance.DefaultTimeout, "how long to wait for each answer of the server")
+	fs.DurationVar(&cfg.Timeout, "timeout", 0, fmt.Sprintf("how long to wait for each answer of the server; 0 means %v with -model-contract sim, %v with any (a real model writes until max_output_tokens or its context fills, which can take a minute on a slow engine)",
+		conformance.DefaultTimeout, anyContractTimeout))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -52,9 +69,10 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		cfg.Run = re
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = conformance.DefaultTimeout
+	if cfg.Timeout < 0 {
+		return fmt.Errorf("%w: conform: -timeout: want 0 or more, got %v", errUsage, cfg.Timeout)
 	}
+	cfg.Timeout = conformTimeout(cfg.Contract, cfg.Timeout)
 	cfg.MaxFrame = int64(maxFrame)
 	out := stdout
 	if asJSON {

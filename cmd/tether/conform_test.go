@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
@@ -43,5 +44,30 @@ func TestConformCommand(t *testing.T) {
 	err = run(t.Context(), []string{"conform", "-url", "http://127.0.0.1:1/v1", "-shape", "public", "-timeout", "2s"}, &stdout, &stderr)
 	if !errors.Is(err, errConformance) || exitCode(err) != 1 || !strings.Contains(stdout.String(), "FAIL  public/text-turn") {
 		t.Fatalf("a failing run: err %v (exit %d)\n%s", err, exitCode(err), stdout.String())
+	}
+}
+
+// TestConformTimeout: the default wait for each answer is the sim's 10 s, and longer with
+// -model-contract any (a real model); -h says so; an explicit -timeout wins.
+func TestConformTimeout(t *testing.T) {
+	if got := conformTimeout(conformance.ContractSim, 0); got != conformance.DefaultTimeout {
+		t.Errorf("sim default %v, want %v", got, conformance.DefaultTimeout)
+	}
+	if got := conformTimeout(conformance.ContractAny, 0); got != anyContractTimeout || got <= conformance.DefaultTimeout {
+		t.Errorf("any default %v, want %v", got, anyContractTimeout)
+	}
+	if got := conformTimeout(conformance.ContractAny, 3*time.Second); got != 3*time.Second {
+		t.Errorf("explicit -timeout: %v", got)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"conform", "-h"}, &stdout, &stderr); exitCode(err) != 2 {
+		t.Fatalf("conform -h: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "0 means 10s with -model-contract sim, 2m0s with any") {
+		t.Errorf("conform -h does not state the timeouts:\n%s", stderr.String())
+	}
+	err := run(t.Context(), []string{"conform", "-timeout", "-1s"}, &stdout, &stderr)
+	if exitCode(err) != 2 {
+		t.Errorf("-timeout -1s: %v, want a usage error", err)
 	}
 }

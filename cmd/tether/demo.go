@@ -17,12 +17,17 @@ import (
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", "Run a 2-tool-call append-shape rollout against a server with package client and print its frames.", stderr)
 	rawURL := fs.String("url", "http://127.0.0.1:8787/v1", urlForms)
-	calls := fs.Int("calls", 2, "sequential tool calls the sim model makes (metadata sim.calls)")
+	calls := fs.Int("calls", 2, "sequential tool calls the sim model makes (metadata sim.calls; sent only with -model sim)")
+	model := fs.String("model", "sim", "the model of the request (in front of an engine: one of its models, see GET /v1/models)")
+	maxOutput := fs.Int("max-output-tokens", 0, "max_output_tokens of the request (0: the server's default); a real model may otherwise write until its context is full")
 	verbose := fs.Bool("v", false, "print every frame in full")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
 	apiKey := fs.String("api-key", "", "API key sent as Authorization: Bearer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *maxOutput < 0 {
+		return fmt.Errorf("%w: demo: -max-output-tokens: want 0 or more, got %d", errUsage, *maxOutput)
 	}
 	su, err := parseServerURL("-url", *rawURL)
 	if err != nil {
@@ -45,12 +50,16 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "connected to %s (public shape: the server did not confirm the append opt-in)\n", c.URL())
 	}
-	r, err := c.Start(ctx, client.CreateRequest{
-		Model:    "sim",
-		Input:    []client.Item{client.UserMessage("List the files in the repository, then count the lines of README.md.")},
-		Tools:    []client.Tool{shellTool},
-		Metadata: map[string]string{"sim.calls": fmt.Sprint(*calls)},
-	})
+	req := client.CreateRequest{
+		Model:           *model,
+		Input:           []client.Item{client.UserMessage("List the files in the repository, then count the lines of README.md.")},
+		Tools:           []client.Tool{shellTool},
+		MaxOutputTokens: *maxOutput,
+	}
+	if *model == "sim" {
+		req.Metadata = map[string]string{"sim.calls": fmt.Sprint(*calls)}
+	}
+	r, err := c.Start(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -77,7 +86,8 @@ var shellTool = client.FunctionTool("exec_command", "Run a shell command.", map[
 	"required":   []string{"cmd"},
 })
 
-// demoLoop prints the rollout's events and answers each suspension with made-up outputs.
+// demoLoop prints the rollout's events and answers each suspension with made-up outputs. A
+// rollout that does not end completed (incomplete or failed) is an error that says why.
 func demoLoop(ctx context.Context, r *client.Rollout, stdout io.Writer, verbose bool) error {
 	for {
 		for ev, err := range r.Events(ctx) {
@@ -105,7 +115,15 @@ func demoLoop(ctx context.Context, r *client.Rollout, stdout io.Writer, verbose 
 	}
 	usage, _ := json.Marshal(resp.Usage)
 	fmt.Fprintf(stdout, "\n%s %s, usage %s\n", resp.ID, resp.Status, usage)
-	return nil
+	switch {
+	case resp.Status == "completed":
+		return nil
+	case resp.IncompleteDetails != nil && resp.IncompleteDetails.Reason != "":
+		return fmt.Errorf("rollout %s ended %s: %s", resp.ID, resp.Status, resp.IncompleteDetails.Reason)
+	case resp.Error != nil:
+		return fmt.Errorf("rollout %s ended %s: %s: %s", resp.ID, resp.Status, resp.Error.Code, resp.Error.Message)
+	}
+	return fmt.Errorf("rollout %s ended %s", resp.ID, resp.Status)
 }
 
 func printEvent(w io.Writer, ev client.Event, verbose bool) {

@@ -49,3 +49,20 @@ func TestDemoURLForms(t *testing.T) {
 		t.Errorf("demo -url %s/api: %v, want a usage error", base, err)
 	}
 }
+
+// TestDemoIncomplete runs 'tether demo' with a max_output_tokens the rollout cannot finish in:
+// the rollout ends incomplete and demo exits non-zero, naming the reason.
+func TestDemoIncomplete(t *testing.T) {
+	_, base := servertest.Start(t, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"demo", "-url", base + "/v1", "-calls", "0", "-max-output-tokens", "16"}, &stdout, &stderr)
+	if err == nil || exitCode(err) != 1 {
+		t.Fatalf("demo: %v, want exit status 1\n%s", err, stdout.String())
+	}
+	if !strings.Contains(err.Error(), "ended incomplete: max_output_tokens") {
+		t.Errorf("demo error %q does not say why", err)
+	}
+	if !strings.Contains(stdout.String(), " incomplete, usage ") {
+		t.Errorf("demo output:\n%s", stdout.String())
+	}
+}

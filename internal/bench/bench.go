@@ -54,6 +54,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			c.http.CloseIdleConnections()
 		}
 	}()
+	b.model = cfg.Model
+	if b.model == "" {
+		if b.model, err = detectModel(ctx, b.clients[0].http, ep.base, cfg.APIKey); err != nil {
+			return nil, err
+		}
+	}
+	b.engine = b.model != defaultModel || cfg.Engine != ""
+	if b.engine && cfg.Realtime {
+		return nil, fmt.Errorf("bench: -realtime paces the sim; the model %q is not the sim", b.model)
+	}
+	cfg.modeDefaults(b.engine)
+	b.cfg = cfg
 
 	rep := &Report{
 		Version:   ReportVersion,
@@ -71,13 +83,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Mode = "realtime"
 		rep.RealtimeSpeed = cfg.RealtimeSpeed.String()
 	}
+	rep.Workload.Model = b.model
+	if b.engine {
+		rep.Mode = "engine"
+		rep.Server.Engine = cfg.Engine
+		rep.Workload.MaxOutputTokens = cfg.MaxOutputTokens
+	}
+	run := b.rollout
+	if b.engine {
+		run = b.engineRollout
+	}
 
 	// Warm-up: one short rollout per transport, discarded (connections, code paths, the
 	// tokenizer's tables on both sides).
 	if cfg.WarmupCalls > 0 {
 		for _, tc := range b.clients {
 			b.prog.set("warm-up %s", tc.name)
-			if _, err := b.rollout(ctx, tc, -1, cfg.WarmupCalls); err != nil {
+			if _, err := run(ctx, tc, -1, cfg.WarmupCalls); err != nil {
 				return nil, fmt.Errorf("bench: warm-up %s: %w", tc.name, err)
 			}
 		}
@@ -92,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if b.cpu {
 				c0, _ = readCPU(cfg.PID)
 			}
-			s, err := b.rollout(ctx, tc, r, cfg.Calls)
+			s, err := run(ctx, tc, r, cfg.Calls)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s rollout %d: %w", tc.name, r+1, err)
 			}
@@ -104,10 +126,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	for _, tc := range b.clients {
-		rep.Transports = append(rep.Transports, summarize(tc.name, samples[tc.name], cpuTotal[tc.name], b.cpu, cfg))
+		rep.Transports = append(rep.Transports, summarize(tc.name, samples[tc.name], cpuTotal[tc.name], b.cpu, cfg, b.engine))
 	}
 	finishRatios(rep)
 
+	if b.engine { // the throughput measurements drive the sim (its metadata)
+		rep.ElapsedS = time.Since(b.prog.start).Seconds()
+		return rep, nil
+	}
 	if cfg.StreamTokens > 0 {
 		b.prog.set("events/s: one rollout, %d tokens", cfg.StreamTokens)
 		ev, err := b.events(ctx, 1, cfg.StreamTokens)
@@ -139,6 +165,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 type bencher struct {
 	cfg     Config
 	ep      endpoints
+	model   string    // the model of every request
+	engine  bool      // engine mode (engine.go)
 	speed   sim.Speed // the sim speed the rollouts request (instant unless realtime)
 	cpu     bool      // server CPU is read from /proc
 	floor   *echoClient
@@ -155,14 +183,16 @@ type transportClient struct {
 
 func (b *bencher) driver(ctx context.Context, tc *transportClient) (driver, error) {
 	switch tc.name {
+	case Engine:
+		return &engineDriver{client: tc.http, url: chatURL(b.cfg.Engine), apiKey: b.cfg.EngineAPIKey}, nil
 	case HTTP, HTTPPrev:
-		return &httpDriver{client: tc.http, url: b.ep.responses, apiKey: b.cfg.APIKey}, nil
+		return &httpDriver{client: tc.http, url: b.ep.responses, apiKey: b.cfg.APIKey, engine: b.engine}, nil
 	}
 	c, err := dialWS(ctx, b.ep.ws, b.cfg.APIKey, tc.name == Append, tc.http)
 	if err != nil {
 		return nil, err
 	}
-	return &wsDriver{c: c, isAppend: tc.name == Append}, nil
+	return &wsDriver{c: c, isAppend: tc.name == Append, engine: b.engine}, nil
 }
 
 // request is the body of a create (POST body, or the WebSocket frame with "type").
@@ -171,7 +201,9 @@ type request struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
 	Tools              []json.RawMessage `json:"tools"`
-	Metadata           map[string]string `json:"metadata"`
+	Metadata           map[string]string `json:"metadata,omitempty"`
+	MaxOutputTokens    *int              `json:"max_output_tokens,omitempty"`
+	Temperature        *float64          `json:"temperature,omitempty"`
 	PreviousResponseID string            `json:"previous_response_id,omitempty"`
 	Store              *bool             `json:"store,omitempty"`
 	Stream             bool              `json:"stream,omitempty"`

@@ -16,10 +16,17 @@ const (
 	HTTPPrev = "http-prev" // POST with previous_response_id, store:true, SSE
 	WS       = "ws"        // public shape over one WebSocket, previous_response_id
 	Append   = "append"    // append shape: response.create, then response.append per turn
+	// Engine drives the engine at Config.Engine directly: POST /chat/completions with the whole
+	// message list each turn, stream:true, no Tether in between.
+	Engine = "engine"
 )
 
-// Transports lists every transport, in report order.
+// Transports lists Tether's four transports, in report order.
 var Transports = []string{HTTP, HTTPPrev, WS, Append}
+
+// allTransports is every transport in report order: the engine first, the baseline the others
+// are compared with.
+var allTransports = []string{Engine, HTTP, HTTPPrev, WS, Append}
 
 // Presets are the sim speed presets the end-to-end times are derived for.
 var Presets = []sim.Speed{sim.Speed65, sim.Speed1000, sim.Speed4000}
@@ -37,12 +44,32 @@ type Config struct {
 	// Spawned records that the bench started the server itself (reported only).
 	Spawned bool
 
-	// Transports to run, a subset of Transports; nil means all four.
+	// Model is the model of every request. "" asks the server's GET /v1/models: "sim" when it
+	// lists the sim, else its first model. A model other than "sim" runs the bench in engine
+	// mode (package doc): K+1 turns per rollout whether or not the model calls the tool,
+	// max_output_tokens MaxOutputTokens and temperature 0 on every request, no sim metadata,
+	// and no events/s or turns/s measurements.
+	Model string
+	// Engine is the /v1 base URL of the Chat Completions engine behind the server (e.g.
+	// http://127.0.0.1:8081/v1). When set, the engine transport drives it directly beside
+	// Tether's transports, with the same workload; it implies engine mode.
+	Engine string
+	// EngineAPIKey, when set, is sent to Engine as "Authorization: Bearer <key>".
+	EngineAPIKey string
+	// MaxOutputTokens bounds each turn's output in engine mode; 0 means
+	// DefaultMaxOutputTokens.
+	MaxOutputTokens int
+
+	// Transports to run, a subset of Transports and Engine; nil means all four, and the
+	// engine transport too when Engine is set.
 	Transports []string
-	// Rollouts (R) per transport and Calls (K) tool calls per rollout: K+1 turns each.
+	// Rollouts (R) per transport and Calls (K) tool calls per rollout: K+1 turns each. 0 means
+	// DefaultCalls, or DefaultEngineCalls in engine mode.
 	Rollouts int
 	Calls    int
-	// ToolOutputBytes is the size of each tool output.
+	// ToolOutputBytes is the size of each tool output (in engine mode also of each follow-up
+	// user message); 0 means DefaultToolOutputBytes, or DefaultEngineToolOutputBytes in engine
+	// mode.
 	ToolOutputBytes int
 	// WarmupCalls is the length of one discarded warm-up rollout per transport; negative
 	// means none.
@@ -90,6 +117,13 @@ const (
 	DefaultConcurrentTokens = 2_000
 	DefaultConcurrentCalls  = 50
 	DefaultTimeout          = 10 * time.Minute
+	// DefaultEngineCalls and DefaultEngineToolOutputBytes size engine mode's rollouts to fit
+	// a small context (5 turns of about 170 tokens each with the test model's tokenizer).
+	DefaultEngineCalls           = 4
+	DefaultEngineToolOutputBytes = 256
+	// DefaultMaxOutputTokens is max_output_tokens of each turn in engine mode: the turn
+	// measures the server and the engine's prefill, not a long answer.
+	DefaultMaxOutputTokens = 32
 )
 
 func (c *Config) defaults() error {
@@ -98,15 +132,32 @@ func (c *Config) defaults() error {
 	}
 	if len(c.Transports) == 0 {
 		c.Transports = Transports
+		if c.Engine != "" {
+			c.Transports = allTransports
+		}
 	}
 	for _, t := range c.Transports {
 		if !known(t) {
-			return fmt.Errorf("bench: unknown transport %q (want %s)", t, strings.Join(Transports, ", "))
+			return fmt.Errorf("bench: unknown transport %q (want %s)", t, strings.Join(allTransports, ", "))
 		}
+		if t == Engine && c.Engine == "" {
+			return fmt.Errorf("bench: the engine transport needs the engine's URL (Config.Engine, -engine)")
+		}
+	}
+	if c.Engine != "" {
+		if _, err := url.Parse(c.Engine); err != nil || !strings.HasPrefix(c.Engine, "http://") && !strings.HasPrefix(c.Engine, "https://") {
+			return fmt.Errorf("bench: bad engine URL %q: want the engine's http(s)://host:port/v1", c.Engine)
+		}
+	}
+	if c.MaxOutputTokens < 0 {
+		return fmt.Errorf("bench: max output tokens %d: want 0 or more", c.MaxOutputTokens)
+	}
+	if c.MaxOutputTokens == 0 {
+		c.MaxOutputTokens = DefaultMaxOutputTokens
 	}
 	// Report order, whatever order they were given in.
 	var ordered []string
-	for _, t := range Transports {
+	for _, t := range allTransports {
 		for _, u := range c.Transports {
 			if t == u {
 				ordered = append(ordered, t)
@@ -117,12 +168,6 @@ func (c *Config) defaults() error {
 	c.Transports = ordered
 	if c.Rollouts <= 0 {
 		c.Rollouts = DefaultRollouts
-	}
-	if c.Calls <= 0 {
-		c.Calls = DefaultCalls
-	}
-	if c.ToolOutputBytes <= 0 {
-		c.ToolOutputBytes = DefaultToolOutputBytes
 	}
 	if c.WarmupCalls == 0 {
 		c.WarmupCalls = DefaultWarmupCalls
@@ -157,8 +202,24 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// modeDefaults sets the defaults that depend on the mode, once it is known.
+func (c *Config) modeDefaults(engine bool) {
+	if c.Calls <= 0 {
+		c.Calls = DefaultCalls
+		if engine {
+			c.Calls = DefaultEngineCalls
+		}
+	}
+	if c.ToolOutputBytes <= 0 {
+		c.ToolOutputBytes = DefaultToolOutputBytes
+		if engine {
+			c.ToolOutputBytes = DefaultEngineToolOutputBytes
+		}
+	}
+}
+
 func known(t string) bool {
-	for _, u := range Transports {
+	for _, u := range allTransports {
 		if t == u {
 			return true
 		}
@@ -166,7 +227,8 @@ func known(t string) bool {
 	return false
 }
 
-// ParseTransports parses a comma-separated list of transport names ("" or "all": all four).
+// ParseTransports parses a comma-separated list of transport names ("" or "all": Tether's
+// four; "engine" is the engine transport, which needs Config.Engine).
 func ParseTransports(s string) ([]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "all" {
@@ -176,7 +238,7 @@ func ParseTransports(s string) ([]string, error) {
 	for _, t := range strings.Split(s, ",") {
 		t = strings.TrimSpace(t)
 		if !known(t) {
-			return nil, fmt.Errorf("unknown transport %q (want %s)", t, strings.Join(Transports, ", "))
+			return nil, fmt.Errorf("unknown transport %q (want %s)", t, strings.Join(allTransports, ", "))
 		}
 		out = append(out, t)
 	}

@@ -3,7 +3,8 @@
 //
 // The bench is a client. It speaks raw JSON over github.com/coder/websocket and net/http, and
 // imports no server package: only sampler (the sim's cost model, and the tokenizer for the
-// floor) and protocol (the item type the tokenizer takes). `tether bench` spawns `tether serve`
+// floor), protocol (the item type the tokenizer takes) and chatapi (the Chat Completions wire
+// types of the engine transport). `tether bench` spawns `tether serve`
 // as a child process ([Spawn]) so that it can read the server's CPU time from /proc; [Run]
 // itself only needs a base URL, which is how the tests drive an in-process server.
 //
@@ -72,6 +73,34 @@
 // ConcurrentTokens each on as many connections, started together (aggregate events over the
 // wall time of the slowest).
 //
+// # Engine mode
+//
+// When the server's model is not the sim (its GET /v1/models does not list "sim", or
+// Config.Model names another model), or Config.Engine is set, the bench measures a real
+// engine. A real model does not call tools on request, so the workload does not rely on calls:
+// every rollout has exactly K+1 turns (defaults 3 × 4, tool output 256 B, to fit a small
+// context); a turn that ended at complete tool calls is answered with their outputs, any other
+// turn (an answer, or output cut off at max_output_tokens) is followed by a user message of
+// the same size on the same chain: the whole history (http), previous_response_id (http-prev,
+// ws), response.append while the rollout is suspended and else a new response.create with
+// previous_response_id (append). A call cut off before it was complete is never answered.
+// Every request sets max_output_tokens (Config.MaxOutputTokens, default 32) and temperature 0,
+// and no sim metadata; a turn that ends incomplete for another reason (the context is full)
+// stops the run. The events/s and turns/s measurements (which drive the sim) are skipped, and
+// so is the floor.
+//
+// With Config.Engine (the engine's /v1 base) a fifth transport, engine, runs first and is the
+// baseline of the ratios: the bench itself POSTs the growing message list to the engine's
+// /chat/completions with stream:true and stream_options.include_usage, the same tool (in
+// Chat Completions form), max_tokens and temperature 0, and keeps the assistant messages, tool
+// messages and follow-ups as an agent without Tether does. It names no slot.
+//
+// Times are measured: first output is the request written → the first output item (Tether)
+// or the first content or tool-call chunk (engine); turn_ms → the turn's last event; rollout_s
+// their sum per rollout. Token counts are the engine's own: usage.prompt_tokens and
+// prompt_tokens_details.cached_tokens (else llama.cpp's timings.cache_n) on the engine
+// transport; Tether's usage, which passes the engine's figures through, on the others.
+//
 // # JSON report (-json)
 //
 // All durations are in milliseconds unless the key ends in _s (seconds) or _us (microseconds).
@@ -79,18 +108,21 @@
 //	version                 layout version (1)
 //	command                 the command line, when the caller set it
 //	started_at, elapsed_s   when the run started (RFC 3339, UTC) and how long it took
-//	mode                    "instant" (derived end-to-end times) or "realtime"
+//	mode                    "instant" (derived end-to-end times), "realtime" or "engine"
 //	realtime_speed          the preset of a realtime run
 //	machine                 goos, goarch, cpus, go_version
 //	server                  url; spawned (the bench started it); pid and cpu_measured (CPU
-//	                        read from /proc); clock_ticks_per_s (100)
+//	                        read from /proc); clock_ticks_per_s (100); engine (the engine
+//	                        transport's /v1 base)
 //	workload                rollouts, calls, turns (calls+1), tool_output_bytes, warmup_calls,
-//	                        history_tokens_end (input_tokens of the last turn)
-//	transports[]            one object per transport, in the order http, http-prev, ws, append:
+//	                        history_tokens_end (input_tokens of the last turn), model,
+//	                        max_output_tokens (engine mode)
+//	transports[]            one object per transport, in the order engine, http, http-prev,
+//	                        ws, append:
 //	  name
 //	  turns                 measured turns (rollouts × turns)
 //	  overhead_ms           {p50, p90, mean, min, max} over every measured turn
-//	  overhead_ratio_vs_http  overhead_ms.p50 / http's overhead_ms.p50
+//	  overhead_ratio_vs_http  overhead_ms.p50 / the baseline's (engine when it ran, else http)
 //	  floor_ms, floor_echo_ms, floor_tokenize_ms   stats of the floor and of its two parts
 //	  overhead_vs_floor     overhead_ms.p50 / floor_ms.p50
 //	  bytes_per_turn        mean bytes the client wrote per turn (wire bytes)
@@ -106,11 +138,17 @@
 //	                        (to the turn's last event), floor_ms, floor_echo_ms,
 //	                        floor_tokenize_ms, frame_bytes, bytes_sent, server_cpu_ms (-1
 //	                        unknown), input_tokens, cached_tokens, prefill_tokens,
-//	                        output_tokens, new_input_tokens, events
+//	                        output_tokens, new_input_tokens, events, tool_calls (engine mode:
+//	                        the calls the turn ended at)
+//	  turn_ms               engine mode: {p50, p90, mean, min, max} of the turn times
+//	  rollout_s, rollout_ratio  engine mode: Σ turn_ms per rollout (mean), and / the baseline's
+//	  input_tokens_per_turn, prefill_tokens_per_turn, cached_tokens_per_turn  engine mode: means
+//	  cached_fraction       engine mode: Σ cached_tokens / Σ input_tokens
+//	  tool_call_turns       engine mode: turns that ended at tool calls
 //	events.single, events.concurrent   {rollouts, answer_tokens, events, seconds, events_per_s,
 //	                        server_cpu_s (-1 unknown), server_cpu_us_per_event}; null if skipped
 //
-// Ratios are 0 when http did not run.
+// Ratios are 0 when the baseline did not run.
 //
 // # Decisions
 //

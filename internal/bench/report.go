@@ -45,6 +45,7 @@ type ServerInfo struct {
 	CPUMeasured bool   `json:"cpu_measured"`
 	ClockTicks  int    `json:"clock_ticks_per_s"`
 	GOMAXPROCS  int    `json:"gomaxprocs,omitempty"` // the spawned server's, when -cpus set it
+	Engine      string `json:"engine,omitempty"`     // the engine transport's /v1 base URL
 }
 
 // Workload is what every transport ran.
@@ -55,6 +56,9 @@ type Workload struct {
 	ToolOutputBytes  int `json:"tool_output_bytes"`
 	WarmupCalls      int `json:"warmup_calls"`
 	HistoryTokensEnd int `json:"history_tokens_end"`
+	// Model is the model of every request; MaxOutputTokens bounds each turn in engine mode.
+	Model           string `json:"model,omitempty"`
+	MaxOutputTokens int    `json:"max_output_tokens,omitempty"`
 }
 
 // Stats summarise per-turn values over every measured turn.
@@ -105,6 +109,16 @@ type TransportReport struct {
 	Growth             Growth         `json:"growth"`
 	E2E                map[string]E2E `json:"e2e"`
 	PerTurn            []TurnSample   `json:"per_turn"`
+
+	// Engine mode: measured turn times and the engine's token counts (package doc).
+	TurnMS               *Stats  `json:"turn_ms,omitempty"`
+	RolloutS             float64 `json:"rollout_s,omitempty"`     // mean over rollouts of Σ turn times
+	RolloutRatio         float64 `json:"rollout_ratio,omitempty"` // RolloutS / the baseline's (engine, else http)
+	InputTokensPerTurn   float64 `json:"input_tokens_per_turn,omitempty"`
+	PrefillTokensPerTurn float64 `json:"prefill_tokens_per_turn,omitempty"`
+	CachedTokensPerTurn  float64 `json:"cached_tokens_per_turn,omitempty"`
+	CachedFraction       float64 `json:"cached_fraction,omitempty"` // Σ cached / Σ input over every turn
+	ToolCallTurns        int     `json:"tool_call_turns,omitempty"` // turns that ended at tool calls
 }
 
 // TurnSample is one measured turn.
@@ -125,6 +139,7 @@ type TurnSample struct {
 	OutputTokens    int     `json:"output_tokens"`
 	NewInputTokens  int     `json:"new_input_tokens"`
 	Events          int     `json:"events"`
+	ToolCalls       int     `json:"tool_calls,omitempty"` // engine mode: calls the turn ended at (answered next turn)
 }
 
 // Events holds the streaming throughput measurements.
@@ -178,7 +193,7 @@ func median(v []float64) float64 { return stats(v).P50 }
 // takes, for each turn, the fastest of the rollouts (see the package doc).
 func growthWindow(turns int) int { return max(1, min(turns/2, max(3, turns/20))) }
 
-func summarize(name string, samples []TurnSample, cpu time.Duration, cpuOK bool, cfg Config) TransportReport {
+func summarize(name string, samples []TurnSample, cpu time.Duration, cpuOK bool, cfg Config, engine bool) TransportReport {
 	tr := TransportReport{Name: name, Turns: len(samples), PerTurn: samples, ServerCPUMSPerTurn: -1, E2E: map[string]E2E{}}
 	pick := func(f func(*TurnSample) float64) []float64 {
 		out := make([]float64, len(samples))
@@ -210,6 +225,26 @@ func summarize(name string, samples []TurnSample, cpu time.Duration, cpuOK bool,
 	}
 
 	rollouts := float64(cfg.Rollouts)
+	if engine {
+		turnMS := stats(pick(func(s *TurnSample) float64 { return s.TurnMS }))
+		tr.TurnMS = &turnMS
+		var in, cached, prefill int
+		for _, s := range samples {
+			tr.RolloutS += s.TurnMS / 1000
+			in, cached, prefill = in+s.InputTokens, cached+s.CachedTokens, prefill+s.PrefillTokens
+			if s.ToolCalls > 0 {
+				tr.ToolCallTurns++
+			}
+		}
+		tr.RolloutS /= rollouts
+		if n := float64(len(samples)); n > 0 {
+			tr.InputTokensPerTurn, tr.CachedTokensPerTurn, tr.PrefillTokensPerTurn = float64(in)/n, float64(cached)/n, float64(prefill)/n
+		}
+		if in > 0 {
+			tr.CachedFraction = float64(cached) / float64(in)
+		}
+		return tr
+	}
 	if cfg.Realtime {
 		var e E2E
 		e.Measured = true
@@ -247,11 +282,12 @@ func summarize(name string, samples []TurnSample, cpu time.Duration, cpuOK bool,
 	return tr
 }
 
-// finishRatios sets the ratios against the http transport (when it ran) and the history size.
+// finishRatios sets the ratios against the baseline (the engine transport when it ran, else
+// http) and the history size.
 func finishRatios(rep *Report) {
 	var base *TransportReport
 	for i := range rep.Transports {
-		if rep.Transports[i].Name == HTTP {
+		if rep.Transports[i].Name == HTTP && base == nil || rep.Transports[i].Name == Engine {
 			base = &rep.Transports[i]
 		}
 	}
@@ -266,6 +302,7 @@ func finishRatios(rep *Report) {
 			continue
 		}
 		t.OverheadRatio = ratio(t.OverheadMS.P50, base.OverheadMS.P50)
+		t.RolloutRatio = ratio(t.RolloutS, base.RolloutS)
 		for k, e := range t.E2E {
 			b := base.E2E[k]
 			e.RatioVsHTTP = ratio(e.RolloutS, b.RolloutS)
@@ -422,6 +459,10 @@ func fmtRatio(v float64) string {
 // WriteTable writes the human summary: the overhead table, the end-to-end table and the
 // events/s line. markdown selects Markdown tables (for docs) instead of aligned text.
 func (r *Report) WriteTable(w io.Writer, markdown bool) {
+	if r.Mode == "engine" {
+		r.writeEngineTable(w, markdown)
+		return
+	}
 	wl := r.Workload
 	srv := "server " + r.Server.URL
 	if r.Server.Spawned {

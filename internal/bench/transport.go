@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tetherd/tether/chatapi"
 	"github.com/tetherd/tether/internal/peer"
 )
 
@@ -83,6 +84,12 @@ type turnResult struct {
 	final      bool   // the rollout ended (answer)
 	usage      usage  // this turn's sampling step
 	events     int    // events received
+
+	// Engine mode (see engine.go).
+	output     []json.RawMessage // public shape: the Response's output items
+	incomplete string            // the turn ended incomplete: the reason
+	suspended  bool              // append: the rollout is suspended at the calls (response.done)
+	message    chatapi.Message   // engine transport: the assistant message of the turn
 }
 
 // driver runs one rollout's turns over one transport.
@@ -109,13 +116,23 @@ type endEvent struct {
 	} `json:"response"`
 }
 
-// finishPublic fills res from a public-shape segment's terminal event (WebSocket or SSE).
-func finishPublic(res *turnResult, data []byte) error {
+// finishPublic fills res from a public-shape segment's terminal event (WebSocket or SSE). With
+// engine, a response.incomplete is a turn too (its reason in res.incomplete).
+func finishPublic(res *turnResult, data []byte, engine bool) error {
 	var ev endEvent
 	if err := json.Unmarshal(data, &ev); err != nil || ev.Response == nil {
 		return fmt.Errorf("bad terminal event %.200s: %v", data, err)
 	}
-	if ev.Type != "response.completed" {
+	if engine && ev.Type == "response.incomplete" {
+		var d struct {
+			Reason string `json:"reason"`
+		}
+		_ = json.Unmarshal(ev.Response.IncompleteDetails, &d)
+		res.incomplete = d.Reason
+		if res.incomplete == "" {
+			res.incomplete = "unknown reason"
+		}
+	} else if ev.Type != "response.completed" {
 		return fmt.Errorf("response %s ended %s: error %s, incomplete_details %s", ev.Response.ID,
 			ev.Response.Status, ev.Response.Error, ev.Response.IncompleteDetails)
 	}
@@ -129,21 +146,27 @@ func finishPublic(res *turnResult, data []byte) error {
 	}
 	res.calls = calls
 	res.final = answered || len(calls) == 0
+	res.output = ev.Response.Output
 	return nil
 }
 
-// parseOutput returns the function calls among output items, and whether there is a message.
+// parseOutput returns the function calls among output items (but calls cut off before they
+// were complete, which are never run), and whether there is a message.
 func parseOutput(items []json.RawMessage) (calls []call, message bool, err error) {
 	for _, raw := range items {
 		var it struct {
 			Type   string `json:"type"`
 			CallID string `json:"call_id"`
+			Status string `json:"status"`
 		}
 		if err := json.Unmarshal(raw, &it); err != nil {
 			return nil, false, fmt.Errorf("bad output item %.200s: %w", raw, err)
 		}
 		switch it.Type {
 		case "function_call":
+			if it.Status == "incomplete" {
+				continue
+			}
 			calls = append(calls, call{id: it.CallID, item: append(json.RawMessage(nil), raw...)})
 		case "message":
 			message = true
@@ -156,7 +179,11 @@ func parseOutput(items []json.RawMessage) (calls []call, message bool, err error
 type wsDriver struct {
 	c        *websocket.Conn
 	isAppend bool
+	engine   bool  // engine mode: incomplete turns are turns
 	cum      usage // append: cumulative usage of the rollout so far
+	// seen holds the call ids of the append rollout returned by earlier turns (answered): its
+	// terminal Response lists every item of the rollout, those calls included.
+	seen map[string]bool
 }
 
 func dialWS(ctx context.Context, url, apiKey string, appendShape bool, hc *http.Client) (*websocket.Conn, error) {
@@ -184,6 +211,10 @@ func (d *wsDriver) close() { _ = d.c.Close(websocket.StatusNormalClosure, "bench
 
 func (d *wsDriver) turn(ctx context.Context, payload []byte) (turnResult, error) {
 	var res turnResult
+	if d.isAppend && peer.EventType(payload) == "response.create" {
+		d.cum = usage{} // a new rollout: its usage counts from zero
+		d.seen = map[string]bool{}
+	}
 	t0 := time.Now()
 	if err := d.c.Write(ctx, websocket.MessageText, payload); err != nil {
 		return res, fmt.Errorf("write: %w", err)
@@ -206,19 +237,29 @@ func (d *wsDriver) turn(ctx context.Context, payload []byte) (turnResult, error)
 			return res, d.finishAppend(&res, typ, data)
 		case !d.isAppend && peer.IsTerminal(typ):
 			res.total = time.Since(t0)
-			return res, finishPublic(&res, data)
+			return res, finishPublic(&res, data, d.engine)
 		}
 	}
 }
 
 func (d *wsDriver) finishAppend(res *turnResult, typ string, data []byte) error {
 	if typ != "response.done" {
-		if err := finishPublic(res, data); err != nil {
+		if err := finishPublic(res, data, d.engine); err != nil {
 			return err
 		}
 		res.final = true
-		res.calls = nil
+		if !d.engine { // engine mode: calls the ended rollout left are answered by the next create
+			res.calls = nil
+		}
+		var left []call
+		for _, c := range res.calls {
+			if !d.seen[c.id] {
+				left = append(left, c)
+			}
+		}
+		res.calls = left
 	} else {
+		res.suspended = true
 		var ev endEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return fmt.Errorf("bad response.done %.200s: %w", data, err)
@@ -245,6 +286,9 @@ func (d *wsDriver) finishAppend(res *turnResult, typ string, data []byte) error 
 			return fmt.Errorf("response.done: pending_call_ids %v do not match its output", ev.PendingCallIDs)
 		}
 	}
+	for _, c := range res.calls {
+		d.seen[c.id] = true
+	}
 	// The append shape reports cumulative usage: the turn's step is the difference.
 	total := res.usage
 	res.usage = total.minus(d.cum)
@@ -257,6 +301,7 @@ type httpDriver struct {
 	client *http.Client
 	url    string
 	apiKey string
+	engine bool // engine mode: incomplete turns are turns
 }
 
 func (d *httpDriver) close() {}
@@ -297,7 +342,7 @@ func (d *httpDriver) turn(ctx context.Context, payload []byte) (turnResult, erro
 				return res, fmt.Errorf("server error: %.500s", data)
 			case peer.IsTerminal(typ):
 				res.total = time.Since(t0)
-				if err := finishPublic(&res, data); err != nil {
+				if err := finishPublic(&res, data, d.engine); err != nil {
 					return res, err
 				}
 				_, _ = io.Copy(io.Discard, br) // end of stream: keep the connection reusable

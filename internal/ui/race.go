@@ -74,7 +74,7 @@ func (c *RaceConfig) check() (sim.Speed, *protocol.Error) {
 	}
 	seen := map[string]bool{}
 	for _, t := range c.Transports {
-		if _, err := bench.ParseTransports(t); err != nil || t == "all" || t == "" || seen[t] {
+		if _, err := bench.ParseTransports(t); err != nil || t == "all" || t == "" || t == bench.Engine || seen[t] {
 			return bad("transports", "transports must name each of %v at most once, got %q.", bench.Transports, c.Transports)
 		}
 		seen[t] = true

@@ -117,10 +117,13 @@ type Options struct {
 
 	// Per-key quotas (per API key; per client IP address when no keys are configured):
 	// KeyRollouts bounds live rollouts (queued, sampling or suspended) and KeyConnections open
-	// WebSocket connections, both answered quota_exceeded (429); KeyStoredResponses and
-	// KeyStoredBytes bound what a key keeps in the in-memory store: over them the key's own
-	// least recently used responses are evicted, never another key's. 0 means the Default…
-	// value, negative no quota.
+	// WebSocket connections, both answered quota_exceeded (429); 0 means the Default… value,
+	// negative no quota. KeyStoredResponses and KeyStoredBytes bound what a key keeps in a
+	// store that supports per-key quotas (store.KeyQuotas: the in-memory store, whether the
+	// server made it or it is Options.Store): over them the key's own least recently used
+	// responses are evicted, never another key's. 0 means a quarter of the store's bound
+	// (DefaultKeyStoredResponses and DefaultKeyStoredBytes of the default store), negative no
+	// quota.
 	KeyRollouts        int
 	KeyConnections     int
 	KeyStoredResponses int
@@ -136,9 +139,13 @@ const (
 	DefaultMaxDecoding        = 64
 	DefaultKeyRollouts        = 1000
 	DefaultKeyConnections     = 256
-	DefaultKeyStoredResponses = 2500
-	DefaultKeyStoredBytes     = 64 << 20
+	DefaultKeyStoredResponses = store.DefaultResponses / KeyStoreShare
+	DefaultKeyStoredBytes     = store.DefaultBytes / KeyStoreShare
 )
+
+// KeyStoreShare is what a key's default store quota is a fraction of: a key may keep
+// 1/KeyStoreShare of the store's responses and bytes unless Options say otherwise.
+const KeyStoreShare = 4
 
 // orDefault returns n, def when n is 0, and 0 (none) when n is negative.
 func orDefault[T int | int64](n, def T) T {
@@ -191,9 +198,11 @@ func New(opts Options) *Server {
 		opts.MaxFrame = session.DefaultMaxFrame
 	}
 	if opts.Store == nil {
-		ms := store.NewMemory(opts.StoreResponses, opts.StoreBytes)
-		ms.SetKeyQuota(orDefault(opts.KeyStoredResponses, DefaultKeyStoredResponses), orDefault(opts.KeyStoredBytes, DefaultKeyStoredBytes))
-		opts.Store = ms
+		opts.Store = store.NewMemory(opts.StoreResponses, opts.StoreBytes)
+	}
+	if q, ok := opts.Store.(store.KeyQuotas); ok {
+		count, bytes := q.Bounds()
+		q.SetKeyQuota(orDefault(opts.KeyStoredResponses, max(count/KeyStoreShare, 1)), orDefault(opts.KeyStoredBytes, max(bytes/KeyStoreShare, 1)))
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]connMeta), adm: session.NewAdmission(opts.MaxSampling),
 		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}

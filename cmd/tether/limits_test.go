@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests of this file run the built binary with small limits and show each limit acting
+// over real sockets.
+
+// limitServer starts the built binary with args and keeps its log drained; it returns the
+// base URL.
+func limitServer(t *testing.T, args ...string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	p := startServe(t, buildTether(t), args...)
+	go func() {
+		for range p.lines { // ends when the process's stderr closes (the test's cleanup)
+		}
+	}()
+	return "http://" + p.addr
+}
+
+// keysFile writes API keys, one per line, and returns the file's path.
+func keysFile(t *testing.T, keys ...string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(f, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// call sends one request with key ("" for none) and returns the status and the decoded JSON
+// body (nil when it is not JSON).
+func call(t *testing.T, method, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+// errCode is the error code of an error body.
+func errCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+// storeOne creates a stored response for key with input text and returns its id.
+func storeOne(t *testing.T, base, key, text string) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"model": "sim", "input": text, "store": true})
+	code, m := call(t, "POST", base+"/v1/responses", key, string(b))
+	if code != 200 || m["status"] != "completed" {
+		t.Fatalf("stored create: %d %v", code, m)
+	}
+	return m["id"].(string)
+}
+
+// stored reports which of ids key can still GET (true) or get 404 for (false).
+func stored(t *testing.T, base, key string, ids []string) []bool {
+	t.Helper()
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		code, m := call(t, "GET", base+"/v1/responses/"+id, key, "")
+		switch {
+		case code == 200:
+			out[i] = true
+		case code != 404 || errCode(m) != "response_not_found":
+			t.Fatalf("GET %s: %d %v", id, code, m)
+		}
+	}
+	return out
+}
+
+// metric reads one sample of /metrics: the first line that starts with series (a name with
+// its labels, e.g. `tether_limit_rejections_total{limit="memory_budget"}`).
+func metric(t *testing.T, base, key, series string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("/metrics %s: %v", series, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", series)
+	return 0
+}
+
+// waitUntil polls cond (a state of the server) until it holds, for at most a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLimitKeyStoreResponses: with -key-store-responses 3, key B's ten stored responses evict
+// only B's own oldest; key A's response survives.
+func TestLimitKeyStoreResponses(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-responses", "3")
+	a := storeOne(t, base, "key-a", "a")
+	var b []string
+	for i := range 10 {
+		b = append(b, storeOne(t, base, "key-b", fmt.Sprint("b", i)))
+	}
+	if got := stored(t, base, "key-a", []string{a}); !got[0] {
+		t.Fatal("key A's response was evicted by key B's")
+	}
+	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false false false false true true true]" {
+		t.Fatalf("key B's responses kept: %s, want its last 3", got)
+	}
+	if n := metric(t, base, "key-a", `tether_store_evictions_total{reason="key_quota"}`); n != 7 {
+		t.Fatalf("key_quota evictions %v, want 7", n)
+	}
+}
+
+// TestLimitKeyStoreBytes: with -key-store-bytes 100KiB, key B's 40 KiB responses evict B's
+// own oldest once B holds more than 100 KiB; key A's response survives.
+func TestLimitKeyStoreBytes(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-bytes", "100KiB")
+	a := storeOne(t, base, "key-a", "a")
+	var b []string
+	for i := range 6 {
+		b = append(b, storeOne(t, base, "key-b", fmt.Sprint(i)+strings.Repeat("x", 40<<10)))
+	}
+	if got := stored(t, base, "key-a", []string{a}); !got[0] {
+		t.Fatal("key A's response was evicted by key B's")
+	}
+	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false true true]" {
+		t.Fatalf("key B's responses kept: %s, want its last 2 (2 × 40 KiB of answer and input fit in 100 KiB)", got)
+	}
+}
+
+// TestLimitStoreResponsesShare: a key's default share follows the store: with
+// -store-responses 8 a key keeps 2 (a quarter), so key B's five responses do not evict key
+// A's.
+func TestLimitStoreResponsesShare(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-store-responses", "8")
+	a := storeOne(t, base, "key-a", "a")
+	var b []string
+	for i := range 5 {
+		b = append(b, storeOne(t, base, "key-b", fmt.Sprint("b", i)))
+	}
+	if got := stored(t, base, "key-a", []string{a}); !got[0] {
+		t.Fatal("key A's response was evicted")
+	}
+	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false true true]" {
+		t.Fatalf("key B's responses kept: %s, want its last 2 (a quarter of -store-responses 8)", got)
+	}
+}
+
+// TestLimitStoreFull: a full memory store still answers every store:true create with a
+// completed response (200) and evicts the least recently used; the evicted ids get 404.
+func TestLimitStoreFull(t *testing.T) {
+	base := limitServer(t, "-store-responses", "4", "-key-store-responses", "0")
+	var ids []string
+	for i := range 7 {
+		ids = append(ids, storeOne(t, base, "", fmt.Sprint("r", i)))
+	}
+	if got := fmt.Sprint(stored(t, base, "", ids)); got != "[false false false true true true true]" {
+		t.Fatalf("kept: %s, want the last 4", got)
+	}
+	if n := metric(t, base, "", `tether_store_evictions_total{reason="store_bound"}`); n != 3 {
+		t.Fatalf("store_bound evictions %v, want 3", n)
+	}
+}
+
+// rawPost opens a connection and sends a POST's headers (Content-Length n) and the first
+// part of its body; the caller sends the rest or closes it.
+func rawPost(t *testing.T, base, path string, n int, part string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, n, part); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readStatus reads the status code of the answer on c.
+func readStatus(t *testing.T, c net.Conn) (int, string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

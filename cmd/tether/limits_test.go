@@ -239,3 +239,32 @@ func readStatus(t *testing.T, c net.Conn) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestLimitWriteTimeoutLongStream: -write-timeout bounds one write, not a whole answer: a
+// streamed chat completion that takes three times the timeout reaches its finish chunk and
+// [DONE], as a /v1/responses SSE stream reaches response.completed.
+func TestLimitWriteTimeoutLongStream(t *testing.T) {
+	base := limitServer(t, "-write-timeout", "1s", "-model-speed", "65")
+	for _, c := range []struct{ path, body, last string }{
+		{"/v1/chat/completions", `{"model":"sim","stream":true,"messages":[{"role":"user","content":"long"}],"metadata":{"sim.answer_tokens":"200"}}`, "data: [DONE]"},
+		{"/v1/responses", `{"model":"sim","stream":true,"input":"long","metadata":{"sim.answer_tokens":"200"}}`, "event: response.completed"},
+	} {
+		start := time.Now()
+		resp, err := http.Post(base+c.path, "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if err != nil || resp.StatusCode != 200 || !strings.Contains(string(b), c.last) {
+			t.Fatalf("%s after %s: %d %v, no %q at the end:\n…%s", c.path, took, resp.StatusCode, err, c.last, b[max(0, len(b)-300):])
+		}
+		if took < 2*time.Second {
+			t.Fatalf("%s took %s: the stream should outlast the write timeout twice", c.path, took)
+		}
+		if c.path == "/v1/chat/completions" && !strings.Contains(string(b), `"finish_reason":"stop"`) {
+			t.Fatalf("chat stream without its finish chunk")
+		}
+	}
+}

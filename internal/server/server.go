@@ -227,7 +227,7 @@ func New(opts Options) *Server {
 	if idle == 0 {
 		idle = session.DefaultSuspendTimeout
 	}
-	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame,
+	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame, ReadBody: s.http.ReadBody, Admission: s.adm, Logger: opts.Logger,
 		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, max(idle, 0))}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -237,7 +237,7 @@ func New(opts Options) *Server {
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
-	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeHTTP(w, r) }))
+	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletion))
 	s.mux.HandleFunc("GET /slots", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeSlots(w, r) }))
 	s.mux.HandleFunc("POST /v1/responses/compact", s.auth(s.http.Compact))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
@@ -396,6 +396,19 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	}
 	_ = ws.CloseNow()
 	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
+}
+
+// chatCompletion serves POST /v1/chat/completions: a request is a live rollout of its key
+// while it runs (KeyRollouts: quota_exceeded, 429), reads its body under the memory budget, the
+// decoding bound and the read timeout, and samples under -max-sampling (chatapi.Handler).
+func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request, owner string) {
+	quota := session.QuotaKey(owner, r.RemoteAddr)
+	if err := s.keyRoll.Acquire(quota); err != nil {
+		s.fail(w, protocol.ErrorOf(err))
+		return
+	}
+	defer s.keyRoll.Release(quota)
+	s.chat.ServeHTTP(w, r)
 }
 
 // closeReason describes why a connection's read loop ended, for the log.

@@ -105,6 +105,7 @@ func (h *HTTP) ReadBody(w http.ResponseWriter, r *http.Request) (body []byte, _ 
 		max = session.DefaultMaxFrame
 	}
 	if r.ContentLength > max {
+		w.Header().Set("Connection", "close") // the body is not read, not even to discard it
 		return nil, nil, bodyTooLarge(max)
 	}
 	rc := http.NewResponseController(w)
@@ -127,7 +128,7 @@ func (h *HTTP) ReadBody(w http.ResponseWriter, r *http.Request) (body []byte, _ 
 		}
 		var aerr error
 		if res, aerr = h.Budget.AdmitBody(size); aerr != nil {
-			h.clearReadDeadline(rc)
+			w.Header().Set("Connection", "close") // the rest of the body is not read
 			return nil, nil, aerr
 		}
 		if h.ReadTimeout > 0 {

@@ -268,3 +268,193 @@ func TestLimitWriteTimeoutLongStream(t *testing.T) {
 		}
 	}
 }
+
+// The routes that read a body, each with a valid small body.
+var bodyRoutes = []struct{ path, body string }{
+	{"/v1/responses", `{"model":"sim","input":"hi"}`},
+	{"/v1/chat/completions", `{"model":"sim","messages":[{"role":"user","content":"hi"}]}`},
+	{"/v1/responses/compact", `{"model":"sim","input":"hi"}`},
+}
+
+// TestLimitMaxFrame: -max-frame bounds the body of every route that reads one (413 from the
+// Content-Length, before the body is read).
+func TestLimitMaxFrame(t *testing.T) {
+	base := limitServer(t, "-max-frame", "64KiB")
+	for _, r := range bodyRoutes {
+		c := rawPost(t, base, r.path, 100<<10, "")
+		if code, body := readStatus(t, c); code != 413 || !strings.Contains(body, "request_body_too_large") {
+			t.Fatalf("%s over -max-frame: %d %s", r.path, code, body)
+		}
+		if code, m := call(t, "POST", base+r.path, "", r.body); code != 200 {
+			t.Fatalf("%s within -max-frame: %d %v", r.path, code, m)
+		}
+	}
+}
+
+// TestLimitMaxMemory: a body in progress on any route holds 4 × its Content-Length of
+// -max-memory, so that another request is refused 503 server_overloaded until it is gone.
+func TestLimitMaxMemory(t *testing.T) {
+	base := limitServer(t, "-max-frame", "1MiB", "-max-memory", "4MiB")
+	for _, r := range bodyRoutes {
+		stalled := rawPost(t, base, r.path, 1<<20, `{"model":"sim",`)
+		waitUntil(t, r.path+" holding the budget", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") >= 4<<20 })
+		for _, v := range bodyRoutes {
+			if code, m := call(t, "POST", base+v.path, "", v.body); code != 503 || errCode(m) != "server_overloaded" {
+				t.Fatalf("%s while %s holds the budget: %d %v", v.path, r.path, code, m)
+			}
+		}
+		stalled.Close()
+		waitUntil(t, "the budget released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
+		for _, v := range bodyRoutes {
+			if code, m := call(t, "POST", base+v.path, "", v.body); code != 200 {
+				t.Fatalf("%s after the budget was released: %d %v", v.path, code, m)
+			}
+		}
+	}
+}
+
+// TestLimitMaxDecoding: with -max-decoding 1 a body in progress on any route holds the one
+// decoding slot (503 for the others); POSTs that sent only their headers hold nothing.
+func TestLimitMaxDecoding(t *testing.T) {
+	base := limitServer(t, "-max-decoding", "1")
+	for range 5 {
+		rawPost(t, base, "/v1/chat/completions", 100, "") // headers only: no slot taken
+	}
+	for _, r := range bodyRoutes {
+		stalled := rawPost(t, base, r.path, 1000, `{"model":"sim",`)
+		waitUntil(t, r.path+" holding the slot", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") > 0 })
+		for _, v := range bodyRoutes {
+			if code, m := call(t, "POST", base+v.path, "", v.body); code != 503 || errCode(m) != "server_overloaded" {
+				t.Fatalf("%s while %s is being read: %d %v", v.path, r.path, code, m)
+			}
+		}
+		stalled.Close()
+		waitUntil(t, "the slot released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
+		for _, v := range bodyRoutes {
+			if code, m := call(t, "POST", base+v.path, "", v.body); code != 200 {
+				t.Fatalf("%s after the slot was released: %d %v", v.path, code, m)
+			}
+		}
+	}
+}
+
+// TestLimitReadTimeout: -read-timeout bounds the wait for a body's first byte and the
+// reading of the rest, on every route that reads one: 408 request_timeout.
+func TestLimitReadTimeout(t *testing.T) {
+	base := limitServer(t, "-read-timeout", "1s")
+	for _, r := range bodyRoutes {
+		for _, part := range []string{"", `{"model":"sim",`} {
+			start := time.Now()
+			c := rawPost(t, base, r.path, 1000, part)
+			if code, body := readStatus(t, c); code != 408 || !strings.Contains(body, "request_timeout") {
+				t.Fatalf("%s with %q of its body: %d %s", r.path, part, code, body)
+			}
+			if d := time.Since(start); d < time.Second {
+				t.Fatalf("%s answered 408 after %s, before -read-timeout", r.path, d)
+			}
+		}
+	}
+}
+
+// longChat starts a streamed chat completion for key that samples for a long time, and
+// returns once its first delta has come; the returned function ends it.
+func longChat(t *testing.T, base, key string) (stop func()) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(
+		`{"model":"sim","stream":true,"messages":[{"role":"user","content":"long"}],"metadata":{"sim.answer_tokens":"100000","sim.speed":"65"}}`))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("long chat: %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.Contains(sc.Text(), `"content"`) {
+	}
+	return func() { resp.Body.Close() }
+}
+
+// TestLimitMaxSampling: with -max-sampling 1 a chat completion waits while a rollout samples
+// (tether_sampling_waiting), and runs once it ends.
+func TestLimitMaxSampling(t *testing.T) {
+	base := limitServer(t, "-max-sampling", "1")
+	stop := longChat(t, base, "")
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(bodyRoutes[1].body))
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	waitUntil(t, "the second chat waiting", func() bool { return metric(t, base, "", "tether_sampling_waiting") == 1 })
+	select {
+	case code := <-done:
+		t.Fatalf("the second chat ran past -max-sampling 1: %d", code)
+	default:
+	}
+	stop()
+	if code := <-done; code != 200 {
+		t.Fatalf("the second chat after the first ended: %d", code)
+	}
+}
+
+// TestLimitKeyRollouts: with -key-rollouts 1 a key's running chat completion is its live
+// rollout: its second request gets 429 quota_exceeded, another key's runs.
+func TestLimitKeyRollouts(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-key-rollouts", "1")
+	stop := longChat(t, base, "key-b")
+	defer stop()
+	for _, r := range []struct{ path, body string }{bodyRoutes[0], bodyRoutes[1]} {
+		if code, m := call(t, "POST", base+r.path, "key-b", r.body); code != 429 || errCode(m) != "quota_exceeded" {
+			t.Fatalf("key B's %s past its quota: %d %v", r.path, code, m)
+		}
+		if code, m := call(t, "POST", base+r.path, "key-a", r.body); code != 200 {
+			t.Fatalf("key A's %s: %d %v", r.path, code, m)
+		}
+	}
+}
+
+// TestLimitMaxRolloutBytes: -max-rollout-bytes refuses a create whose items are larger.
+func TestLimitMaxRolloutBytes(t *testing.T) {
+	base := limitServer(t, "-max-rollout-bytes", "64KiB")
+	b, _ := json.Marshal(map[string]any{"model": "sim", "input": strings.Repeat("x", 100<<10)})
+	if code, m := call(t, "POST", base+"/v1/responses", "", string(b)); code != 400 || errCode(m) != "rollout_too_large" {
+		t.Fatalf("a create over -max-rollout-bytes: %d %v", code, m)
+	}
+}
+
+// TestLimitStoredGetCounted: GET of a large stored response counts its encoding in
+// -max-memory while it is written: a client that does not read holds it, and a second GET is
+// refused 503 server_overloaded until the first connection is gone.
+func TestLimitStoredGetCounted(t *testing.T) {
+	base := limitServer(t, "-max-frame", "8MiB", "-max-memory", "40MiB", "-model-speed", "instant")
+	b, _ := json.Marshal(map[string]any{"model": "sim", "input": "x", "store": true, "instructions": strings.Repeat("i", 7<<20)})
+	code, m := call(t, "POST", base+"/v1/responses", "", string(b))
+	if code != 200 {
+		t.Fatalf("stored create: %d", code)
+	}
+	id := m["id"].(string)
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	fmt.Fprintf(c, "GET /v1/responses/%s HTTP/1.1\r\nHost: x\r\n\r\n", id) // never read
+	waitUntil(t, "the unread GET counted", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") >= 4*7<<20 })
+	if code, m := call(t, "GET", base+"/v1/responses/"+id, "", ""); code != 503 || errCode(m) != "server_overloaded" {
+		t.Fatalf("a second GET while the first is unread: %d %v", code, errCode(m))
+	}
+	c.Close()
+	waitUntil(t, "the GET's reservation released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
+	if code, _ := call(t, "GET", base+"/v1/responses/"+id, "", ""); code != 200 {
+		t.Fatalf("GET after the unread one ended: %d", code)
+	}
+}

@@ -383,17 +383,20 @@ func manyMessages(path string, size int) []byte {
 	return b.Bytes()
 }
 
-// attackBodies posts n concurrent bodies of about 32 MiB of tiny messages to path while a
-// victim makes small creates.
+// attackBodies posts bodies of about 32 MiB of tiny messages to path on n connections, again
+// and again for the hold time, while a victim makes small creates.
 func attackBodies(ctx context.Context, e *env, path string, n int) {
 	body := manyMessages(path, e.size(32*mib))
 	stop := victim(ctx, e)
 	defer stop()
+	end := time.Now().Add(e.hold)
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			o, _ := postTo(ctx, e.base, "", path, body)
-			e.count(o)
+			for first := true; first || time.Now().Before(end); first = false {
+				o, _ := postTo(ctx, e.base, "", path, body)
+				e.count(o)
+			}
 		})
 	}
 	wg.Wait()

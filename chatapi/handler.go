@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/store"
 )
 
 // Handler serves POST /v1/chat/completions from Slots' Model (see the package doc). MaxBody
@@ -17,13 +22,25 @@ import (
 type Handler struct {
 	Slots   *Slots
 	MaxBody int64
+	// ReadBody, if set, admits and reads each request body: the server's memory budget, its
+	// bound on bodies decoded at once and its read timeout (compat.HTTP.ReadBody, whose errors
+	// are answered as they are). The reservation is kept, shrunk to the request's items and
+	// settings, until the answer has been written. Nil reads the body with MaxBody as the
+	// only bound.
+	ReadBody func(http.ResponseWriter, *http.Request) ([]byte, *session.Reservation, error)
+	// Admission, if set, is the server-wide gate on sampling steps (-max-sampling) that each
+	// request's step passes, with the rollouts of the other routes.
+	Admission *session.Admission
+	// Logger receives the value and stack of a panicking backend. Nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // ServeHTTP implements http.Handler for POST /v1/chat/completions.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req, perr := h.decode(w, r)
-	if perr != nil {
-		WriteError(w, perr)
+	req, res, err := h.decode(w, r)
+	defer res.Release()
+	if err != nil {
+		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
 	instructions, items, err := ItemsFromMessages(req.Messages)
@@ -36,6 +53,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
+	res.Keep(session.ItemsBytes(items) + store.SettingsBytes(&settings.Instructions, settings.Tools, settings.ToolChoice.Raw, settings.TextFormat, settings.Metadata))
 	if err := sampler.CheckRequest(h.Slots.model, createParams(req, &settings, items)); err != nil {
 		WriteError(w, protocol.ErrorOf(err))
 		return
@@ -53,8 +71,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.run(w, r.Context(), s, req, &settings, items)
 }
 
-// decode reads and decodes the body.
-func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *protocol.Error) {
+// decode reads and decodes the body; the reservation (nil without ReadBody) is to be released
+// once the request has been answered.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *session.Reservation, error) {
+	body, res, err := h.read(w, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, perr := decodeRequest(body)
+	if perr != nil {
+		return nil, res, perr
+	}
+	return req, res, nil
+}
+
+// read reads the body through ReadBody, or with MaxBody as the only bound.
+func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, *session.Reservation, error) {
+	if h.ReadBody != nil {
+		return h.ReadBody(w, r)
+	}
 	limit := h.MaxBody
 	if limit <= 0 {
 		limit = 32 << 20
@@ -63,11 +98,16 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *pro
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
+			return nil, nil, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
 				"The request body is larger than this server's limit of %d bytes.", limit)
 		}
-		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v", err)
+		return nil, nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v", err)
 	}
+	return body, nil, nil
+}
+
+// decodeRequest decodes and checks a request body.
+func decodeRequest(body []byte) (*Request, *protocol.Error) {
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		var te *json.UnmarshalTypeError
@@ -110,9 +150,19 @@ func createParams(req *Request, s *sampler.Settings, items []protocol.Item) *pro
 
 // run samples one step on slot s and writes the answer.
 func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *Request, settings *sampler.Settings, items []protocol.Item) {
+	if err := h.Admission.Acquire(ctx); err != nil {
+		writeFailure(w, err)
+		return
+	}
+	defer h.Admission.Release()
 	reuse := req.CachePrompt == nil || *req.CachePrompt
-	step, err := s.prepare(ctx, h.Slots.model, settings, items, reuse)
+	var step *sampler.Step
+	err := guard(func() (err error) {
+		step, err = s.prepare(ctx, h.Slots.model, settings, items, reuse)
+		return err
+	})
 	if err != nil {
+		h.logPanic(err)
 		writeFailure(w, err)
 		return
 	}
@@ -123,9 +173,14 @@ func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *
 			a.used[items[i].CallID] = true
 		}
 	}
-	res, err := sample(ctx, s.ms, step, a)
+	var res sampler.StepResult
+	err = guard(func() (err error) {
+		res, err = s.ms.Sample(ctx, step, a)
+		return err
+	})
 	s.done(items, a.items, err == nil, h.Slots.maxBytes)
 	if err != nil {
+		h.logPanic(err)
 		if a.started {
 			_ = a.write(errorJSON(failure(err)))
 		} else if ctx.Err() == nil {
@@ -165,14 +220,28 @@ func (h *Handler) finish(a *answer, req *Request, finish string, u *Usage, t *Ti
 	_ = a.write([]byte("[DONE]"))
 }
 
-// sample runs the step; a panicking backend fails the request, not the server.
-func sample(ctx context.Context, ms sampler.ModelSession, step *sampler.Step, out sampler.Output) (res sampler.StepResult, err error) {
+// guard runs a call into the backend: a panic fails the request (a *sampler.PanicError with
+// the panic's value and stack), not the server.
+func guard(call func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &sampler.PanicError{Value: v}
+			err = &sampler.PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return ms.Sample(ctx, step, out)
+	return call()
+}
+
+// logPanic logs the value and stack of a panicking backend (err a *sampler.PanicError).
+func (h *Handler) logPanic(err error) {
+	var pe *sampler.PanicError
+	if !errors.As(err, &pe) {
+		return
+	}
+	log := h.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("chat completion: the model backend panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 }
 
 // failure is the API error for a failed step or slot wait: a *protocol.Error as it is, else a

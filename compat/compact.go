@@ -3,7 +3,6 @@ package compat
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -32,22 +31,13 @@ type CompactResource struct {
 // prompt_cache_key, plus what the Codex CLI sends (see compactOnly); any other create field is
 // unsupported_parameter.
 func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
-	max := h.MaxBody
-	if max <= 0 {
-		max = session.DefaultMaxFrame
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	switch {
-	case err != nil:
-		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "Could not read the request body: %v.", err))
-		return
-	case int64(len(body)) > max:
-		WriteError(w, protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
-			"The request body exceeds the limit of %d bytes.", max))
+	body, res, err := h.ReadBody(w, r)
+	if err != nil {
+		h.fail(w, err)
 		return
 	}
+	defer res.Release() // the body, its decoded window and the reply are held until written
 	p, perr := protocol.DecodeCreateParams(body)
-	err = nil
 	if perr != nil {
 		err = perr
 	}
@@ -61,12 +51,22 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 	if err == nil {
 		window, err = h.window(r.Context(), p, owner)
 	}
+	if err == nil && !res.Cover(session.DecodeCost(body)+compactCost(window)) {
+		err = session.OverloadedError("the server's memory budget is in use")
+	}
 	if err != nil {
 		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, &CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
 		CreatedAt: time.Now().Unix(), Output: []protocol.Item{h.Session.Compaction.Compact(window)}})
+}
+
+// compactCost is what a compaction of window holds besides its request: the window's items
+// (read from the store), the sealed item (a compressed, encrypted copy, base64-encoded) and
+// the reply's JSON, counted at session.DecodeFactor per byte of the items.
+func compactCost(window []protocol.Item) int64 {
+	return session.DecodeFactor * session.ItemsBytes(window)
 }
 
 // window returns the items a compaction stands for: instructions (as a system message), the

@@ -45,7 +45,7 @@ type HTTP struct {
 
 // Create serves POST /v1/responses for the key owner ("" when the server is open).
 func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
-	body, res, err := h.readBody(w, r)
+	body, res, err := h.ReadBody(w, r)
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -91,38 +91,57 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	}
 }
 
-// readBody admits and reads a POST body: request_body_too_large (413) for a Content-Length
-// over MaxBody before reading anything, server_overloaded (503) when the Budget is in use,
-// request_timeout (408) for a body not received within ReadTimeout. The returned
-// reservation (session.DecodeCost of the body) is to be released once it has been decoded.
-func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ *session.Reservation, _ error) {
+// ReadBody admits and reads a POST body, for every route that decodes one (POST
+// /v1/responses, /v1/responses/compact, /v1/chat/completions): request_body_too_large (413)
+// for a Content-Length over MaxBody before reading anything; request_timeout (408) when the
+// body's first byte does not come within ReadTimeout, or the rest of it within ReadTimeout of
+// the first byte; server_overloaded (503) when the Budget is in use. Nothing of the Budget is
+// held until the first byte of the body has come, so that requests that send their headers
+// and no body hold neither a decoding slot nor memory. The returned reservation
+// (session.DecodeCost of the body) is to be released once the body has been decoded.
+func (h *HTTP) ReadBody(w http.ResponseWriter, r *http.Request) (body []byte, _ *session.Reservation, _ error) {
 	max := h.MaxBody
 	if max <= 0 {
 		max = session.DefaultMaxFrame
 	}
 	if r.ContentLength > max {
+		w.Header().Set("Connection", "close") // the body is not read, not even to discard it
 		return nil, nil, bodyTooLarge(max)
-	}
-	size := r.ContentLength
-	if size < 0 {
-		size = max // unknown length (chunked): reserve the limit
-	}
-	res, perr := h.Budget.AdmitBody(size)
-	if perr != nil {
-		return nil, nil, perr
 	}
 	rc := http.NewResponseController(w)
 	if h.ReadTimeout > 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(h.ReadTimeout))
 	}
-	body, err := readAtMost(r.Body, r.ContentLength, max)
-	if h.ReadTimeout > 0 && !isTimeout(err) {
-		// A deadline left behind would cancel the request; after a timeout it stays, so that
-		// the server does not wait for the rest of the body either.
-		_ = rc.SetReadDeadline(time.Time{})
+	var first [1]byte
+	n, err := 0, error(nil)
+	if r.ContentLength != 0 {
+		n, err = io.ReadFull(r.Body, first[:])
+		if errors.Is(err, io.EOF) && r.ContentLength < 0 {
+			err = nil // an empty chunked body
+		}
+	}
+	var res *session.Reservation
+	if err == nil {
+		size := r.ContentLength
+		if size < 0 {
+			size = max // unknown length (chunked): reserve the limit
+		}
+		var aerr error
+		if res, aerr = h.Budget.AdmitBody(size); aerr != nil {
+			w.Header().Set("Connection", "close") // the rest of the body is not read
+			return nil, nil, aerr
+		}
+		if h.ReadTimeout > 0 {
+			_ = rc.SetReadDeadline(time.Now().Add(h.ReadTimeout)) // from the body's first byte
+		}
+		body, err = readAtMost(r.Body, first[:n], r.ContentLength, max)
+	}
+	if !isTimeout(err) {
+		h.clearReadDeadline(rc)
 	}
 	switch {
 	case isTimeout(err):
+		// The deadline stays, so that the server does not wait for the rest of the body either.
 		res.Release()
 		w.Header().Set("Connection", "close")
 		return nil, nil, protocol.Errorf(http.StatusRequestTimeout, protocol.CodeRequestTimeout, "",
@@ -140,15 +159,26 @@ func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) (body []byte, _ 
 	return body, res, nil
 }
 
-// readAtMost reads a body of Content-Length n (-1: unknown) and at most max+1 bytes. A known
-// length is read into a buffer of exactly that size, so a body in progress holds no more than
-// its length (growing by doubling would hold up to twice as much).
-func readAtMost(body io.Reader, n, max int64) ([]byte, error) {
+// clearReadDeadline removes the read deadline of ReadBody: one left behind would cancel the
+// request.
+func (h *HTTP) clearReadDeadline(rc *http.ResponseController) {
+	if h.ReadTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+}
+
+// readAtMost reads the rest of a body of Content-Length n (-1: unknown) whose first bytes
+// are read, and at most max+1 bytes in all. A known length is read into a buffer of exactly
+// that size, so a body in progress holds no more than its length (growing by doubling would
+// hold up to twice as much).
+func readAtMost(body io.Reader, read []byte, n, max int64) ([]byte, error) {
 	if n < 0 {
-		return io.ReadAll(io.LimitReader(body, max+1))
+		rest, err := io.ReadAll(io.LimitReader(body, max+1-int64(len(read))))
+		return append(read, rest...), err
 	}
 	buf := make([]byte, n)
-	if _, err := io.ReadFull(body, buf); err != nil {
+	copy(buf, read)
+	if _, err := io.ReadFull(body, buf[len(read):]); err != nil {
 		return nil, err
 	}
 	return buf, nil
@@ -257,7 +287,21 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 		storeError(w, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, &sr.Response)
+	h.writeCounted(w, &sr.Response, store.ResponseBytes(&sr.Response))
+}
+
+// writeCounted writes v (of about size bytes of text) as a 200 JSON answer while the Budget
+// counts its encoding (session.DecodeFactor per byte: the marshalled answer, as it grows, and
+// what the store decoded) until the write has ended, when the client has read it or the write
+// timeout has cut it; server_overloaded (503) when that does not fit.
+func (h *HTTP) writeCounted(w http.ResponseWriter, v any, size int64) {
+	n := session.DecodeFactor * size
+	if !h.Budget.TryReserve(n) {
+		WriteError(w, session.OverloadedError("the server's memory budget is in use"))
+		return
+	}
+	defer h.Budget.Release(n)
+	writeJSON(w, http.StatusOK, v)
 }
 
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
@@ -323,7 +367,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 	if n := len(list.Data); n > 0 {
 		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
 	}
-	writeJSON(w, http.StatusOK, list)
+	h.writeCounted(w, list, store.ItemsBytes(list.Data))
 }
 
 // WriteError writes the HTTP error body {"error":{"message","type","param","code"}} with the

@@ -68,3 +68,11 @@ func (a *Admission) release() {
 	a.Running.Add(-1)
 	a.sem.Release(1)
 }
+
+// Acquire waits for an admission or for ctx to end (then it returns ctx.Err()), for a
+// sampling step that does not run on a rollout of this package (POST /v1/chat/completions).
+// Release it with Release. A nil *Admission admits at once.
+func (a *Admission) Acquire(ctx context.Context) error { return a.acquire(ctx) }
+
+// Release gives back an admission of Acquire.
+func (a *Admission) Release() { a.release() }

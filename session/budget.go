@@ -137,9 +137,25 @@ func (r *Reservation) Cover(n int64) bool {
 	return true
 }
 
-// Release returns what r holds. Idempotent.
+// Keep is for a body that has been decoded: it gives back the decoding slot and shrinks the
+// reservation to at most n bytes (what the decoded request still holds, until Release).
+func (r *Reservation) Keep(n int64) {
+	if r == nil || r.b == nil {
+		return
+	}
+	if r.slot {
+		r.b.requests.Release(1)
+		r.slot = false
+	}
+	if n = max(n, 0); n < r.bytes {
+		r.b.Release(r.bytes - n)
+		r.bytes = n
+	}
+}
+
+// Release returns what r holds. Idempotent; a nil *Reservation holds nothing.
 func (r *Reservation) Release() {
-	if r.b == nil {
+	if r == nil || r.b == nil {
 		return
 	}
 	r.b.Release(r.bytes)

@@ -60,11 +60,28 @@ func NewMemory(maxCount int, maxBytes int64) *Memory {
 		keys: make(map[string]*keyUsage)}
 }
 
+// KeyQuotas is implemented by a store that can bound what each quota key (Response.Quota)
+// holds, as Memory does; the server applies -key-store-responses and -key-store-bytes to a
+// store that implements it, whoever opened the store.
+type KeyQuotas interface {
+	// Bounds returns the store's own bounds: responses and bytes (Size).
+	Bounds() (responses int, bytes int64)
+	// SetKeyQuota sets the per-key quotas: responses and bytes (Size) one quota key may
+	// hold; 0 means no quota. It is called before the store is used.
+	SetKeyQuota(responses int, bytes int64)
+}
+
+// Bounds returns the store's bounds: responses and bytes (Size).
+func (s *Memory) Bounds() (responses int, bytes int64) { return s.maxCount, s.maxBytes }
+
 // SetKeyQuota sets the per-key quotas: responses and bytes (Size) one quota key
 // (Response.Quota) may hold; 0 means no quota. Call it before use.
 func (s *Memory) SetKeyQuota(count int, bytes int64) {
 	s.keyCount, s.keyBytes = count, bytes
 }
+
+// KeyQuota returns the per-key quotas SetKeyQuota set: responses and bytes (0: none).
+func (s *Memory) KeyQuota() (responses int, bytes int64) { return s.keyCount, s.keyBytes }
 
 // Evictions reports how many responses were evicted over their key's quota (key) and over
 // the store's bounds (global).

@@ -73,15 +73,16 @@ type serveConfig struct {
 	maxDecoding       int
 	keyRollouts       int
 	keyConns          int
-	keyStored         int
-	keyStoredBytes    byteSize
+	keyStored         storeQuota
+	keyStoredBytes    storeQuota
 	ui                bool
 	uiRaceTimeout     time.Duration
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
 	c := &serveConfig{maxFrame: 32 << 20, cacheBytes: 64 << 20, storeBytes: 256 << 20, maxRollout: 64 << 20,
-		maxMemory: byteSize(server.DefaultMaxMemory()), keyStoredBytes: server.DefaultKeyStoredBytes}
+		maxMemory: byteSize(server.DefaultMaxMemory())}
+	c.keyStoredBytes.bytes = true
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
 	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
@@ -129,8 +130,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Var(&c.maxMemory, "max-memory", "server-wide bytes of frames and POST bodies being read and decoded (4 per received byte) plus items and settings held by rollouts (over it: 503 server_overloaded; default: an eighth of the machine's or cgroup's memory; 0 = no bound)")
 	fs.IntVar(&c.keyRollouts, "key-rollouts", server.DefaultKeyRollouts, "live rollouts per API key (per client address on an open server; over it: 429 quota_exceeded; 0 = no quota)")
 	fs.IntVar(&c.keyConns, "key-connections", server.DefaultKeyConnections, "WebSocket connections per API key or client address (over it: 429 quota_exceeded; 0 = no quota)")
-	fs.IntVar(&c.keyStored, "key-store-responses", server.DefaultKeyStoredResponses, "stored responses per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
-	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; 0 = no quota)")
+	fs.Var(&c.keyStored, "key-store-responses", "stored responses per API key or client address (over it the key's own oldest are evicted; default: a quarter of -store-responses; 0 = no quota)")
+	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; default: a quarter of -store-bytes; 0 = no quota)")
 	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
 	fs.BoolVar(&c.ui, "ui", false, "serve the live demo page at /ui/ (a race of the four transports, and the live connections)")
 	fs.DurationVar(&c.uiRaceTimeout, "ui-race-timeout", ui.DefaultRaceTimeout, "longest race of the -ui page")
@@ -149,6 +150,53 @@ var serveGroups = []flagGroup{
 		"read-timeout", "idle-timeout", "cache-responses", "cache-bytes", "store-responses", "store-bytes", "store-ttl",
 		"store-timeout", "compaction-key-file", "websocket", "slots"}},
 	{"Logs, profiling and the demo page", []string{"log-level", "log-format", "pprof", "ui", "ui-race-timeout"}},
+}
+
+// storeQuota is the value of -key-store-responses (a count) or -key-store-bytes (a size, when
+// bytes): unset means a quarter of the store's bound, so that the quota follows
+// -store-responses and -store-bytes; 0 means no quota.
+type storeQuota struct {
+	n     int64
+	set   bool
+	bytes bool
+}
+
+func (q *storeQuota) String() string {
+	switch {
+	case !q.set:
+		return "" // the default depends on the store's bound; the usage text tells it
+	case q.bytes:
+		return formatBytes(q.n)
+	}
+	return strconv.FormatInt(q.n, 10)
+}
+
+// Set parses a count, or a size for bytes (parseBytes).
+func (q *storeQuota) Set(s string) error {
+	var n int64
+	var err error
+	if q.bytes {
+		n, err = parseBytes(s)
+	} else if n, err = strconv.ParseInt(strings.TrimSpace(s), 10, 64); err != nil || n < 0 || n > 1<<31 {
+		err = fmt.Errorf("invalid count %q: want a whole number from 0 (no quota) up", s)
+	}
+	if err != nil {
+		return err
+	}
+	q.n, q.set = n, true
+	return nil
+}
+
+// option is the server.Options value: 0 (a quarter of the store's bound) when unset, negative
+// (no quota) for 0.
+func (q *storeQuota) option() int64 {
+	switch {
+	case !q.set:
+		return 0
+	case q.n == 0:
+		return -1
+	}
+	return q.n
 }
 
 // orNone maps a flag's 0 ("none") to the Options' negative "none".
@@ -298,8 +346,8 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		MaxDecoding:        orNoBound(cfg.maxDecoding),
 		KeyRollouts:        orNoBound(cfg.keyRollouts),
 		KeyConnections:     orNoBound(cfg.keyConns),
-		KeyStoredResponses: orNoBound(cfg.keyStored),
-		KeyStoredBytes:     int64(orNoBound(int(cfg.keyStoredBytes))),
+		KeyStoredResponses: int(cfg.keyStored.option()),
+		KeyStoredBytes:     cfg.keyStoredBytes.option(),
 	}, nil
 }
 

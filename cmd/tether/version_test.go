@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -49,14 +48,4 @@ func TestVersionBinary(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Contains(stderr.String(), "tether: ") {
 		t.Fatalf("tether without arguments: %v\n%s", err, stderr.String())
 	}
-}
-
-// buildTether builds ./cmd/tether into a temporary folder and returns the binary's path.
-func buildTether(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tether")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }

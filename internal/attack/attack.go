@@ -33,7 +33,8 @@ type Config struct {
 }
 
 // Names are the attacks, in the order Run runs them.
-var Names = []string{"tools", "store", "decode", "idle-ws", "stalled", "keepalive", "starve"}
+var Names = []string{"tools", "store", "decode", "idle-ws", "stalled", "keepalive", "starve",
+	"chat-body", "compact-body", "header-only", "get-unread"}
 
 // Result is one attack's outcome.
 type Result struct {
@@ -114,6 +115,7 @@ func (e *env) count(outcome string) {
 var attacks = map[string]func(context.Context, *env){
 	"tools": attackTools, "store": attackStore, "decode": attackDecode, "idle-ws": attackIdleWS,
 	"stalled": attackStalled, "keepalive": attackKeepAlive, "starve": attackStarve,
+	"chat-body": attackChatBody, "compact-body": attackCompactBody, "header-only": attackHeaderOnly, "get-unread": attackGetUnread,
 }
 
 func runOne(ctx context.Context, cfg Config, name string, fn func(context.Context, *env)) (Result, error) {

@@ -80,7 +80,12 @@ var client = &http.Client{Timeout: 2 * time.Minute}
 
 // post sends body to POST /v1/responses and names the outcome ("200", "503 server_overloaded").
 func post(ctx context.Context, base, key string, body []byte) (string, map[string]any) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/responses", bytes.NewReader(body))
+	return postTo(ctx, base, key, "/v1/responses", body)
+}
+
+// postTo sends body to POST path and names the outcome.
+func postTo(ctx context.Context, base, key, path string, body []byte) (string, map[string]any) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -337,4 +342,132 @@ func attackStarve(ctx context.Context, e *env) {
 	for _, c := range conns {
 		_ = c.CloseNow()
 	}
+}
+
+// victim makes small creates one after another until stop is called, and counts their
+// outcomes as "victim …": a client with normal requests during an attack.
+func victim(ctx context.Context, e *env) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			o, _ := post(ctx, e.base, "", []byte(`{"model":"sim","input":"hi"}`))
+			if ctx.Err() == nil {
+				e.count("victim " + o)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// manyMessages is a body for path of about size bytes of tiny messages (chat) or items.
+func manyMessages(path string, size int) []byte {
+	var b bytes.Buffer
+	if path == "/v1/chat/completions" {
+		b.WriteString(`{"model":"sim","messages":[`)
+	} else {
+		b.WriteString(`{"model":"sim","input":[`)
+	}
+	for i := 0; b.Len() < size-64; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"role":"user","content":"x"}`)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// attackBodies posts bodies of about 32 MiB of tiny messages to path on n connections, again
+// and again for the hold time, while a victim makes small creates.
+func attackBodies(ctx context.Context, e *env, path string, n int) {
+	body := manyMessages(path, e.size(32*mib))
+	stop := victim(ctx, e)
+	defer stop()
+	end := time.Now().Add(e.hold)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for first := true; first || time.Now().Before(end); first = false {
+				o, _ := postTo(ctx, e.base, "", path, body)
+				e.count(o)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func attackChatBody(ctx context.Context, e *env) {
+	attackBodies(ctx, e, "/v1/chat/completions", max(e.n(12), 3))
+}
+
+func attackCompactBody(ctx context.Context, e *env) {
+	attackBodies(ctx, e, "/v1/responses/compact", max(e.n(24), 6))
+}
+
+// attackHeaderOnly opens POSTs that send their headers (Content-Length: 100) and no body, and
+// holds them while a victim makes small creates.
+func attackHeaderOnly(ctx context.Context, e *env) {
+	var conns []net.Conn
+	for range e.n(280) {
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			e.count("dial failed")
+			continue
+		}
+		conns = append(conns, c)
+		fmt.Fprint(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+	}
+	stop := victim(ctx, e)
+	time.Sleep(e.hold)
+	stop()
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		switch {
+		case err == nil:
+			e.count(fmt.Sprintf("header-only answered %d", resp.StatusCode))
+		case isTimeout(err):
+			e.count("header-only still open")
+		default:
+			e.count("header-only closed")
+		}
+		_ = c.Close()
+	}
+}
+
+// attackGetUnread stores one response with a 24 MiB tool description, then GETs it on many
+// connections that never read, while a victim makes small creates.
+func attackGetUnread(ctx context.Context, e *env) {
+	o, r := post(ctx, e.base, "", toolCreate(e.size(24*mib), false))
+	if o != "200" {
+		e.note = "the stored create: " + o
+		return
+	}
+	id, _ := r["id"].(string)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	stop := victim(ctx, e)
+	defer stop()
+	for range e.n(60) {
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			e.count("dial failed")
+			continue
+		}
+		_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /v1/responses/%s HTTP/1.1\r\nHost: x\r\n\r\n", id)
+		e.count("unread GET sent")
+	}
+	time.Sleep(e.hold)
 }

@@ -1,4 +1,4 @@
-// Package attack runs resource attacks against `tether serve` child
+// Package attack runs the resource attacks against `tether serve` child
 // processes and reports, per attack, the server's peak resident memory (VmHWM), the latency
 // of GET /healthz during the attack, and what the server answered or refused. Each attack
 // gets a fresh server so that its peak is its own. `tether attack` is its command.
@@ -12,4 +12,11 @@
 //	stalled     141 POSTs with Content-Length 32 MiB that stall 1,000 bytes before the end
 //	keepalive   20,000 keep-alive connections idle after one GET /healthz
 //	starve      key B: 10,000 tiny stored POSTs; then key A's stored response is looked up
+//	chat-body   32 MiB POST /v1/chat/completions bodies of tiny messages on 12 connections, repeated
+//	compact-body 32 MiB POST /v1/responses/compact bodies of tiny items on 24 connections, repeated
+//	header-only 280 POSTs that send headers (Content-Length: 100) and no body, held
+//	get-unread  one stored response with a 24 MiB tool, then 60 GETs of it never read
+//
+// The last four run a victim (small creates, one after another) during the attack; its
+// outcomes are counted as "victim …".
 package attack

@@ -53,7 +53,8 @@ func positive(d, def time.Duration) time.Duration {
 }
 
 // guard serves one request: a connection of the healthz reserve serves only /healthz; every
-// answer that is not a WebSocket gets a write deadline (WriteTimeout from its first byte);
+// answer that is not a WebSocket gets a write deadline (WriteTimeout from each write, so that
+// a long stream whose client reads lives on, and one whose client stops reading is cut);
 // rejections are logged and counted by the access log around it (serveLogged).
 func (s *Server) guard(w http.ResponseWriter, r *http.Request) {
 	if overflowConn(r) {
@@ -76,9 +77,10 @@ func (s *Server) writeTimeout() time.Duration {
 	return positive(s.opts.WriteTimeout, session.DefaultWriteTimeout)
 }
 
-// deadlineWriter sets the connection's write deadline when the answer starts, so that a
-// client that does not read cannot hold the handler (and what it holds) for ever; an SSE
-// stream renews it per event. It records the status for the log.
+// deadlineWriter sets the connection's write deadline when the answer starts and renews it at
+// each write, so that a client that does not read cannot hold the handler (and what it holds)
+// for ever, while a long stream (SSE of /v1/responses or /v1/chat/completions) that its
+// client reads is never cut. It records the status for the log.
 type deadlineWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
@@ -99,6 +101,8 @@ func (d *deadlineWriter) WriteHeader(status int) {
 func (d *deadlineWriter) Write(b []byte) (int, error) {
 	if d.status == 0 {
 		d.WriteHeader(http.StatusOK)
+	} else if d.timeout > 0 {
+		_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
 	}
 	return d.ResponseWriter.Write(b)
 }

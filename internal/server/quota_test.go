@@ -133,7 +133,7 @@ func TestKeyStoreQuota(t *testing.T) {
 
 // A refused GET by B of A's id does not change A's eviction order.
 func TestNonOwnerLookupTouchesNothing(t *testing.T) {
-	_, url := testServer(t, Options{Keys: NewKeys("key-a", "key-b"), StoreResponses: 3})
+	_, url := testServer(t, Options{Keys: NewKeys("key-a", "key-b"), StoreResponses: 3, KeyStoredResponses: -1})
 	var ids []string
 	for range 3 {
 		_, r := post(t, url, "key-a", map[string]any{"model": "sim", "input": "x"})

@@ -118,10 +118,13 @@ type Options struct {
 
 	// Per-key quotas (per API key; per client IP address when no keys are configured):
 	// KeyRollouts bounds live rollouts (queued, sampling or suspended) and KeyConnections open
-	// WebSocket connections, both answered quota_exceeded (429); KeyStoredResponses and
-	// KeyStoredBytes bound what a key keeps in the in-memory store: over them the key's own
-	// least recently used responses are evicted, never another key's. 0 means the Default…
-	// value, negative no quota.
+	// WebSocket connections, both answered quota_exceeded (429); 0 means the Default… value,
+	// negative no quota. KeyStoredResponses and KeyStoredBytes bound what a key keeps in a
+	// store that supports per-key quotas (store.KeyQuotas: the in-memory store, whether the
+	// server made it or it is Options.Store): over them the key's own least recently used
+	// responses are evicted, never another key's. 0 means a quarter of the store's bound
+	// (DefaultKeyStoredResponses and DefaultKeyStoredBytes of the default store), negative no
+	// quota.
 	KeyRollouts        int
 	KeyConnections     int
 	KeyStoredResponses int
@@ -137,9 +140,13 @@ const (
 	DefaultMaxDecoding        = 64
 	DefaultKeyRollouts        = 1000
 	DefaultKeyConnections     = 256
-	DefaultKeyStoredResponses = 2500
-	DefaultKeyStoredBytes     = 64 << 20
+	DefaultKeyStoredResponses = store.DefaultResponses / KeyStoreShare
+	DefaultKeyStoredBytes     = store.DefaultBytes / KeyStoreShare
 )
+
+// KeyStoreShare is what a key's default store quota is a fraction of: a key may keep
+// 1/KeyStoreShare of the store's responses and bytes unless Options say otherwise.
+const KeyStoreShare = 4
 
 // orDefault returns n, def when n is 0, and 0 (none) when n is negative.
 func orDefault[T int | int64](n, def T) T {
@@ -192,9 +199,11 @@ func New(opts Options) *Server {
 		opts.MaxFrame = session.DefaultMaxFrame
 	}
 	if opts.Store == nil {
-		ms := store.NewMemory(opts.StoreResponses, opts.StoreBytes)
-		ms.SetKeyQuota(orDefault(opts.KeyStoredResponses, DefaultKeyStoredResponses), orDefault(opts.KeyStoredBytes, DefaultKeyStoredBytes))
-		opts.Store = ms
+		opts.Store = store.NewMemory(opts.StoreResponses, opts.StoreBytes)
+	}
+	if q, ok := opts.Store.(store.KeyQuotas); ok {
+		count, bytes := q.Bounds()
+		q.SetKeyQuota(orDefault(opts.KeyStoredResponses, max(count/KeyStoreShare, 1)), orDefault(opts.KeyStoredBytes, max(bytes/KeyStoreShare, 1)))
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]connMeta), adm: session.NewAdmission(opts.MaxSampling),
 		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
@@ -219,7 +228,7 @@ func New(opts Options) *Server {
 	if idle == 0 {
 		idle = session.DefaultSuspendTimeout
 	}
-	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame,
+	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame, ReadBody: s.http.ReadBody, Admission: s.adm, Logger: opts.Logger,
 		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, max(idle, 0))}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -229,14 +238,14 @@ func New(opts Options) *Server {
 	metrics := s.metricsHandler()
 	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
-	s.mux.HandleFunc("/v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) {
+	s.mux.HandleFunc("/v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
 			s.fail(w, protocol.Errorf(http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed, "",
 				"%s /v1/chat/completions is not supported: POST a Chat Completions request.", r.Method))
 			return
 		}
-		s.chat.ServeHTTP(w, r)
+		s.chatCompletion(w, r, owner)
 	}))
 	s.mux.HandleFunc("GET /slots", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { s.chat.ServeSlots(w, r) }))
 	s.mux.HandleFunc("POST /v1/responses/compact", s.auth(s.http.Compact))
@@ -468,6 +477,19 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	}
 	_ = ws.CloseNow()
 	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
+}
+
+// chatCompletion serves POST /v1/chat/completions: a request is a live rollout of its key
+// while it runs (KeyRollouts: quota_exceeded, 429), reads its body under the memory budget, the
+// decoding bound and the read timeout, and samples under -max-sampling (chatapi.Handler).
+func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request, owner string) {
+	quota := session.QuotaKey(owner, r.RemoteAddr)
+	if err := s.keyRoll.Acquire(quota); err != nil {
+		s.fail(w, protocol.ErrorOf(err))
+		return
+	}
+	defer s.keyRoll.Release(quota)
+	s.chat.ServeHTTP(w, r)
 }
 
 // closeReason describes why a connection's read loop ended, for the log.

@@ -1,0 +1,460 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests of this file run the built binary with small limits and show each limit acting
+// over real sockets.
+
+// limitServer starts the built binary with args and keeps its log drained; it returns the
+// base URL.
+func limitServer(t *testing.T, args ...string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	p := startServe(t, buildTether(t), args...)
+	go func() {
+		for range p.lines { // ends when the process's stderr closes (the test's cleanup)
+		}
+	}()
+	return "http://" + p.addr
+}
+
+// keysFile writes API keys, one per line, and returns the file's path.
+func keysFile(t *testing.T, keys ...string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(f, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// call sends one request with key ("" for none) and returns the status and the decoded JSON
+// body (nil when it is not JSON).
+func call(t *testing.T, method, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+// errCode is the error code of an error body.
+func errCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+// storeOne creates a stored response for key with input text and returns its id.
+func storeOne(t *testing.T, base, key, text string) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"model": "sim", "input": text, "store": true})
+	code, m := call(t, "POST", base+"/v1/responses", key, string(b))
+	if code != 200 || m["status"] != "completed" {
+		t.Fatalf("stored create: %d %v", code, m)
+	}
+	return m["id"].(string)
+}
+
+// stored reports which of ids key can still GET (true) or get 404 for (false).
+func stored(t *testing.T, base, key string, ids []string) []bool {
+	t.Helper()
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		code, m := call(t, "GET", base+"/v1/responses/"+id, key, "")
+		switch {
+		case code == 200:
+			out[i] = true
+		case code != 404 || errCode(m) != "response_not_found":
+			t.Fatalf("GET %s: %d %v", id, code, m)
+		}
+	}
+	return out
+}
+
+// metric reads one sample of /metrics: the first line that starts with series (a name with
+// its labels, e.g. `tether_limit_rejections_total{limit="memory_budget"}`).
+func metric(t *testing.T, base, key, series string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("/metrics %s: %v", series, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", series)
+	return 0
+}
+
+// waitUntil polls cond (a state of the server) until it holds, for at most a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLimitKeyStoreResponses: with -key-store-responses 3, key B's ten stored responses evict
+// only B's own oldest; key A's response survives.
+func TestLimitKeyStoreResponses(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-responses", "3")
+	a := storeOne(t, base, "key-a", "a")
+	var b []string
+	for i := range 10 {
+		b = append(b, storeOne(t, base, "key-b", fmt.Sprint("b", i)))
+	}
+	if got := stored(t, base, "key-a", []string{a}); !got[0] {
+		t.Fatal("key A's response was evicted by key B's")
+	}
+	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false false false false true true true]" {
+		t.Fatalf("key B's responses kept: %s, want its last 3", got)
+	}
+	if n := metric(t, base, "key-a", `tether_store_evictions_total{reason="key_quota"}`); n != 7 {
+		t.Fatalf("key_quota evictions %v, want 7", n)
+	}
+}
+
+// TestLimitKeyStoreBytes: with -key-store-bytes 100KiB, key B's 40 KiB responses evict B's
+// own oldest once B holds more than 100 KiB; key A's response survives.
+func TestLimitKeyStoreBytes(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-bytes", "100KiB")
+	a := storeOne(t, base, "key-a", "a")
+	var b []string
+	for i := range 6 {
+		b = append(b, storeOne(t, base, "key-b", fmt.Sprint(i)+strings.Repeat("x", 40<<10)))
+	}
+	if got := stored(t, base, "key-a", []string{a}); !got[0] {
+		t.Fatal("key A's response was evicted by key B's")
+	}
+	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false true true]" {
+		t.Fatalf("key B's responses kept: %s, want its last 2 (2 × 40 KiB of answer and input fit in 100 KiB)", got)
+	}
+}
+
+// TestLimitStoreResponsesShare: a key's default share follows the store: with
+// -store-responses 8 a key keeps 2 (a quarter), so key B's five responses do not evict key
+// A's.
+func TestLimitStoreResponsesShare(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-store-responses", "8")
+	a := storeOne(t, base, "key-a", "a")
+	var b []string
+	for i := range 5 {
+		b = append(b, storeOne(t, base, "key-b", fmt.Sprint("b", i)))
+	}
+	if got := stored(t, base, "key-a", []string{a}); !got[0] {
+		t.Fatal("key A's response was evicted")
+	}
+	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false true true]" {
+		t.Fatalf("key B's responses kept: %s, want its last 2 (a quarter of -store-responses 8)", got)
+	}
+}
+
+// TestLimitStoreFull: a full memory store still answers every store:true create with a
+// completed response (200) and evicts the least recently used; the evicted ids get 404.
+func TestLimitStoreFull(t *testing.T) {
+	base := limitServer(t, "-store-responses", "4", "-key-store-responses", "0")
+	var ids []string
+	for i := range 7 {
+		ids = append(ids, storeOne(t, base, "", fmt.Sprint("r", i)))
+	}
+	if got := fmt.Sprint(stored(t, base, "", ids)); got != "[false false false true true true true]" {
+		t.Fatalf("kept: %s, want the last 4", got)
+	}
+	if n := metric(t, base, "", `tether_store_evictions_total{reason="store_bound"}`); n != 3 {
+		t.Fatalf("store_bound evictions %v, want 3", n)
+	}
+}
+
+// rawPost opens a connection and sends a POST's headers (Content-Length n) and the first
+// part of its body; the caller sends the rest or closes it.
+func rawPost(t *testing.T, base, path string, n int, part string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, n, part); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readStatus reads the status code of the answer on c.
+func readStatus(t *testing.T, c net.Conn) (int, string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestLimitWriteTimeoutLongStream: -write-timeout bounds one write, not a whole answer: a
+// streamed chat completion that takes three times the timeout reaches its finish chunk and
+// [DONE], as a /v1/responses SSE stream reaches response.completed.
+func TestLimitWriteTimeoutLongStream(t *testing.T) {
+	base := limitServer(t, "-write-timeout", "1s", "-model-speed", "65")
+	for _, c := range []struct{ path, body, last string }{
+		{"/v1/chat/completions", `{"model":"sim","stream":true,"messages":[{"role":"user","content":"long"}],"metadata":{"sim.answer_tokens":"200"}}`, "data: [DONE]"},
+		{"/v1/responses", `{"model":"sim","stream":true,"input":"long","metadata":{"sim.answer_tokens":"200"}}`, "event: response.completed"},
+	} {
+		start := time.Now()
+		resp, err := http.Post(base+c.path, "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if err != nil || resp.StatusCode != 200 || !strings.Contains(string(b), c.last) {
+			t.Fatalf("%s after %s: %d %v, no %q at the end:\n…%s", c.path, took, resp.StatusCode, err, c.last, b[max(0, len(b)-300):])
+		}
+		if took < 2*time.Second {
+			t.Fatalf("%s took %s: the stream should outlast the write timeout twice", c.path, took)
+		}
+		if c.path == "/v1/chat/completions" && !strings.Contains(string(b), `"finish_reason":"stop"`) {
+			t.Fatalf("chat stream without its finish chunk")
+		}
+	}
+}
+
+// The routes that read a body, each with a valid small body.
+var bodyRoutes = []struct{ path, body string }{
+	{"/v1/responses", `{"model":"sim","input":"hi"}`},
+	{"/v1/chat/completions", `{"model":"sim","messages":[{"role":"user","content":"hi"}]}`},
+	{"/v1/responses/compact", `{"model":"sim","input":"hi"}`},
+}
+
+// TestLimitMaxFrame: -max-frame bounds the body of every route that reads one (413 from the
+// Content-Length, before the body is read).
+func TestLimitMaxFrame(t *testing.T) {
+	base := limitServer(t, "-max-frame", "64KiB")
+	for _, r := range bodyRoutes {
+		c := rawPost(t, base, r.path, 100<<10, "")
+		if code, body := readStatus(t, c); code != 413 || !strings.Contains(body, "request_body_too_large") {
+			t.Fatalf("%s over -max-frame: %d %s", r.path, code, body)
+		}
+		if code, m := call(t, "POST", base+r.path, "", r.body); code != 200 {
+			t.Fatalf("%s within -max-frame: %d %v", r.path, code, m)
+		}
+	}
+}
+
+// TestLimitMaxMemory: a body in progress on any route holds 4 × its Content-Length of
+// -max-memory, so that another request is refused 503 server_overloaded until it is gone.
+func TestLimitMaxMemory(t *testing.T) {
+	base := limitServer(t, "-max-frame", "1MiB", "-max-memory", "4MiB")
+	for _, r := range bodyRoutes {
+		stalled := rawPost(t, base, r.path, 1<<20, `{"model":"sim",`)
+		waitUntil(t, r.path+" holding the budget", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") >= 4<<20 })
+		for _, v := range bodyRoutes {
+			if code, m := call(t, "POST", base+v.path, "", v.body); code != 503 || errCode(m) != "server_overloaded" {
+				t.Fatalf("%s while %s holds the budget: %d %v", v.path, r.path, code, m)
+			}
+		}
+		stalled.Close()
+		waitUntil(t, "the budget released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
+		for _, v := range bodyRoutes {
+			if code, m := call(t, "POST", base+v.path, "", v.body); code != 200 {
+				t.Fatalf("%s after the budget was released: %d %v", v.path, code, m)
+			}
+		}
+	}
+}
+
+// TestLimitMaxDecoding: with -max-decoding 1 a body in progress on any route holds the one
+// decoding slot (503 for the others); POSTs that sent only their headers hold nothing.
+func TestLimitMaxDecoding(t *testing.T) {
+	base := limitServer(t, "-max-decoding", "1")
+	for range 5 {
+		rawPost(t, base, "/v1/chat/completions", 100, "") // headers only: no slot taken
+	}
+	for _, r := range bodyRoutes {
+		stalled := rawPost(t, base, r.path, 1000, `{"model":"sim",`)
+		waitUntil(t, r.path+" holding the slot", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") > 0 })
+		for _, v := range bodyRoutes {
+			if code, m := call(t, "POST", base+v.path, "", v.body); code != 503 || errCode(m) != "server_overloaded" {
+				t.Fatalf("%s while %s is being read: %d %v", v.path, r.path, code, m)
+			}
+		}
+		stalled.Close()
+		waitUntil(t, "the slot released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
+		for _, v := range bodyRoutes {
+			if code, m := call(t, "POST", base+v.path, "", v.body); code != 200 {
+				t.Fatalf("%s after the slot was released: %d %v", v.path, code, m)
+			}
+		}
+	}
+}
+
+// TestLimitReadTimeout: -read-timeout bounds the wait for a body's first byte and the
+// reading of the rest, on every route that reads one: 408 request_timeout.
+func TestLimitReadTimeout(t *testing.T) {
+	base := limitServer(t, "-read-timeout", "1s")
+	for _, r := range bodyRoutes {
+		for _, part := range []string{"", `{"model":"sim",`} {
+			start := time.Now()
+			c := rawPost(t, base, r.path, 1000, part)
+			if code, body := readStatus(t, c); code != 408 || !strings.Contains(body, "request_timeout") {
+				t.Fatalf("%s with %q of its body: %d %s", r.path, part, code, body)
+			}
+			if d := time.Since(start); d < time.Second {
+				t.Fatalf("%s answered 408 after %s, before -read-timeout", r.path, d)
+			}
+		}
+	}
+}
+
+// longChat starts a streamed chat completion for key that samples for a long time, and
+// returns once its first delta has come; the returned function ends it.
+func longChat(t *testing.T, base, key string) (stop func()) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(
+		`{"model":"sim","stream":true,"messages":[{"role":"user","content":"long"}],"metadata":{"sim.answer_tokens":"100000","sim.speed":"65"}}`))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("long chat: %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.Contains(sc.Text(), `"content"`) {
+	}
+	return func() { resp.Body.Close() }
+}
+
+// TestLimitMaxSampling: with -max-sampling 1 a chat completion waits while a rollout samples
+// (tether_sampling_waiting), and runs once it ends.
+func TestLimitMaxSampling(t *testing.T) {
+	base := limitServer(t, "-max-sampling", "1")
+	stop := longChat(t, base, "")
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(bodyRoutes[1].body))
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	waitUntil(t, "the second chat waiting", func() bool { return metric(t, base, "", "tether_sampling_waiting") == 1 })
+	select {
+	case code := <-done:
+		t.Fatalf("the second chat ran past -max-sampling 1: %d", code)
+	default:
+	}
+	stop()
+	if code := <-done; code != 200 {
+		t.Fatalf("the second chat after the first ended: %d", code)
+	}
+}
+
+// TestLimitKeyRollouts: with -key-rollouts 1 a key's running chat completion is its live
+// rollout: its second request gets 429 quota_exceeded, another key's runs.
+func TestLimitKeyRollouts(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-key-rollouts", "1")
+	stop := longChat(t, base, "key-b")
+	defer stop()
+	for _, r := range []struct{ path, body string }{bodyRoutes[0], bodyRoutes[1]} {
+		if code, m := call(t, "POST", base+r.path, "key-b", r.body); code != 429 || errCode(m) != "quota_exceeded" {
+			t.Fatalf("key B's %s past its quota: %d %v", r.path, code, m)
+		}
+		if code, m := call(t, "POST", base+r.path, "key-a", r.body); code != 200 {
+			t.Fatalf("key A's %s: %d %v", r.path, code, m)
+		}
+	}
+}
+
+// TestLimitMaxRolloutBytes: -max-rollout-bytes refuses a create whose items are larger.
+func TestLimitMaxRolloutBytes(t *testing.T) {
+	base := limitServer(t, "-max-rollout-bytes", "64KiB")
+	b, _ := json.Marshal(map[string]any{"model": "sim", "input": strings.Repeat("x", 100<<10)})
+	if code, m := call(t, "POST", base+"/v1/responses", "", string(b)); code != 400 || errCode(m) != "rollout_too_large" {
+		t.Fatalf("a create over -max-rollout-bytes: %d %v", code, m)
+	}
+}
+
+// TestLimitStoredGetCounted: GET of a large stored response counts its encoding in
+// -max-memory while it is written: a client that does not read holds it, and a second GET is
+// refused 503 server_overloaded until the first connection is gone.
+func TestLimitStoredGetCounted(t *testing.T) {
+	base := limitServer(t, "-max-frame", "8MiB", "-max-memory", "40MiB", "-model-speed", "instant")
+	b, _ := json.Marshal(map[string]any{"model": "sim", "input": "x", "store": true, "instructions": strings.Repeat("i", 7<<20)})
+	code, m := call(t, "POST", base+"/v1/responses", "", string(b))
+	if code != 200 {
+		t.Fatalf("stored create: %d", code)
+	}
+	id := m["id"].(string)
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	fmt.Fprintf(c, "GET /v1/responses/%s HTTP/1.1\r\nHost: x\r\n\r\n", id) // never read
+	waitUntil(t, "the unread GET counted", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") >= 4*7<<20 })
+	if code, m := call(t, "GET", base+"/v1/responses/"+id, "", ""); code != 503 || errCode(m) != "server_overloaded" {
+		t.Fatalf("a second GET while the first is unread: %d %v", code, errCode(m))
+	}
+	c.Close()
+	waitUntil(t, "the GET's reservation released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
+	if code, _ := call(t, "GET", base+"/v1/responses/"+id, "", ""); code != 200 {
+		t.Fatalf("GET after the unread one ended: %d", code)
+	}
+}

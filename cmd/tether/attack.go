@@ -18,7 +18,7 @@ func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("attack", "Run resource attacks (huge tool descriptions, many tiny items, idle and stalled connections, one key starving another), each against a fresh 'tether serve' child, and print peak RSS, /healthz latency and what was refused. docs/limits.md lists the attacks.", stderr)
 	exe := fs.String("exe", "", "tether binary to start as the server (default: this one)")
 	scale := fs.Float64("scale", 0.25, "multiplies each attack's connection and request counts (1 = the full counts of docs/limits.md)")
-	names := fs.String("attacks", strings.Join(attack.Names, ","), "comma-separated attacks to run")
+	names := fs.String("attacks", strings.Join(attack.Names, ", "), "comma-separated attacks to run")
 	hold := fs.Duration("hold", 5*time.Second, "how long an attack keeps its connections after sending")
 	sizes := fs.Float64("size-scale", 1, "multiplies each attack's frame and body sizes")
 	serveArgs := fs.String("serve-args", "", "extra flags for the server, space-separated (e.g. \"-max-memory 1GiB\")")

@@ -28,7 +28,7 @@ func TestFlagRanges(t *testing.T) {
 		{args: []string{"soak", "-duration", "0s"}, want: "-duration 0s is out of range"},
 		{args: []string{"soak", "-lanes", "33"}, want: "-lanes 33 is out of range: want from 0 to 32"},
 		{args: []string{"soak", "-turns", "0"}, want: "-turns 0 is out of range"},
-		{args: []string{"conform", "-timeout", "0"}, want: "conform: -timeout 0s is out of range"},
+		{args: []string{"conform", "-timeout", "-1s"}, want: "conform: -timeout -1s is out of range"},
 		{args: []string{"demo", "-calls", "-1"}, want: "demo: -calls -1 is out of range"},
 		{args: []string{"demo", "-timeout", "-1s"}, want: "-timeout -1s is out of range"},
 		{args: []string{"attack", "-scale", "0"}, want: "attack: -scale 0 is out of range: want greater than 0"},

@@ -142,7 +142,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 // flags, the limits, the tuning, and what is for operators and demos.
 var serveGroups = []flagGroup{
 	{"Essentials", []string{"addr", "api-keys", "backend", "upstream", "upstream-api-key-file", "store", "model-speed", "config"}},
-	{"Upstream engine (-backend chat or responses)", []string{"upstream-model", "upstream-slots", "upstream-timeout", "upstream-legacy-max-tokens"}},
+	{"Upstream engine (-backend chat or responses)", []string{"upstream-model", "upstream-slots", "upstream-slot-dir", "upstream-slot-bytes", "upstream-timeout", "upstream-legacy-max-tokens"}},
 	{"Limits", []string{"max-frame", "max-memory", "max-connections", "max-http-connections",
 		"max-suspended", "max-suspended-total", "max-rollout-bytes", "max-sampling", "max-decoding", "max-inflight", "max-lanes",
 		"queue-depth", "key-rollouts", "key-connections", "key-store-responses", "key-store-bytes"}},

@@ -63,7 +63,7 @@ func TestConformTimeout(t *testing.T) {
 	if err := run(t.Context(), []string{"conform", "-h"}, &stdout, &stderr); exitCode(err) != 2 {
 		t.Fatalf("conform -h: %v", err)
 	}
-	if !strings.Contains(stderr.String(), "0 means 10s with -model-contract sim, 2m0s with any") {
+	if !strings.Contains(strings.Join(strings.Fields(stderr.String()), " "), "0 means 10s with -model-contract sim, 2m0s with any") {
 		t.Errorf("conform -h does not state the timeouts:\n%s", stderr.String())
 	}
 	err := run(t.Context(), []string{"conform", "-timeout", "-1s"}, &stdout, &stderr)

@@ -158,4 +158,3 @@ func (s *SSEReader) line() ([]byte, error) {
 	s.queue = s.queue[1:]
 	return line, nil
 }
-

@@ -31,7 +31,9 @@ func TestCheckSchemaSize(t *testing.T) {
 		}
 		return s
 	}
-	anyOf := func(n int) string { return `{"anyOf":[` + strings.Repeat(`{"type":"null"},`, n-1) + `{"type":"null"}]}` }
+	anyOf := func(n int) string {
+		return `{"anyOf":[` + strings.Repeat(`{"type":"null"},`, n-1) + `{"type":"null"}]}`
+	}
 	enum := func(n int) string { return `{"enum":[` + strings.Repeat(`1,`, n-1) + `1]}` }
 	for _, tc := range []struct {
 		name, schema, says string

@@ -41,8 +41,8 @@ func TestSynthBoundedByMaxOutputTokens(t *testing.T) {
 
 	long := `{"type":"object","required":["s"],"properties":{"s":{"type":"string","minLength":300000}}}`
 	out, res = sampleOnce(t, Settings{MaxOutputTokens: 20, TextFormat: jsonSchemaFormat(long)}, u)
-	if res.Incomplete != protocol.ReasonMaxOutputTokens || res.OutputTokens != 20 {
-		t.Fatalf("minLength 300000 at max_output_tokens 20: %+v", res)
+	if res.Incomplete != protocol.ReasonMaxOutputTokens || res.OutputTokens != 20 || countTokens(out.text.String()) > 20 {
+		t.Fatalf("minLength 300000 at max_output_tokens 20: %+v, %d bytes streamed", res, out.text.Len())
 	}
 	out, res = sampleOnce(t, Settings{TextFormat: jsonSchemaFormat(long)}, u)
 	var v struct{ S string }

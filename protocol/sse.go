@@ -3,6 +3,8 @@ package protocol
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 )
 
@@ -35,18 +37,36 @@ func AppendSSE(dst []byte, eventType string, data []byte) []byte {
 // "\n", and tolerates a missing "event:" line (the type is then ""; use the data's "type").
 // Lines are read up to an LF, so a stream that ends lines with CR alone is split only when an
 // LF or the end arrives. It is not safe for concurrent use.
+//
+// A reader made by NewSSEReader holds any line and event in memory; one made by
+// NewSSEReaderLimit stops at its limit (ErrSSETooLong), so a peer that never ends a line or
+// an event costs at most that many bytes.
 type SSEReader struct {
 	r         *bufio.Reader
+	limit     int // the most bytes of one line and of one event's data; 0: none
 	eventType string
 	data      []byte
 	buf       []byte   // the physical line being split
 	queue     [][]byte // lines of buf not yet returned
 }
 
-// NewSSEReader returns a reader of the events in r.
+// NewSSEReader returns a reader of the events in r, with no bound on a line or an event.
 func NewSSEReader(r io.Reader) *SSEReader {
 	return &SSEReader{r: bufio.NewReader(r)}
 }
+
+// NewSSEReaderLimit returns a reader of the events in r that holds at most limit bytes of one
+// physical line (its terminator included) and of the lines between two events (comments and
+// other fields included): Next returns an error wrapping ErrSSETooLong as soon as either grows
+// past limit, having read at most a few KiB beyond it. limit ≤ 0 means no bound
+// (NewSSEReader).
+func NewSSEReaderLimit(r io.Reader, limit int) *SSEReader {
+	return &SSEReader{r: bufio.NewReader(r), limit: max(limit, 0)}
+}
+
+// ErrSSETooLong is wrapped by the error SSEReader.Next returns when a line or an event's data
+// passes the reader's limit (NewSSEReaderLimit). The stream cannot be read further.
+var ErrSSETooLong = errors.New("protocol: SSE line or event over the reader's limit")
 
 // Next returns the next event with data. data is valid until the next call. At the end of
 // the stream it returns an event still pending without its blank line (if any), then io.EOF;
@@ -54,6 +74,7 @@ func NewSSEReader(r io.Reader) *SSEReader {
 func (s *SSEReader) Next() (eventType string, data []byte, err error) {
 	s.eventType, s.data = "", s.data[:0]
 	haveData := false
+	size := 0 // bytes of the lines read since the last event
 	for {
 		line, err := s.line()
 		if err != nil {
@@ -61,6 +82,9 @@ func (s *SSEReader) Next() (eventType string, data []byte, err error) {
 				return s.eventType, s.data, nil
 			}
 			return "", nil, err
+		}
+		if size += len(line) + 1; s.limit > 0 && size > s.limit {
+			return "", nil, fmt.Errorf("%w: an event passed %d bytes", ErrSSETooLong, s.limit)
 		}
 		if len(line) == 0 {
 			if haveData {
@@ -101,6 +125,9 @@ func (s *SSEReader) line() ([]byte, error) {
 		for {
 			var chunk []byte
 			chunk, err = s.r.ReadSlice('\n')
+			if s.limit > 0 && len(s.buf)+len(chunk) > s.limit {
+				return nil, fmt.Errorf("%w: a line passed %d bytes", ErrSSETooLong, s.limit)
+			}
 			s.buf = append(s.buf, chunk...)
 			if err != bufio.ErrBufferFull {
 				break

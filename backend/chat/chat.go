@@ -46,6 +46,22 @@ type Options struct {
 	// Logger receives one line per upstream failure (its kind and replica; never content or
 	// keys). Nil discards.
 	Logger *slog.Logger
+
+	// Bounds on what the engine streams in one step (limits.go); over one, the step fails
+	// with a server_error naming the bound. The step's max_output_tokens is enforced too: a
+	// step the engine streams past it ends incomplete (max_output_tokens).
+
+	// StepTimeout bounds a step's total time, from the engine's answer to the end of its
+	// stream, however steadily it streams. 0 means 30 minutes.
+	StepTimeout time.Duration
+	// MaxEventBytes bounds one SSE line of the engine's stream and the bytes between two of
+	// its events. 0 means 4 MiB.
+	MaxEventBytes int
+	// MaxStepBytes bounds the text and tool-call arguments of one step, in bytes. 0 means
+	// 32 MiB.
+	MaxStepBytes int
+	// MaxArgumentBytes bounds one tool call's arguments, in bytes. 0 means 16 MiB.
+	MaxArgumentBytes int
 }
 
 // Model is the chat backend (package doc). Safe for concurrent use.

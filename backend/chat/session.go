@@ -152,7 +152,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		}
 		return res, err, false
 	}
-	rd := reader{out: out, timer: timer, timeout: s.m.opts.Timeout, maxOutput: s.settings.MaxOutputTokens}
+	rd := s.newReader(out, timer)
 	res, err = rd.read(resp.Body)
 	if err != nil {
 		err = s.cause(ctx, err)

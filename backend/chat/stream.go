@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,14 +14,19 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// reader turns one streamed chat completion into Output calls and a StepResult.
+// reader turns one streamed chat completion into Output calls and a StepResult. It holds the
+// engine to the step's bounds (Options: StepTimeout, MaxEventBytes, MaxStepBytes,
+// MaxArgumentBytes, and max_output_tokens): an engine is trusted no more than a client.
 type reader struct {
-	out     sampler.Output
+	out     *sampler.LimitedOutput
 	timer   *time.Timer // the silence timer, reset at every event
 	timeout time.Duration
 	// maxOutput is the step's max_output_tokens (0: none), to tell a step the limit cut off
 	// from one the engine's context cut off (both finish with "length").
 	maxOutput int
+	lim       limits
+	// cancel ends the step's request with a cause (the session's cancel).
+	cancel context.CancelCauseFunc
 
 	open   bool // a call is open
 	index  int  // the open call's index
@@ -36,14 +42,38 @@ type callKey struct {
 	id    string
 }
 
-// read consumes the SSE body until [DONE] (or its end after a finish_reason).
+// newReader returns the reader of one step's stream into out; timer is the step's silence
+// timer and s.cancel the step's cancel.
+func (s *session) newReader(out sampler.Output, timer *time.Timer) *reader {
+	lim := s.m.limits()
+	maxTokens := s.settings.MaxOutputTokens
+	return &reader{
+		out:       sampler.LimitOutput(out, sampler.OutputLimits{MaxTokens: maxTokens, MaxBytes: lim.stepBytes, MaxArgumentBytes: lim.argBytes}),
+		timer:     timer,
+		timeout:   s.m.opts.Timeout,
+		maxOutput: maxTokens,
+		lim:       lim,
+		cancel:    s.cancel,
+	}
+}
+
+// read consumes the SSE body until [DONE] (or its end after a finish_reason). A step the
+// engine streams past max_output_tokens ends there, incomplete; past a byte bound or the step
+// timeout it fails.
 func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
-	sse := protocol.NewSSEReader(body)
+	if r.cancel != nil {
+		cut := time.AfterFunc(r.lim.stepTimeout, func() { r.cancel(&stepTimeoutError{r.lim.stepTimeout}) })
+		defer cut.Stop()
+	}
+	sse := protocol.NewSSEReaderLimit(body, r.lim.eventBytes)
 	for {
 		_, data, err := sse.Next()
 		r.timer.Reset(r.timeout)
 		if err == io.EOF {
 			break
+		}
+		if errors.Is(err, protocol.ErrSSETooLong) {
+			return r.res, fmt.Errorf("the upstream engine sent an SSE line or event of more than %s (a stream that never ends a line or an event)", byteSize(r.lim.eventBytes))
 		}
 		if err != nil {
 			return r.res, fmt.Errorf("reading the upstream stream: %w", err)
@@ -56,6 +86,12 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 			return r.res, fmt.Errorf("the upstream engine sent a malformed chunk: %v", err)
 		}
 		if err := r.chunk(&c); err != nil {
+			if errors.Is(err, sampler.ErrMaxOutputTokens) {
+				// The engine ignored max_completion_tokens: the step ends where the limit is.
+				r.res.Incomplete = protocol.ReasonMaxOutputTokens
+				r.res.OutputTokens = max(r.res.OutputTokens, r.out.Tokens())
+				return r.res, nil
+			}
 			return r.res, err
 		}
 	}
@@ -80,6 +116,12 @@ func (r *reader) failKind(err error) string {
 		return "stream_error"
 	case strings.Contains(err.Error(), "without a finish_reason"):
 		return "no_finish"
+	case strings.Contains(err.Error(), "line or event of more than"):
+		return "oversized_event"
+	}
+	var le *sampler.LimitError
+	if errors.As(err, &le) {
+		return "oversized_step"
 	}
 	return kindOf(err)
 }

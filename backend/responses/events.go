@@ -100,7 +100,7 @@ func frameError(ev *serverEvent) *UpstreamError {
 
 // stream turns the events of one upstream step into Output calls.
 type stream struct {
-	out sampler.Output
+	out *sampler.LimitedOutput
 	// calls are the upstream's function_calls of the step, in output order: their call_ids
 	// and names (the next step maps Tether's call_ids to these).
 	calls []string

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
 )
 
 // record is an Output that logs its calls.
@@ -33,7 +34,7 @@ func TestStreamWithoutDeltas(t *testing.T) {
 		`{"type":"response.output_item.done","item":{"type":"function_call","name":"g","call_id":"call_2","arguments":"{\"a\":1}"}}`,
 	}
 	out := &record{}
-	st := &stream{out: out}
+	st := &stream{out: sampler.LimitOutput(out, sampler.OutputLimits{})}
 	for _, f := range frames {
 		ev, err := decodeEvent([]byte(f))
 		if err != nil {

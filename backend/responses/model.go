@@ -24,8 +24,20 @@ type Options struct {
 	// Timeout bounds the upstream's silence within a step (dial, each frame): longer, and the
 	// step fails. 0 means 5 minutes.
 	Timeout time.Duration
-	// ReadLimit is the largest upstream frame in bytes; 0 means 64 MiB.
+	// ReadLimit is the largest upstream frame in bytes; 0 means 64 MiB. The frames a step has
+	// not taken yet are held up to about this many bytes too: the socket reads no further
+	// until the step catches up.
 	ReadLimit int64
+	// StepTimeout bounds one sampling step's total time (waiting for the connection's socket,
+	// every frame, retries), however steadily the upstream streams: longer, and the step
+	// fails. 0 means 30 minutes.
+	StepTimeout time.Duration
+	// MaxStepBytes bounds the text and function-call arguments the upstream streams in one
+	// step, in bytes: more, and the step fails. 0 means 32 MiB. The step's max_output_tokens
+	// is enforced too: a step streamed past it ends incomplete (max_output_tokens).
+	MaxStepBytes int
+	// MaxArgumentBytes bounds one function call's arguments, in bytes. 0 means 16 MiB.
+	MaxArgumentBytes int
 }
 
 // Model is the responses backend (sampler.Model). It is safe for concurrent use.
@@ -49,6 +61,15 @@ func New(opts Options) (*Model, error) {
 	}
 	if opts.ReadLimit <= 0 {
 		opts.ReadLimit = 64 << 20
+	}
+	if opts.StepTimeout <= 0 {
+		opts.StepTimeout = 30 * time.Minute
+	}
+	if opts.MaxStepBytes <= 0 {
+		opts.MaxStepBytes = 32 << 20
+	}
+	if opts.MaxArgumentBytes <= 0 {
+		opts.MaxArgumentBytes = 16 << 20
 	}
 	return &Model{opts: opts, url: u, conns: map[string]*upstream{}}, nil
 }

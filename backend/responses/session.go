@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -69,6 +70,9 @@ func (s *session) Prefill(ctx context.Context, input []protocol.Item) error {
 // Sample implements sampler.ModelSession: one response.create on the connection's socket,
 // streamed into out (see the package doc for the hot path and recovery).
 func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
+	d := s.up.m.opts.StepTimeout
+	ctx, cancel := context.WithTimeoutCause(ctx, d, &stepTimeoutError{d})
+	defer cancel()
 	if err := s.up.acquire(ctx); err != nil {
 		return sampler.StepResult{}, err
 	}
@@ -130,8 +134,21 @@ func (s *session) attempt(ctx context.Context, full []protocol.Item, calls int, 
 	if !generate {
 		f.Generate = &generate
 	}
-	st := &stream{out: out}
+	o := &s.up.m.opts
+	lim := sampler.OutputLimits{MaxBytes: o.MaxStepBytes, MaxArgumentBytes: o.MaxArgumentBytes}
+	if generate {
+		lim.MaxTokens = s.settings.MaxOutputTokens
+	}
+	st := &stream{out: sampler.LimitOutput(out, lim)}
 	res, id, clean, err := s.run(ctx, c, f, st)
+	if errors.Is(err, sampler.ErrMaxOutputTokens) {
+		// The upstream streamed past max_output_tokens: the step ends there, and the socket,
+		// still carrying the rest of that response, is dropped (so is the chain).
+		s.up.drop(c)
+		s.prev = ""
+		s.lastCalls = st.calls
+		return sampler.StepResult{OutputTokens: st.out.Tokens(), Incomplete: protocol.ReasonMaxOutputTokens}, noRetry, nil
+	}
 	if err == nil {
 		s.prev, s.gen = id, gen
 		if generate {
@@ -216,6 +233,13 @@ func (s *session) Close() {
 	}
 	s.closed = true
 	s.up.m.release(s.connID, s.up)
+}
+
+// stepTimeoutError is the cause of a step cut by Options.StepTimeout.
+type stepTimeoutError struct{ d time.Duration }
+
+func (e *stepTimeoutError) Error() string {
+	return fmt.Sprintf("the upstream streamed one step for longer than %v (-upstream-step-timeout)", e.d)
 }
 
 // socketError is a step's socket failure: a read or write error, or a close frame (status).

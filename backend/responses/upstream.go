@@ -52,7 +52,7 @@ func (u *upstream) socket(ctx context.Context) (c *socket, gen int, fresh bool, 
 	if err != nil {
 		return nil, 0, false, err
 	}
-	c = newSocket(wc)
+	c = newSocket(wc, u.m.opts.ReadLimit)
 	u.mu.Lock()
 	u.conn = c
 	u.gen++

@@ -60,6 +60,7 @@ type serveConfig struct {
 	upstream          string
 	upstreamKey       string
 	upstreamTO        time.Duration
+	upstreamStepTO    time.Duration
 	slots             int
 	upstreamSlots     int
 	upstreamSlotDir   string
@@ -117,6 +118,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
+	fs.DurationVar(&c.upstreamStepTO, "upstream-step-timeout", 30*time.Minute, "longest time of one sampling step from the upstream, however steadily it streams, before the step fails")
 	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots per replica that Tether owns; every request names one with id_slot (llama.cpp llama-server -np; 0 = the engine chooses)")
 	fs.StringVar(&c.upstreamSlotDir, "upstream-slot-dir", "", "backend chat: the engine's --slot-save-path as this host sees it; a suspended rollout's KV is saved there when its slot is needed and restored before its next step (\"\" = its next step is prefilled again)")
 	c.upstreamSlotBytes = 1 << 30
@@ -142,7 +144,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 // flags, the limits, the tuning, and what is for operators and demos.
 var serveGroups = []flagGroup{
 	{"Essentials", []string{"addr", "api-keys", "backend", "upstream", "upstream-api-key-file", "store", "model-speed", "config"}},
-	{"Upstream engine (-backend chat or responses)", []string{"upstream-model", "upstream-slots", "upstream-slot-dir", "upstream-slot-bytes", "upstream-timeout", "upstream-legacy-max-tokens"}},
+	{"Upstream engine (-backend chat or responses)", []string{"upstream-model", "upstream-slots", "upstream-slot-dir", "upstream-slot-bytes",
+		"upstream-timeout", "upstream-step-timeout", "upstream-legacy-max-tokens"}},
 	{"Limits", []string{"max-frame", "max-memory", "max-connections", "max-http-connections",
 		"max-suspended", "max-suspended-total", "max-rollout-bytes", "max-sampling", "max-decoding", "max-inflight", "max-lanes",
 		"queue-depth", "key-rollouts", "key-connections", "key-store-responses", "key-store-bytes"}},
@@ -460,7 +463,8 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 		if cfg.maxSampling == 0 {
 			cfg.maxSampling = defaultResponsesMaxSampling
 		}
-		m, err := responses.New(responses.Options{URL: cfg.upstream, APIKey: key, Timeout: cfg.upstreamTO})
+		m, err := responses.New(responses.Options{URL: cfg.upstream, APIKey: key, Timeout: cfg.upstreamTO,
+			StepTimeout: cfg.upstreamStepTO})
 		if err != nil {
 			return nil, fmt.Errorf("-upstream: %w", err)
 		}
@@ -485,7 +489,8 @@ func upstreamURLs(cfg *serveConfig) []string {
 func newChat(cfg *serveConfig, key string, log *slog.Logger) (sampler.Model, error) {
 	m, err := chat.New(chat.Options{BaseURLs: upstreamURLs(cfg), APIKey: key, Model: cfg.upstreamModel,
 		Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, SlotDir: cfg.upstreamSlotDir,
-		SlotSaveBytes: int64(cfg.upstreamSlotBytes), LegacyMaxTokens: cfg.upstreamLegacy, Logger: log})
+		SlotSaveBytes: int64(cfg.upstreamSlotBytes), LegacyMaxTokens: cfg.upstreamLegacy, Logger: log,
+		StepTimeout: cfg.upstreamStepTO})
 	if err != nil {
 		return nil, fmt.Errorf("-upstream: %w", err)
 	}
@@ -559,6 +564,9 @@ func checkBackend(cfg *serveConfig) error {
 	}
 	if cfg.upstream == "" {
 		return fmt.Errorf("-backend %s needs -upstream URL", cfg.backend)
+	}
+	if cfg.upstreamTO <= 0 || cfg.upstreamStepTO <= 0 {
+		return errors.New("-upstream-timeout and -upstream-step-timeout must be positive")
 	}
 	urls := upstreamURLs(cfg)
 	if len(urls) > 1 && cfg.backend != "chat" {

@@ -61,7 +61,11 @@
 // arguments are (const/enum first, strings the last word of the last user text repeated up to
 // minLength, numbers 1 clamped into minimum/maximum, arrays of minItems elements, objects their
 // required properties, local $refs followed), so it validates against the schema; json_object →
-// {"answer": the plain answer below}. Both are streamed as output_text deltas.
+// {"answer": the plain answer below}. Both are streamed as output_text deltas. A synthesised
+// value (arguments or a json_schema answer) is built only as far as the step can stream it:
+// max_output_tokens × 128 bytes (o200k_base's longest token), and never more than 1 MiB; a
+// value cut at 1 MiB ends the step incomplete (max_output_tokens), as a model's own output
+// limit does. The work is linear in that size, whatever minItems, minLength or nesting ask.
 //
 // The plain answer quotes every user text and tool output of the context, one line each (`user: "…"`,
 // `tool: "…"`, Go-quoted, cut to 64 characters plus "…"), then optional filler (sim.answer_tokens),

@@ -83,24 +83,29 @@ func isShellTool(t *protocol.Tool) bool {
 	return shellTools[t.Name] || commandProperty(parseSchema(t.Parameters)) != ""
 }
 
-// synthArguments returns the JSON arguments of a call of t: an object holding the schema's
-// required properties only, in the order of "required". A shell-like tool's cmd/command gets
-// "echo <marker>" (["echo","<marker>"] when array-typed); other values are synthesised: const
-// or the first enum value, string → word, number/integer → 1, boolean → true, array → [],
-// object → its required properties, recursively.
-func synthArguments(t *protocol.Tool, marker, word string) string {
+// synthArguments returns the JSON arguments of a call of t, at most limit bytes (cut reports
+// that the value was cut there): an object holding the schema's required properties only, in
+// the order of "required". A shell-like tool's cmd/command gets "echo <marker>"
+// (["echo","<marker>"] when array-typed); other values are synthesised: const or the first enum
+// value, string → word, number/integer → 1, boolean → true, array → [], object → its required
+// properties, recursively.
+func synthArguments(t *protocol.Tool, marker, word string, limit int) (args string, cut bool) {
 	s := parseSchema(t.Parameters)
 	cmd := ""
 	if isShellTool(t) {
 		cmd = commandProperty(s)
 	}
-	var b bytes.Buffer
+	w := newSynth(limit)
+	b := &w.b
 	b.WriteByte('{')
 	for i, name := range s.Required {
+		if w.full() {
+			break
+		}
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeString(&b, name)
+		writeString(b, name)
 		b.WriteByte(':')
 		prop := s.Properties[name]
 		if prop == nil {
@@ -110,20 +115,48 @@ func synthArguments(t *protocol.Tool, marker, word string) string {
 		if name == cmd {
 			if prop.typ() == "array" {
 				b.WriteString(`["echo",`)
-				writeString(&b, marker)
+				writeString(b, marker)
 				b.WriteByte(']')
 			} else {
-				writeString(&b, "echo "+marker)
+				writeString(b, "echo "+marker)
 			}
 			continue
 		}
-		writeValue(&b, prop, word, 0)
+		writeValue(w, prop, word, 0)
 	}
 	b.WriteByte('}')
-	return b.String()
+	return w.result()
+}
+
+// synth is a synthesised value being written: at most limit bytes, so the work is bounded by
+// what the step may stream, however large the schema asks the value to be (minItems,
+// minLength, nesting).
+type synth struct {
+	b     bytes.Buffer
+	limit int
+}
+
+func newSynth(limit int) *synth { return &synth{limit: limit} }
+
+// full reports that the value has reached its limit: writers stop.
+func (w *synth) full() bool { return w.b.Len() >= w.limit }
+
+// room is how many bytes may still be written.
+func (w *synth) room() int { return max(w.limit-w.b.Len(), 0) }
+
+// result returns the value, cut to the limit, and whether it was cut.
+func (w *synth) result() (string, bool) {
+	if w.b.Len() > w.limit {
+		return string(w.b.Bytes()[:w.limit]), true
+	}
+	return w.b.String(), w.full()
 }
 
 const maxSchemaDepth = 8
+
+// maxSynthDepth bounds writeValue's recursion, which anyOf, oneOf and allOf deepen without
+// writing an array or object ($refs can make them a cycle).
+const maxSynthDepth = 4 * maxSchemaDepth
 
 // resolve follows a local $ref ("#", "#/$defs/X", "#/definitions/X") against root.
 func (s *schema) resolve(root *schema) *schema {
@@ -149,7 +182,15 @@ func (s *schema) resolve(root *schema) *schema {
 // first non-null option, allOf its first member; string → word (repeated up to minLength),
 // number/integer → 1 moved into [minimum, maximum], boolean → true, array → minItems
 // elements, object → its required properties. Local $refs are followed.
-func writeValue(b *bytes.Buffer, s *schema, word string, depth int) {
+func writeValue(w *synth, s *schema, word string, depth int) {
+	b := &w.b
+	if w.full() {
+		return
+	}
+	if depth > maxSynthDepth { // a cycle of $refs through anyOf/oneOf/allOf
+		b.WriteString("null")
+		return
+	}
 	root := s.root
 	if root == nil {
 		root = s
@@ -170,13 +211,13 @@ func writeValue(b *bytes.Buffer, s *schema, word string, depth int) {
 		b.Write(compact(s.Enum[0]))
 		return
 	case len(s.AnyOf) > 0:
-		writeValue(b, sub(firstNonNull(s.AnyOf)), word, depth+1)
+		writeValue(w, sub(firstNonNull(s.AnyOf)), word, depth+1)
 		return
 	case len(s.OneOf) > 0:
-		writeValue(b, sub(firstNonNull(s.OneOf)), word, depth+1)
+		writeValue(w, sub(firstNonNull(s.OneOf)), word, depth+1)
 		return
 	case len(s.AllOf) > 0 && s.typ() == "" && s.Properties == nil:
-		writeValue(b, sub(s.AllOf[0]), word, depth+1)
+		writeValue(w, sub(s.AllOf[0]), word, depth+1)
 		return
 	}
 	typ := s.typ()
@@ -190,11 +231,11 @@ func writeValue(b *bytes.Buffer, s *schema, word string, depth int) {
 		b.WriteString("true")
 	case "array":
 		b.WriteByte('[')
-		for i := 0; i < s.MinItems && depth < maxSchemaDepth; i++ {
+		for i := 0; i < s.MinItems && depth < maxSchemaDepth && !w.full(); i++ {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeValue(b, sub(s.Items), word, depth+1)
+			writeValue(w, sub(s.Items), word, depth+1)
 		}
 		b.WriteByte(']')
 	case "null":
@@ -203,21 +244,20 @@ func writeValue(b *bytes.Buffer, s *schema, word string, depth int) {
 		b.WriteByte('{')
 		if depth < maxSchemaDepth {
 			for i, name := range s.Required {
+				if w.full() {
+					break
+				}
 				if i > 0 {
 					b.WriteByte(',')
 				}
 				writeString(b, name)
 				b.WriteByte(':')
-				writeValue(b, sub(s.Properties[name]), word, depth+1)
+				writeValue(w, sub(s.Properties[name]), word, depth+1)
 			}
 		}
 		b.WriteByte('}')
 	default: // string, or no type
-		w := word
-		for utf8.RuneCountInString(w) < s.MinLength {
-			w += " " + word
-		}
-		writeString(b, w)
+		writeString(b, repeatWord(word, s.MinLength, w.room()))
 	}
 }
 
@@ -239,13 +279,29 @@ func (s *schema) number(integral bool) float64 {
 	return v
 }
 
+// repeatWord returns word repeated, space-separated, up to minLength characters, but no longer
+// than about room bytes: linear in its length.
+func repeatWord(word string, minLength, room int) string {
+	n, wn := utf8.RuneCountInString(word), utf8.RuneCountInString(word)
+	if n >= minLength {
+		return word
+	}
+	var sb strings.Builder
+	sb.WriteString(word)
+	for n < minLength && sb.Len() < room {
+		sb.WriteByte(' ')
+		sb.WriteString(word)
+		n += 1 + wn
+	}
+	return sb.String()
+}
+
 // synthValue returns a JSON value valid for the schema raw (the text.format json_schema
-// answer), strings filled with word.
-func synthValue(raw json.RawMessage, word string) string {
-	s := parseSchema(raw)
-	var b bytes.Buffer
-	writeValue(&b, s, word, 0)
-	return b.String()
+// answer), strings filled with word, at most limit bytes (cut reports that it was cut there).
+func synthValue(raw json.RawMessage, word string, limit int) (value string, cut bool) {
+	w := newSynth(limit)
+	writeValue(w, parseSchema(raw), word, 0)
+	return w.result()
 }
 
 func firstNonNull(list []*schema) *schema {

@@ -241,9 +241,10 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 		return result(), fmt.Errorf("%w (metadata sim.fail at step %d)", ErrInjectedFailure, req.Step)
 	}
 	calls := planCalls(req, &p)
+	limit := synthLimit(st.budget)
 	for i, t := range calls {
 		marker := "tether-call-" + strconv.Itoa(req.Context.Calls()+i+1)
-		args := synthArguments(t, marker, keyword(req.Context.LastUserText()))
+		args, cut := synthArguments(t, marker, keyword(req.Context.LastUserText()), limit)
 		if err := out.Call(t.Name, ""); err != nil {
 			return result(), err
 		}
@@ -253,18 +254,44 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 		if err := st.stream(args, out.Arguments); err != nil || st.incomplete != "" {
 			return result(), err
 		}
+		if cut {
+			st.incomplete = protocol.ReasonMaxOutputTokens
+			return result(), nil
+		}
 	}
 	if len(calls) > 0 {
 		return result(), nil
 	}
-	err := st.stream(formatAnswer(req.Settings.TextFormat, req.Context, p.answerTokens), out.Text)
+	text, cut := formatAnswer(req.Settings.TextFormat, req.Context, p.answerTokens, limit)
+	err := st.stream(text, out.Text)
+	if err == nil && cut && st.incomplete == "" {
+		st.incomplete = protocol.ReasonMaxOutputTokens
+	}
 	return result(), err
 }
 
+// maxSynthBytes bounds a value the sim synthesises from a schema (call arguments, a
+// json_schema answer): the sim's longest output. A value cut there ends the step incomplete
+// (max_output_tokens), as a model's own output limit does.
+const maxSynthBytes = 1 << 20
+
+// maxTokenBytes is o200k_base's longest token, in bytes (a run of 128 spaces).
+const maxTokenBytes = 128
+
+// synthLimit is the most bytes worth synthesising for a step of budget tokens (0: none): a
+// value cut there still holds more than budget tokens, so the step ends at its budget just as
+// it would with the whole value.
+func synthLimit(budget int) int {
+	if budget > 0 && budget < maxSynthBytes/maxTokenBytes {
+		return budget*maxTokenBytes + 1
+	}
+	return maxSynthBytes
+}
+
 // formatAnswer shapes the answer by text.format: json_schema → a value synthesised from the
-// schema (strings are the last word of the last user text), json_object →
-// {"answer": the plain answer}, anything else the plain answer.
-func formatAnswer(format json.RawMessage, c *Context, padTokens int) string {
+// schema (strings are the last word of the last user text) of at most limit bytes (cut reports
+// that it was cut), json_object → {"answer": the plain answer}, anything else the plain answer.
+func formatAnswer(format json.RawMessage, c *Context, padTokens, limit int) (answerText string, cut bool) {
 	var f struct {
 		Type   string          `json:"type"`
 		Schema json.RawMessage `json:"schema"`
@@ -274,12 +301,12 @@ func formatAnswer(format json.RawMessage, c *Context, padTokens int) string {
 	}
 	switch f.Type {
 	case "json_schema":
-		return synthValue(f.Schema, keyword(c.LastUserText()))
+		return synthValue(f.Schema, keyword(c.LastUserText()), limit)
 	case "json_object":
 		b, _ := json.Marshal(map[string]string{"answer": answer(c, padTokens)})
-		return string(b)
+		return string(b), false
 	}
-	return answer(c, padTokens)
+	return answer(c, padTokens), false
 }
 
 // planCalls returns the tools to call in this step, in order; none means answer.

@@ -1,0 +1,180 @@
+package chat_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
+)
+
+// faultCap is where a fault engine gives up on its own: a reader that never stops would read
+// this much. Every bound under test stops far below it.
+const faultCap = 256 << 20
+
+// faultEngine is a Chat Completions engine that answers every request with a misbehaving
+// stream: head once, then body repeated until the client stops reading (or faultCap). It
+// reports the bytes it served and whether a write failed (the reader went away) on served.
+type faultEngine struct {
+	head, body string
+	every      time.Duration // pause between bodies (0: none)
+	served     chan faultRun
+}
+
+// faultRun is what one request of a fault engine did.
+type faultRun struct {
+	bytes   int
+	stopped bool // a write failed: the client closed the stream
+}
+
+func (f *faultEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	run := faultRun{}
+	defer func() { f.served <- run }()
+	chunk := []byte(f.body)
+	for b := []byte(f.head); run.bytes < faultCap; b = chunk {
+		n, err := w.Write(b)
+		run.bytes += n
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			run.stopped = true
+			return
+		}
+		if f.every > 0 {
+			select {
+			case <-time.After(f.every):
+			case <-r.Context().Done():
+				run.stopped = true
+				return
+			}
+		}
+	}
+}
+
+// faultFront starts fault engine f and a front Tether whose chat backend reads it with opts.
+func faultFront(t *testing.T, f *faultEngine, opts chat.Options) string {
+	t.Helper()
+	f.served = make(chan faultRun, 1)
+	es := httptest.NewServer(f)
+	t.Cleanup(es.Close)
+	opts.BaseURLs = []string{es.URL + "/v1"}
+	_, front := servertest.Start(t, server.Options{Model: newModel(t, opts)})
+	return front
+}
+
+// faultResult is the part of a Response a fault test reads.
+type faultResult struct {
+	Status            string
+	IncompleteDetails *struct{ Reason string } `json:"incomplete_details"`
+	Error             *struct{ Code, Message string }
+	Output            []struct {
+		Type      string
+		Arguments string
+		Content   []struct{ Text string }
+	}
+	Usage struct {
+		OutputTokens int `json:"output_tokens"`
+	}
+}
+
+// create posts a create request over HTTP (not stored) and decodes its Response.
+func create(t *testing.T, base, body string) faultResult {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/responses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r faultResult
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+const (
+	textChunk = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"word \"}}]}\n\n"
+	callHead  = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"location\\\":\\\"\"}}]}}]}\n\n"
+	argsChunk = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"xxxxxxxxxxxxxxxx\"}}]}}]}\n\n"
+)
+
+// TestFaultEngineBounded: each way an engine can stream without end is cut at its bound; the
+// client gets its terminal Response (incomplete at max_output_tokens, else failed with a
+// server_error naming the engine's fault), and the engine sees its reader stop far below
+// faultCap.
+func TestFaultEngineBounded(t *testing.T) {
+	const small = 64 << 10
+	opts := chat.Options{Timeout: 10 * time.Second, MaxEventBytes: small, MaxStepBytes: 4 * small, MaxArgumentBytes: 2 * small}
+	bigChunk := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + strings.Repeat("y", 2*small) + "\"}}]}\n\n"
+	for _, tc := range []struct {
+		name       string
+		engine     faultEngine
+		opts       chat.Options
+		req        string
+		status     string
+		says       string
+		maxServed  int
+		wantTokens int
+	}{
+		{name: "endless text at max_output_tokens", engine: faultEngine{body: textChunk},
+			req: `{"model":"m","input":"hi","store":false,"max_output_tokens":100}`, status: "incomplete", wantTokens: 100},
+		{name: "endless text", engine: faultEngine{body: textChunk},
+			says: "more than 256 KiB in one step's text and arguments"},
+		{name: "endless arguments", engine: faultEngine{head: callHead, body: argsChunk},
+			says: "more than 128 KiB in one tool call's arguments"},
+		{name: "unterminated line", engine: faultEngine{head: "data: {\"choices\":[{\"delta\":{\"content\":\"", body: "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},
+			says: "SSE line or event of more than 64 KiB"},
+		{name: "data lines that never end an event", engine: faultEngine{body: "data: x\n"},
+			says: "SSE line or event of more than 64 KiB"},
+		{name: "one valid oversized chunk", engine: faultEngine{head: bigChunk, body: textChunk},
+			says: "SSE line or event of more than 64 KiB"},
+		{name: "steady stream past the step timeout", engine: faultEngine{body: textChunk, every: 5 * time.Millisecond},
+			opts: chat.Options{StepTimeout: 200 * time.Millisecond}, says: "longer than 200ms (-upstream-step-timeout)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := opts
+			if tc.opts.StepTimeout != 0 {
+				o.StepTimeout = tc.opts.StepTimeout
+			}
+			front := faultFront(t, &tc.engine, o)
+			req := tc.req
+			if req == "" {
+				req = `{"model":"m","input":"hi","store":false}`
+			}
+			r := create(t, front, req)
+			if tc.status == "incomplete" {
+				text := ""
+				for _, it := range r.Output {
+					for _, c := range it.Content {
+						text += c.Text
+					}
+				}
+				if r.Status != "incomplete" || r.IncompleteDetails == nil || r.IncompleteDetails.Reason != "max_output_tokens" {
+					t.Fatalf("status %s %+v %+v, want incomplete max_output_tokens", r.Status, r.IncompleteDetails, r.Error)
+				}
+				if n := strings.Count(text, "word "); n != tc.wantTokens || r.Usage.OutputTokens != tc.wantTokens {
+					t.Fatalf("%d deltas passed on, output_tokens %d; want %d", n, r.Usage.OutputTokens, tc.wantTokens)
+				}
+			} else if r.Status != "failed" || r.Error == nil || r.Error.Code != "server_error" || !strings.Contains(r.Error.Message, tc.says) {
+				t.Fatalf("status %s, error %+v; want failed server_error saying %q", r.Status, r.Error, tc.says)
+			}
+			run := <-tc.engine.served
+			t.Logf("served %d bytes", run.bytes)
+			// The engine writes into socket buffers (a few MiB on loopback) after the reader
+			// stopped; a reader that kept on would have taken faultCap.
+			if !run.stopped || run.bytes > 32<<20 {
+				t.Fatalf("the engine served %d bytes (stopped by the reader: %v)", run.bytes, run.stopped)
+			}
+		})
+	}
+}

@@ -129,7 +129,7 @@ func TestEngineKVKept(t *testing.T) {
 		slots int
 		save  bool
 	}{{"owned+saved", slots, true}}
-	if os.Getenv("TETHER_MEASURE") == "1" {
+	if envMeasure() {
 		modes = append(modes, struct {
 			name  string
 			slots int
@@ -183,4 +183,26 @@ func kvCounts(t *testing.T, m *chat.Model) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// envMeasure reports whether TETHER_MEASURE=1 asks for the comparison runs.
+func envMeasure() bool { return os.Getenv("TETHER_MEASURE") == "1" }
+
+// modelCounter sums the model's metric name over its labels.
+func modelCounter(t *testing.T, m *chat.Model, name string) float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, mm := range mf.GetMetric() {
+				sum += mm.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

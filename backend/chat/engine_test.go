@@ -1,7 +1,6 @@
 package chat_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/llamatest"
@@ -41,6 +41,7 @@ type engineProxy struct {
 	next *httputil.ReverseProxy
 	mu   sync.Mutex
 	log  []engineStep
+	more chan struct{} // closed when a step is recorded; nil when nobody waits
 }
 
 func newEngineProxy(t *testing.T, target string) (*engineProxy, string) {
@@ -71,12 +72,48 @@ func (p *engineProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		step.slot = *step.request.IDSlot
 	}
 	rec := &timingsWriter{ResponseWriter: w}
+	rec.done = func() {
+		step.prompt, step.cacheN, step.status = rec.promptN+rec.cacheN, rec.cacheN, rec.status
+		p.record(step)
+	}
 	p.next.ServeHTTP(rec, r)
-	rec.scan()
-	step.prompt, step.cacheN, step.status = rec.promptN+rec.cacheN, rec.cacheN, rec.status
+	rec.finish()
+}
+
+// record adds a step and wakes waitSteps.
+func (p *engineProxy) record(step engineStep) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.log = append(p.log, step)
-	p.mu.Unlock()
+	if p.more != nil {
+		close(p.more)
+		p.more = nil
+	}
+}
+
+// waitSteps waits until the proxy has recorded n steps (a step is recorded when the engine's
+// answer has been forwarded whole, which can be just after Tether's client saw the end).
+func (p *engineProxy) waitSteps(t *testing.T, n int) []engineStep {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		p.mu.Lock()
+		if len(p.log) >= n {
+			steps := append([]engineStep(nil), p.log...)
+			p.mu.Unlock()
+			return steps
+		}
+		if p.more == nil {
+			p.more = make(chan struct{})
+		}
+		more := p.more
+		p.mu.Unlock()
+		select {
+		case <-more:
+		case <-timeout:
+			t.Fatalf("the engine proxy recorded fewer than %d steps", n)
+		}
+	}
 }
 
 func (p *engineProxy) steps() []engineStep {
@@ -85,12 +122,15 @@ func (p *engineProxy) steps() []engineStep {
 	return append([]engineStep(nil), p.log...)
 }
 
-// timingsWriter keeps a streamed answer's bytes to read llama.cpp's timings from them.
+// timingsWriter reads llama.cpp's timings from a streamed answer as it is forwarded, and calls
+// done once: when the event carrying the timings has been forwarded, or at the end.
 type timingsWriter struct {
 	http.ResponseWriter
 	buf             bytes.Buffer
 	status          int
 	promptN, cacheN int
+	done            func()
+	called          bool
 }
 
 func (w *timingsWriter) WriteHeader(code int) {
@@ -102,18 +142,24 @@ func (w *timingsWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	n, err := w.ResponseWriter.Write(b)
 	w.buf.Write(b)
-	return w.ResponseWriter.Write(b)
+	w.scan()
+	return n, err
 }
 
 func (w *timingsWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
 
-// scan reads the last timings object of the stream.
+// scan reads the complete lines buffered so far; a data line with timings ends the step.
 func (w *timingsWriter) scan() {
-	sc := bufio.NewScanner(&w.buf)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.Reset()
+			w.buf.WriteString(line) // an incomplete line: wait for the rest
+			return
+		}
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
 		if !ok || !strings.Contains(data, `"timings"`) {
 			continue
 		}
@@ -125,7 +171,17 @@ func (w *timingsWriter) scan() {
 		}
 		if json.Unmarshal([]byte(data), &c) == nil {
 			w.promptN, w.cacheN = c.Timings.PromptN, c.Timings.CacheN
+			w.Flush()
+			w.finish()
 		}
+	}
+}
+
+// finish calls done once.
+func (w *timingsWriter) finish() {
+	if !w.called {
+		w.called = true
+		w.done()
 	}
 }
 

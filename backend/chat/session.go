@@ -148,7 +148,11 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		s.m.failure(e, fmt.Sprintf("http_%d", resp.StatusCode), err)
 		if resp.StatusCode >= 500 {
 			e.failed(err)
-			return res, err, resp.StatusCode == http.StatusServiceUnavailable
+			// 502, 503 and 504 say the engine behind a gateway did not take the request (or
+			// is not ready): another replica may serve the step. A 500 is the engine's own
+			// failure on this request and is not sent again.
+			return res, err, resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
+				resp.StatusCode == http.StatusGatewayTimeout
 		}
 		return res, err, false
 	}

@@ -30,6 +30,7 @@ type slotPool struct {
 
 	mu      sync.Mutex    // guards the fields below and every lease's fields
 	owner   []*lease      // owner[i] holds slot i; nil when free
+	freed   []int64       // freed[i] is the clock when slot i was last freed
 	changed chan struct{} // closed (and replaced) when a slot is freed or its owner stops sampling
 	clock   int64         // use counter for least-recently-used
 	saved   []*lease      // leases with a saved file, oldest first
@@ -54,7 +55,8 @@ type lease struct {
 }
 
 func newSlotPool(eng *engine, n int, dir string, maxBytes int64) *slotPool {
-	return &slotPool{eng: eng, dir: dir, maxBytes: maxBytes, owner: make([]*lease, n), changed: make(chan struct{})}
+	return &slotPool{eng: eng, dir: dir, maxBytes: maxBytes, owner: make([]*lease, n), freed: make([]int64, n),
+		changed: make(chan struct{})}
 }
 
 // inUse returns the number of slots held by rollouts (sampling or suspended).
@@ -114,17 +116,28 @@ func (p *slotPool) acquire(ctx context.Context, l *lease) (int, error) {
 	}
 }
 
-// pickLocked returns a free slot, or the slot of the least recently used rollout that is
-// neither sampling nor being moved (its victim), or -1.
+// pickLocked returns the free slot freed last (its KV most likely holds the conversation a
+// client continues on the cold path, which the engine then reuses by prefix), or else the slot
+// of the least recently used rollout that is neither sampling nor being moved (its victim), or
+// -1.
 func (p *slotPool) pickLocked() (slot int, victim *lease) {
-	slot = -1
+	free := -1
 	for i, o := range p.owner {
 		if o == nil {
-			return i, nil
+			if free < 0 || p.freed[i] > p.freed[free] {
+				free = i
+			}
+			continue
 		}
 		if !o.busy && o.moving == nil && (victim == nil || o.used < victim.used) {
 			slot, victim = i, o
 		}
+	}
+	if free >= 0 {
+		return free, nil
+	}
+	if victim == nil {
+		return -1, nil
 	}
 	return slot, victim
 }
@@ -145,7 +158,8 @@ func (p *slotPool) close(l *lease) {
 	defer p.mu.Unlock()
 	l.closed = true
 	if l.slot >= 0 {
-		p.owner[l.slot] = nil
+		p.clock++
+		p.owner[l.slot], p.freed[l.slot] = nil, p.clock
 		l.slot = -1
 	}
 	p.dropFileLocked(l)

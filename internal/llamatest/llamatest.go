@@ -36,6 +36,9 @@ type Options struct {
 	// SlotSave starts the engine with --slot-save-path (Server.SlotDir), enabling
 	// POST /slots/N?action=save|restore.
 	SlotSave bool
+	// SlotDir is the --slot-save-path with SlotSave; "" means a new temporary directory.
+	// Replicas of one test share one to be driven by one Tether.
+	SlotDir string
 }
 
 // Server is a llama-server process owned by a test.
@@ -75,7 +78,10 @@ func Start(t *testing.T, opts Options) *Server {
 		s.args = append(s.args, "--cache-ram", "0")
 	}
 	if opts.SlotSave {
-		s.slotDir = t.TempDir()
+		s.slotDir = opts.SlotDir
+		if s.slotDir == "" {
+			s.slotDir = t.TempDir()
+		}
 		s.args = append(s.args, "--slot-save-path", s.slotDir)
 	}
 	s.Restart()

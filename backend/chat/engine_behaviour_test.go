@@ -1,0 +1,254 @@
+package chat_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/conformance"
+	"github.com/tetherd/tether/internal/llamatest"
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/protocol"
+)
+
+// postJSON POSTs v to url and decodes the JSON answer.
+func postJSON(t *testing.T, url string, v any) (int, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("POST %s: %d, answer not JSON: %v", url, resp.StatusCode, err)
+	}
+	return resp.StatusCode, out
+}
+
+// TestEngineResponses serves POST /v1/responses as JSON and as SSE from a real llama-server:
+// the answer streams in order and the usage is the engine's; temperature and top_p the client
+// left unset echo the engine's defaults (what it used); GET /v1/models lists the engine's model.
+func TestEngineResponses(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 2})
+	front, _, px := engineFront(t, chat.Options{Slots: 2}, eng)
+	create := map[string]any{"model": llamatest.Model, "input": "weather 0 of rollout 1", "max_output_tokens": 600}
+
+	code, r := postJSON(t, front+"/v1/responses", create)
+	f := conformance.Frame{"response": r}
+	if code != 200 || (f.Str("response", "status") != "completed" && f.Str("response", "status") != "incomplete") {
+		t.Fatalf("POST: %d %v", code, r)
+	}
+	if f.Num("response", "usage", "input_tokens") <= 0 || f.Num("response", "usage", "output_tokens") <= 0 {
+		t.Fatalf("usage %v: want the engine's token counts", f.Get("response", "usage"))
+	}
+	if temp, top := f.Get("response", "temperature"), f.Get("response", "top_p"); temp != 0.8 || top != 0.95 {
+		t.Errorf("echoed temperature %v, top_p %v: want the engine's defaults 0.8 and 0.95", temp, top)
+	}
+	steps := px[0].waitSteps(t, 1)
+	if len(steps) != 1 || steps[0].prompt != f.Num("response", "usage", "input_tokens") {
+		t.Errorf("engine processed %+v, the response says %v", steps, f.Get("response", "usage"))
+	}
+
+	create["stream"] = true
+	b, _ := json.Marshal(create)
+	resp, err := http.Post(front+"/v1/responses", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	g := conformance.NewGrammar(conformance.ShapePublic)
+	sr := protocol.NewSSEReader(resp.Body)
+	var last conformance.Frame
+	for {
+		_, data, err := sr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev conformance.Frame
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatalf("SSE data is not JSON: %q", data)
+		}
+		if err := g.Feed(ev); err != nil {
+			t.Fatalf("SSE grammar: %v", err)
+		}
+		last = ev
+	}
+	if err := g.Done(); err != nil || (last.Type() != "response.completed" && last.Type() != "response.incomplete") {
+		t.Fatalf("SSE ended with %s: %v", last.Type(), err)
+	}
+
+	mresp, err := http.Get(front + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mresp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(mresp.Body).Decode(&list); err != nil || len(list.Data) != 1 || list.Data[0].ID != llamatest.Model {
+		t.Errorf("GET /v1/models: %+v %v, want the engine's model %q", list, err, llamatest.Model)
+	}
+}
+
+// TestEngineSlotsChecked refuses more slots than the engine has.
+func TestEngineSlotsChecked(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 2})
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.V1()}, Slots: 3})
+	if err := m.Probe(t.Context()); err == nil || !strings.Contains(err.Error(), "has 2 slots") {
+		t.Fatalf("Probe with 3 slots on a 2-slot engine: %v", err)
+	}
+}
+
+// TestEngineContextFull fills a slot's context: the response is incomplete with reason
+// context_length_exceeded (no max_output_tokens was reached). A tool call the context cut off
+// is not pending: a continuation answering it gets tool_call_not_found saying so.
+func TestEngineContextFull(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 1, SlotContext: 512})
+	front, _, _ := engineFront(t, chat.Options{Slots: 1}, eng)
+	// With the weather tool, this prompt makes the model start a call whose arguments it pads
+	// with whitespace until the context is full.
+	code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": "weather in city 90",
+		"tools": []any{weather}, "store": true})
+	f := conformance.Frame{"response": r}
+	if code != 200 || f.Str("response", "status") != "incomplete" || f.Str("response", "incomplete_details", "reason") != protocol.ReasonContextLength {
+		t.Fatalf("POST: %d, status %s, incomplete_details %v: want incomplete, %s", code, f.Str("response", "status"),
+			f.Get("response", "incomplete_details"), protocol.ReasonContextLength)
+	}
+	var call conformance.Frame
+	for _, it := range f.List("response", "output") {
+		if it := conformance.Frame(it.(map[string]any)); it.Type() == "function_call" {
+			call = it
+		}
+	}
+	if call == nil {
+		t.Skip("the model did not start a tool call for this prompt (the engine build changed?)")
+	}
+	if call.Str("status") != "incomplete" {
+		t.Fatalf("cut-off call has status %q, want incomplete", call.Str("status"))
+	}
+	code, r = postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "previous_response_id": f.Str("response", "id"),
+		"tools": []any{weather}, "input": []any{map[string]any{"type": "function_call_output", "call_id": call.Str("call_id"), "output": "sunny"}}})
+	e := conformance.Frame(r)
+	if code != 400 || e.Str("error", "code") != protocol.CodeToolCallNotFound || !strings.Contains(e.Str("error", "message"), "cut off") {
+		t.Fatalf("answering the cut-off call: %d %v", code, r)
+	}
+}
+
+// TestEngineKeepAlive sends 80 streamed steps, 16 at a time, straight to a llama-server (which
+// closes each connection after a streamed reply although it advertises keep-alive): none fails.
+func TestEngineKeepAlive(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 4})
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.V1()}, Slots: 4})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []string
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 5 {
+				code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model,
+					"input": fmt.Sprintf("weather %d of rollout %d", i, w), "max_output_tokens": 16})
+				if st := (conformance.Frame{"response": r}).Str("response", "status"); code != 200 || st == "failed" {
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("%d %v", code, r["error"]))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d of 80 steps failed, the first: %v", len(failed), failed[0])
+	}
+}
+
+// TestEngineTransports runs a conversation on each transport — HTTP with previous_response_id,
+// the public WebSocket and the append WebSocket — through a real llama-server: every turn after
+// the first is hot, and its cached_tokens are the engine's own cache_n for that step.
+func TestEngineTransports(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 2, SlotContext: 4096})
+	front, _, px := engineFront(t, chat.Options{Slots: 2}, eng)
+	base := "ws" + strings.TrimPrefix(front, "http") + "/v1/responses"
+	create := func(turn int, prev string) map[string]any {
+		c := map[string]any{"model": llamatest.Model, "input": fmt.Sprintf("weather %d of rollout 5", turn), "max_output_tokens": 600}
+		if prev != "" {
+			c["previous_response_id"] = prev
+		}
+		return c
+	}
+	n := 0
+	check := func(name string, turn int, usage conformance.Frame) {
+		t.Helper()
+		n++
+		st := px[0].waitSteps(t, n)[n-1]
+		if cached := usage.Num("input_tokens_details", "cached_tokens"); cached != st.cacheN || usage.Num("input_tokens") != st.prompt {
+			t.Errorf("%s turn %d: usage %v, engine: %d prompt tokens, cache_n %d", name, turn, usage, st.prompt, st.cacheN)
+		} else if turn > 0 && cached < st.prompt/2 {
+			t.Errorf("%s turn %d: %d of %d prompt tokens cached on a continuation", name, turn, cached, st.prompt)
+		}
+	}
+
+	prev := ""
+	for turn := range 3 { // HTTP, stored, previous_response_id
+		c := create(turn, prev)
+		c["store"] = true
+		code, r := postJSON(t, front+"/v1/responses", c)
+		f := conformance.Frame{"response": r}
+		if code != 200 || f.Str("response", "status") != "completed" {
+			t.Fatalf("http turn %d: %d %v", turn, code, r)
+		}
+		check("http", turn, conformance.Frame(f.Obj("response", "usage")))
+		prev = f.Str("response", "id")
+	}
+
+	ws := wstest.Dial(t, base, nil)
+	prev = ""
+	for turn := range 3 {
+		c := create(turn, prev)
+		c["type"] = "response.create"
+		ws.Send(c)
+		fs := ws.Until("response.completed", "response.incomplete", "response.failed")
+		last := fs[len(fs)-1]
+		if last.Type() != "response.completed" {
+			t.Fatalf("ws turn %d: %v", turn, last)
+		}
+		check("ws", turn, conformance.Frame(last.Obj("response", "usage")))
+		prev = last.Str("response", "id")
+	}
+
+	h := http.Header{}
+	h.Add("OpenAI-Beta", "responses_append=v1")
+	ap := wstest.Dial(t, base, h)
+	prev = ""
+	for turn := range 3 {
+		c := create(turn, prev)
+		c["type"] = "response.create"
+		ap.Send(c)
+		fs := ap.Until("response.completed", "response.incomplete", "response.failed")
+		last := fs[len(fs)-1]
+		if last.Type() != "response.completed" {
+			t.Fatalf("append turn %d: %v", turn, last)
+		}
+		wstest.CheckGrammar(t, conformance.ShapeAppend, fs)
+		check("append", turn, conformance.Frame(last.Obj("response", "usage")))
+		prev = last.Str("response", "id")
+	}
+}

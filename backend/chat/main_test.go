@@ -4,6 +4,10 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/tetherd/tether/internal/skipnote"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines and says, in the default output, when the tests that
+// need a real llama-server were skipped.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "backend/chat")) }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/skipnote"
 	"github.com/tetherd/tether/sampler/sim"
 )
 
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(childServe())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(skipnote.M(m, "internal/bench"))
 }
 
 // childServe is a minimal `tether serve`: it logs the listen address the way serve does and

@@ -1,6 +1,8 @@
 package llamatest
 
 import (
+	"github.com/tetherd/tether/internal/skipnote"
+
 	"context"
 	"fmt"
 	"net"
@@ -97,7 +99,7 @@ func find(t *testing.T) (bin, models string) {
 		if os.Getenv("TETHER_REQUIRE_LLAMA") == "1" {
 			t.Fatal(missing + " (TETHER_REQUIRE_LLAMA=1)")
 		}
-		t.Skip(missing)
+		skipnote.Skip(t, missing)
 	}
 	return bin, models
 }

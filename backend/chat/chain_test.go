@@ -69,6 +69,8 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"engine exploded","type":"server_error"}}`, http.StatusInternalServerError)
 	case "401":
 		http.Error(w, `{"error":{"message":"Incorrect API key provided: sk-upstream-secret","type":"invalid_request_error"}}`, http.StatusUnauthorized)
+	case "404":
+		http.Error(w, `{"error":{"message":"The model 'gpt-x' does not exist","type":"invalid_request_error","code":"model_not_found"}}`, http.StatusNotFound)
 	case "400":
 		http.Error(w, `{"error":{"message":"the request exceeds the available context size","type":"invalid_request_error"}}`, http.StatusBadRequest)
 	case "stall":
@@ -223,6 +225,7 @@ func TestChainFailures(t *testing.T) {
 		{"500", "server_error", "HTTP 500"},
 		{"401", "server_error", "HTTP 401"},
 		{"400", "invalid_prompt", "exceeds the available context size"},
+		{"404", "model_not_found", "does not serve this model"},
 		{"stall", "server_error", "sent nothing"},
 		{"malformed", "server_error", "malformed chunk"},
 		{"eof", "server_error", "without a finish_reason"},

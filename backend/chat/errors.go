@@ -15,6 +15,10 @@ import (
 // request (HTTP 400, 413, 422): the client's input or settings, not Tether, caused it.
 const CodeInvalidPrompt = "invalid_prompt"
 
+// CodeModelNotFound is the response.failed error code of a step the upstream answered 404: it
+// does not serve the request's model (GET /v1/models lists those it does).
+const CodeModelNotFound = "model_not_found"
+
 // statusError maps an upstream reply other than 200 to the step's error (package doc,
 // "Failures").
 func statusError(resp *http.Response) error {
@@ -25,6 +29,9 @@ func statusError(resp *http.Response) error {
 	}
 	msg := upstreamMessage(resp.Body)
 	switch code {
+	case http.StatusNotFound: // e.g. vLLM, Ollama and OpenAI answer 404 for a model they lack
+		return &protocol.Error{Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: CodeModelNotFound, Param: "model",
+			Message: fmt.Sprintf("The upstream engine does not serve this model (HTTP 404): %s", msg)}
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 		return &protocol.Error{Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: CodeInvalidPrompt,
 			Message: fmt.Sprintf("The upstream engine rejected the request (HTTP %d): %s", code, msg)}

@@ -116,11 +116,6 @@ func (p *engineProxy) waitSteps(t *testing.T, n int) []engineStep {
 	}
 }
 
-func (p *engineProxy) steps() []engineStep {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]engineStep(nil), p.log...)
-}
 
 // timingsWriter reads llama.cpp's timings from a streamed answer as it is forwarded, and calls
 // done once: when the event carrying the timings has been forwarded, or at the end.

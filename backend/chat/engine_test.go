@@ -116,7 +116,6 @@ func (p *engineProxy) waitSteps(t *testing.T, n int) []engineStep {
 	}
 }
 
-
 // timingsWriter reads llama.cpp's timings from a streamed answer as it is forwarded, and calls
 // done once: when the event carrying the timings has been forwarded, or at the end.
 type timingsWriter struct {

@@ -578,3 +578,28 @@ func TestLimitStoredGetCounted(t *testing.T) {
 		t.Fatalf("GET after the unread one ended: %d", code)
 	}
 }
+
+// TestLimitSlowloris: with -max-http-connections 8, forty connections trickling headers
+// they never finish (no key needed) hold nothing: /healthz and a create are still served.
+func TestLimitSlowloris(t *testing.T) {
+	base := limitServer(t, "-max-http-connections", "8")
+	addr := strings.TrimPrefix(base, "http://")
+	for range 40 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := fmt.Fprint(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nX-Slow: a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if code, m := call(t, "GET", base+"/healthz", "", ""); code != 200 {
+			t.Fatalf("/healthz among unfinished headers: %d %v", code, m)
+		}
+		if code, m := call(t, "POST", base+"/v1/responses", "", bodyRoutes[0].body); code != 200 {
+			t.Fatalf("a create among unfinished headers: %d %v", code, m)
+		}
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/tetherd/tether/session"
 )
 
@@ -394,4 +396,24 @@ func TestJSONAnswerHasWriteDeadline(t *testing.T) {
 	if n, err := io.Copy(io.Discard, resp.Body); err == nil {
 		t.Fatalf("a client that did not read got the whole answer (%d bytes) after the write timeout", n)
 	}
+}
+
+// A WebSocket that goes away in the middle of a message releases what the message had
+// reserved of the budget.
+func TestPartialFrameReleasedOnDisconnect(t *testing.T) {
+	s, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	c, _, err := websocket.Dial(t.Context(), "ws://"+addr+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Writer(t.Context(), websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(`{"type":"response.create","input":"` + strings.Repeat("x", 256<<10))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Budget().InUse() >= 256<<10 })
+	_ = c.CloseNow() // the message never ends
+	waitFor(t, func() bool { return s.Budget().InUse() == 0 })
 }

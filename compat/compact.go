@@ -82,7 +82,7 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return nil, previousNotFound(parent)
+			return nil, session.PreviousNotFound(parent, err)
 		case err != nil:
 			return nil, session.StoreUnavailable()
 		}

@@ -160,15 +160,15 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 
 // fromStore resolves a parent that is not on the connection from the Store (the cold path),
 // in one Chain call under the store's timeout: previous_response_not_found when it is not
-// stored (or not the owner's), store_unavailable when the store fails.
+// stored (or not the owner's; naming the missing response of its chain), store_unavailable when the store fails.
 func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.Item, bool, error) {
 	if r.store == nil {
-		return nil, false, previousNotFound(parent)
+		return nil, false, session.PreviousNotFound(parent, nil)
 	}
 	chain, err := r.store.Chain(r.conn.Context(), parent, r.owner)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, false, previousNotFound(parent)
+		return nil, false, session.PreviousNotFound(parent, err)
 	case err != nil:
 		return nil, false, session.StoreUnavailable()
 	}
@@ -176,11 +176,6 @@ func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.I
 		return nil, false, perr
 	}
 	return chain, false, nil
-}
-
-func previousNotFound(id string) *protocol.Error {
-	return protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
-		"Previous response with id '%s' not found.", id)
 }
 
 // start runs ps on a new rollout whose context is history (the cold path's chain) + input.

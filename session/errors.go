@@ -6,6 +6,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/store"
 )
 
 // DefaultMaxFrame is the default largest client frame: 32 MiB.
@@ -21,6 +22,19 @@ var (
 	// ErrClosed is returned by Conn methods after the connection has closed.
 	ErrClosed = errors.New("session: connection closed")
 )
+
+// PreviousNotFound is the previous_response_not_found error (400, param
+// previous_response_id) of a continuation of id whose chain lookup failed with err (nil when
+// id is not known at all): it names the response that is missing, id itself or the ancestor
+// that a store's *store.MissingError names.
+func PreviousNotFound(id string, err error) *protocol.Error {
+	if m := store.MissingID(err, id); m != id {
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
+			"Previous response with id '%s' cannot be continued: response '%s' of its chain was not found (it expired, was evicted or was deleted).", id, m)
+	}
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
+		"Previous response with id '%s' not found.", id)
+}
 
 func notFoundError(key string) *protocol.Error {
 	return protocol.Errorf(http.StatusNotFound, protocol.CodeResponseNotFound, "response_id", "No response with id '%s' on this connection.", key)

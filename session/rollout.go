@@ -282,7 +282,7 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 
 // Lookup resolves a previous_response_id: the connection's registry first, then
 // Options.Store (stored responses of Options.Owner). It returns previous_response_not_found
-// (400) when neither knows id, response_in_progress (409) for a rollout of this connection
+// (400) when neither knows id or a response of its stored chain is missing (naming it), response_in_progress (409) for a rollout of this connection
 // that has not ended (continue it with response.append instead), and store_unavailable (503)
 // when the store fails.
 func (c *Conn) Lookup(id string) ([]protocol.Item, error) {
@@ -294,8 +294,10 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, error) {
 	if ok {
 		return items, nil
 	}
+	var err error
 	if s := c.opts.Store; s != nil {
-		items, err := s.Chain(c.ctx, id, c.opts.Owner)
+		var items []protocol.Item
+		items, err = s.Chain(c.ctx, id, c.opts.Owner)
 		if err == nil {
 			return items, nil
 		}
@@ -303,8 +305,7 @@ func (c *Conn) Lookup(id string) ([]protocol.Item, error) {
 			return nil, StoreUnavailable()
 		}
 	}
-	return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodePreviousNotFound, "previous_response_id",
-		"Previous response with id '%s' not found.", id)
+	return nil, PreviousNotFound(id, err)
 }
 
 // Steer hands a response.steer to the rollout key (sampler.Rollout.Steer). The

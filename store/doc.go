@@ -13,8 +13,13 @@
 //
 //   - [Memory] (-store memory, the default): in this process, bounded by -store-responses
 //     and -store-bytes ([Size]), least recently used evicted first.
-//   - [Redis] (-store redis://host:port/db): shared by several Tether instances, with the same
-//     bounds over the whole deployment and a sliding TTL (-store-ttl, default 30 days).
+//   - [Redis] (-store redis://host:port/db, Redis 7 or later): shared by several Tether
+//     instances, with the same bounds and per-key quotas over the whole deployment, a sliding
+//     TTL (-store-ttl, default 30 days), and eviction of the least recently used when Redis
+//     reaches its maxmemory.
+//
+// Both implement [KeyQuotas] (-key-store-responses, -key-store-bytes): over its quota a key's
+// own least recently used responses are evicted, never another key's.
 //
 // # Redis key layout
 //
@@ -25,6 +30,9 @@
 //	tether:sizes           hash: response key → Size in bytes
 //	tether:bytes           the sum of tether:sizes
 //	tether:clock           the last LRU stamp given out
+//	tether:quotas          hash: response key → its quota key (per-key quotas only)
+//	tether:q:<quota>       sorted set: a quota key's response keys → last use
+//	tether:qbytes          hash: quota key → the sum of its responses' Size
 //
 // <owner> is the owner id the server gives (the key_id of its access log: the first 16 hex
 // digits of SHA-256(API key), empty on an open server), escaped as in a URL query: the key

@@ -197,7 +197,7 @@ func (s *Memory) Chain(_ context.Context, id, owner string) ([]protocol.Item, er
 	for cur := id; cur != ""; {
 		r, ok := s.getLocked(cur, owner)
 		if !ok {
-			return nil, ErrNotFound
+			return nil, &MissingError{ID: cur}
 		}
 		links = append(links, link{input: r.Input, output: r.Response.Output, chain: r.Chain})
 		if r.Chain != nil || len(links) > MaxChainLinks {

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +35,7 @@ type RedisOptions struct {
 	Prefix string
 }
 
-// Redis is a Store in Redis, shared by every instance of a deployment. Key
+// Redis is a Store in Redis 7 or later, shared by every instance of a deployment. Key
 // layout (Prefix "tether:"):
 //
 //	tether:r:<owner>:<id>  hash: parent (previous_response_id or ""), response (the Response
@@ -43,6 +46,21 @@ type RedisOptions struct {
 //	tether:bytes           string: the sum of tether:sizes
 //	tether:clock           string: the last stamp given out (unix µs)
 //
+// and, with per-key quotas (SetKeyQuota):
+//
+//	tether:quotas          hash: response key → its quota key (Response.Quota, escaped)
+//	tether:q:<quota>       sorted set: the quota key's response keys → last use
+//	tether:qbytes          hash: quota key → the sum of its responses' Size
+//
+// Per-key quotas are counted inside the same scripts as the store's bounds, so they hold
+// across every instance of a deployment (each Put applies its own instance's quota).
+//
+// When Redis reaches its maxmemory, it refuses a Put's script before it writes anything;
+// Put then evicts the least recently used responses (a script that Redis allows when full)
+// and tries again, as the memory store evicts at its bounds: the create completes. Only a
+// Redis that cannot hold even this one response fails the Put. Get, Delete, InputItems and
+// Chain go on working when Redis is full.
+//
 // <owner> is Response.Owner as the caller gives it, escaped as in a URL query: for the server,
 // the key_id of its access log (the first 16 hex digits of the SHA-256 of the API key; empty
 // on an open server), so the API key itself is never written, and a lookup by another owner
@@ -51,11 +69,14 @@ type RedisOptions struct {
 type Redis struct {
 	c      *redis.Client
 	o      RedisOptions
-	lru    string
-	sizes  string
-	bytes  string
-	clock  string
-	ttlArg int64 // milliseconds, 0 = none
+	common []string // the bookkeeping keys: lru, sizes, bytes, clock, quotas, qbytes
+	qsets  string   // the prefix of the per-key sorted sets
+	ttlArg int64    // milliseconds, 0 = none
+
+	keyCount int   // per Response.Quota; 0: none
+	keyBytes int64 // per Response.Quota; 0: none
+
+	evictedKey, evictedGlobal, evictedFull atomic.Int64
 }
 
 // NewRedis connects to the Redis of url (redis://[user:password@]host:port/db) and checks
@@ -84,12 +105,61 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 	if o.Prefix == "" {
 		o.Prefix = "tether:"
 	}
-	s := &Redis{c: c, o: o, lru: o.Prefix + "lru", sizes: o.Prefix + "sizes", bytes: o.Prefix + "bytes", clock: o.Prefix + "clock"}
+	if err := checkVersion(ctx, c); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	s := &Redis{c: c, o: o, qsets: o.Prefix + "q:"}
+	for _, k := range []string{"lru", "sizes", "bytes", "clock", "quotas", "qbytes"} {
+		s.common = append(s.common, o.Prefix+k)
+	}
 	if o.TTL > 0 {
 		s.ttlArg = o.TTL.Milliseconds()
 	}
 	return s, nil
 }
+
+// checkVersion refuses a Redis older than 7: the scripts declare their flags (the shebang
+// line Redis 7 introduced).
+func checkVersion(ctx context.Context, c *redis.Client) error {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("store: redis INFO: %w", err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			major, _, _ := strings.Cut(v, ".")
+			if n, err := strconv.Atoi(major); err != nil || n < 7 {
+				return fmt.Errorf("store: Redis %s is too old: the Redis store needs Redis 7 or later", v)
+			}
+			return nil
+		}
+	}
+	return nil // a server that does not tell its version (a Redis-compatible one) is tried
+}
+
+// Bounds returns the store's bounds over the whole deployment: responses and bytes (Size).
+func (s *Redis) Bounds() (responses int, bytes int64) { return s.o.MaxResponses, s.o.MaxBytes }
+
+// SetKeyQuota sets the per-key quotas: responses and bytes (Size) one quota key
+// (Response.Quota) may hold across the deployment; 0 means no quota. Over its quota, a Put
+// evicts the quota key's own least recently used responses. Call it before use.
+func (s *Redis) SetKeyQuota(count int, bytes int64) {
+	s.keyCount, s.keyBytes = count, bytes
+}
+
+// KeyQuota returns the per-key quotas SetKeyQuota set: responses and bytes (0: none).
+func (s *Redis) KeyQuota() (responses int, bytes int64) { return s.keyCount, s.keyBytes }
+
+// Evictions reports how many responses this instance's Puts evicted over their key's quota
+// (key) and over the store's bounds (global).
+func (s *Redis) Evictions() (key, global int64) {
+	return s.evictedKey.Load(), s.evictedGlobal.Load()
+}
+
+// FullEvictions reports how many responses this instance's Puts evicted because Redis had
+// reached its maxmemory.
+func (s *Redis) FullEvictions() int64 { return s.evictedFull.Load() }
 
 // ownerPrefix is the key prefix of owner's responses. The owner id is written as the server
 // gives it (the access log's key_id), escaped as in a URL query so that it holds no ':' and no
@@ -99,10 +169,20 @@ func (s *Redis) ownerPrefix(owner string) string {
 }
 
 func (s *Redis) keys(id, owner string) []string {
-	return []string{s.lru, s.sizes, s.bytes, s.clock, s.ownerPrefix(owner) + id}
+	return append(s.common[:len(s.common):len(s.common)], s.ownerPrefix(owner)+id)
 }
 
-// Put stores r (one script: replace, account, evict).
+// args are the scripts' first arguments (luaCommon) followed by more.
+func (s *Redis) args(more ...any) []any {
+	return append([]any{s.ttlArg, s.qsets}, more...)
+}
+
+// maxFullRounds bounds the evictions of one Put at maxmemory; ctx bounds their time.
+const maxFullRounds = 1000
+
+// Put stores r (one script: replace, account, evict). When Redis has reached its maxmemory
+// it evicts the least recently used responses (at least r's Size of them per round) until
+// Redis accepts r; it fails only when nothing is left to evict.
 func (s *Redis) Put(ctx context.Context, r *Response) error {
 	head := r.Response
 	head.Output = nil
@@ -128,9 +208,42 @@ func (s *Redis) Put(ctx context.Context, r *Response) error {
 	if p := r.Response.PreviousResponseID; p != nil {
 		parent = *p
 	}
-	err = putScript.Run(ctx, s.c, s.keys(r.Response.ID, r.Owner), s.ttlArg, parent, resp, output, input,
-		chain, Size(r), s.o.MaxResponses, s.o.MaxBytes).Err()
-	return wrap("put", err)
+	quota := ""
+	if s.keyCount > 0 || s.keyBytes > 0 {
+		quota = url.QueryEscape(r.Quota)
+	}
+	size := Size(r)
+	keys := s.keys(r.Response.ID, r.Owner)
+	args := s.args(parent, resp, output, input, chain, size, s.o.MaxResponses, s.o.MaxBytes, quota, s.keyCount, s.keyBytes)
+	for range maxFullRounds {
+		v, err := putScript.Run(ctx, s.c, keys, args...).Int64Slice()
+		if err == nil && len(v) == 2 {
+			s.evictedKey.Add(v[0])
+			s.evictedGlobal.Add(v[1])
+			return nil
+		}
+		if err == nil {
+			return fmt.Errorf("store: redis put: answer %v, want two counts", v)
+		}
+		if !isOOM(err) {
+			return wrap("put", err)
+		}
+		n, eerr := evictScript.Run(ctx, s.c, s.common, s.args(size)...).Int64()
+		if eerr != nil {
+			return wrap("evict", eerr)
+		}
+		if n == 0 {
+			return wrap("put", fmt.Errorf("Redis is at its maxmemory with no stored response left to evict: %w", err))
+		}
+		s.evictedFull.Add(n)
+	}
+	return fmt.Errorf("store: redis put: still at maxmemory after %d rounds of eviction", maxFullRounds)
+}
+
+// isOOM reports whether err is Redis's refusal at maxmemory.
+func isOOM(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
 }
 
 // Get returns the stored response id of owner.
@@ -159,7 +272,7 @@ func (s *Redis) Get(ctx context.Context, id, owner string) (*Response, error) {
 
 // fields returns hash fields of the response key (nil for an absent field), touching it.
 func (s *Redis) fields(ctx context.Context, id, owner string, fields ...string) ([]any, error) {
-	args := []any{s.ttlArg}
+	args := s.args()
 	for _, f := range fields {
 		args = append(args, f)
 	}
@@ -175,7 +288,7 @@ func (s *Redis) fields(ctx context.Context, id, owner string, fields ...string) 
 
 // Delete removes the stored response id of owner.
 func (s *Redis) Delete(ctx context.Context, id, owner string) error {
-	n, err := deleteScript.Run(ctx, s.c, s.keys(id, owner), s.ttlArg).Int()
+	n, err := deleteScript.Run(ctx, s.c, s.keys(id, owner), s.args()...).Int()
 	if err != nil {
 		return wrap("delete", err)
 	}
@@ -199,13 +312,20 @@ func (s *Redis) InputItems(ctx context.Context, id, owner string, p Page) (ItemL
 }
 
 // Chain returns the items of the chain ending at id: one script walks the parent pointers.
+// A missing response of the chain is a *MissingError naming it.
 func (s *Redis) Chain(ctx context.Context, id, owner string) ([]protocol.Item, error) {
-	v, err := chainScript.Run(ctx, s.c, []string{s.lru, s.sizes, s.bytes, s.clock}, s.ttlArg, s.ownerPrefix(owner), id, MaxChainLinks).Slice()
+	v, err := chainScript.Run(ctx, s.c, s.common, s.args(s.ownerPrefix(owner), id, MaxChainLinks)...).Slice()
 	if err != nil {
 		return nil, wrap("chain", err)
 	}
+	if len(v) == 0 || (len(v)-1)%3 != 0 {
+		return nil, fmt.Errorf("store: redis chain: answer of %d values", len(v))
+	}
+	if missing, _ := v[0].(string); missing != "" {
+		return nil, &MissingError{ID: missing}
+	}
 	links := make([]link, 0, len(v)/3)
-	for i := 0; i+2 < len(v); i += 3 {
+	for i := 1; i+2 < len(v); i += 3 {
 		var l link
 		if c, _ := v[i+2].(string); c != "" {
 			if err := decode(c, &l.chain); err != nil {

@@ -16,6 +16,27 @@ var (
 	ErrCursorNotFound = errors.New("store: no input item with the after id")
 )
 
+// MissingError is the ErrNotFound of Chain: ID names the response of the chain that is not
+// stored (or not the owner's): the id asked for, or an ancestor that expired, was evicted or
+// was deleted. errors.Is(err, ErrNotFound) holds.
+type MissingError struct {
+	ID string
+}
+
+func (e *MissingError) Error() string { return "store: response " + e.ID + " of the chain not found" }
+
+// Is makes a MissingError an ErrNotFound.
+func (e *MissingError) Is(target error) bool { return target == ErrNotFound }
+
+// MissingID returns the response a Chain error names (a *MissingError), else id.
+func MissingID(err error, id string) string {
+	var m *MissingError
+	if errors.As(err, &m) && m.ID != "" {
+		return m.ID
+	}
+	return id
+}
+
 // Response is one stored Response (store:true): the Response object as last sent, the input
 // items of its request (for GET /v1/responses/{id}/input_items), its owner, and, for an
 // append-shape rollout, its whole chain.
@@ -69,7 +90,8 @@ type Store interface {
 	InputItems(ctx context.Context, id, owner string, p Page) (ItemList, error)
 	// Chain returns the items of the chain that ends with the stored response id (every
 	// ancestor's input and output, oldest first, as the model saw them) in one round trip.
-	// ErrNotFound when id or any ancestor is missing or belongs to another owner.
+	// ErrNotFound when id or any ancestor is missing or belongs to another owner: a
+	// *MissingError that names the first one missing, walking from id.
 	Chain(ctx context.Context, id, owner string) ([]protocol.Item, error)
 	// Close releases the store's resources (connections). Idempotent.
 	Close() error

@@ -13,6 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tetherd/tether/internal/redistest"
 )
 
 // The tests of this file run the built binary with small limits and show each limit acting
@@ -141,58 +145,174 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// stores are the -store values the store limits are shown on: the memory store, and a
+// Redis started for the test.
+var stores = []string{"memory", "redis"}
+
+// storeArg returns the -store value of kind, starting a redis-server for "redis".
+func storeArg(t *testing.T, kind string) string {
+	t.Helper()
+	if kind == "redis" {
+		return redistest.Start(t).URL()
+	}
+	return kind
+}
+
 // TestLimitKeyStoreResponses: with -key-store-responses 3, key B's ten stored responses evict
-// only B's own oldest; key A's response survives.
+// only B's own oldest; key A's response survives, in either store.
 func TestLimitKeyStoreResponses(t *testing.T) {
-	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-responses", "3")
-	a := storeOne(t, base, "key-a", "a")
-	var b []string
-	for i := range 10 {
-		b = append(b, storeOne(t, base, "key-b", fmt.Sprint("b", i)))
-	}
-	if got := stored(t, base, "key-a", []string{a}); !got[0] {
-		t.Fatal("key A's response was evicted by key B's")
-	}
-	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false false false false true true true]" {
-		t.Fatalf("key B's responses kept: %s, want its last 3", got)
-	}
-	if n := metric(t, base, "key-a", `tether_store_evictions_total{reason="key_quota"}`); n != 7 {
-		t.Fatalf("key_quota evictions %v, want 7", n)
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			base := limitServer(t, "-store", storeArg(t, kind), "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-responses", "3")
+			a := storeOne(t, base, "key-a", "a")
+			var b []string
+			for i := range 10 {
+				b = append(b, storeOne(t, base, "key-b", fmt.Sprint("b", i)))
+			}
+			if got := stored(t, base, "key-a", []string{a}); !got[0] {
+				t.Fatal("key A's response was evicted by key B's")
+			}
+			if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false false false false true true true]" {
+				t.Fatalf("key B's responses kept: %s, want its last 3", got)
+			}
+			if n := metric(t, base, "key-a", `tether_store_evictions_total{reason="key_quota"}`); n != 7 {
+				t.Fatalf("key_quota evictions %v, want 7", n)
+			}
+		})
 	}
 }
 
 // TestLimitKeyStoreBytes: with -key-store-bytes 100KiB, key B's 40 KiB responses evict B's
-// own oldest once B holds more than 100 KiB; key A's response survives.
+// own oldest once B holds more than 100 KiB; key A's response survives, in either store.
 func TestLimitKeyStoreBytes(t *testing.T) {
-	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-bytes", "100KiB")
-	a := storeOne(t, base, "key-a", "a")
-	var b []string
-	for i := range 6 {
-		b = append(b, storeOne(t, base, "key-b", fmt.Sprint(i)+strings.Repeat("x", 40<<10)))
-	}
-	if got := stored(t, base, "key-a", []string{a}); !got[0] {
-		t.Fatal("key A's response was evicted by key B's")
-	}
-	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false true true]" {
-		t.Fatalf("key B's responses kept: %s, want its last 2 (2 × 40 KiB of answer and input fit in 100 KiB)", got)
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			base := limitServer(t, "-store", storeArg(t, kind), "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-bytes", "100KiB")
+			a := storeOne(t, base, "key-a", "a")
+			var b []string
+			for i := range 6 {
+				b = append(b, storeOne(t, base, "key-b", fmt.Sprint(i)+strings.Repeat("x", 40<<10)))
+			}
+			if got := stored(t, base, "key-a", []string{a}); !got[0] {
+				t.Fatal("key A's response was evicted by key B's")
+			}
+			if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false true true]" {
+				t.Fatalf("key B's responses kept: %s, want its last 2 (2 × 40 KiB of answer and input fit in 100 KiB)", got)
+			}
+		})
 	}
 }
 
 // TestLimitStoreResponsesShare: a key's default share follows the store: with
 // -store-responses 8 a key keeps 2 (a quarter), so key B's five responses do not evict key
-// A's.
+// A's, in either store.
 func TestLimitStoreResponsesShare(t *testing.T) {
-	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-store-responses", "8")
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			base := limitServer(t, "-store", storeArg(t, kind), "-api-keys", keysFile(t, "key-a", "key-b"), "-store-responses", "8")
+			a := storeOne(t, base, "key-a", "a")
+			var b []string
+			for i := range 5 {
+				b = append(b, storeOne(t, base, "key-b", fmt.Sprint("b", i)))
+			}
+			if got := stored(t, base, "key-a", []string{a}); !got[0] {
+				t.Fatal("key A's response was evicted")
+			}
+			if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false true true]" {
+				t.Fatalf("key B's responses kept: %s, want its last 2 (a quarter of -store-responses 8)", got)
+			}
+		})
+	}
+}
+
+// TestLimitRedisFull: a Redis at its maxmemory (noeviction) long before -store-bytes is
+// answered like a full memory store: every store:true create completes (200, completed),
+// the least recently used responses are evicted (tether_store_evictions_total{reason=
+// "store_full"}), reads go on, and Redis stays about at its maxmemory.
+func TestLimitRedisFull(t *testing.T) {
+	rs := redistest.Start(t)
+	base := limitServer(t, "-store", rs.URL(), "-api-keys", keysFile(t, "key-a", "key-b"), "-model-speed", "instant")
+	admin := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer admin.Close()
+	ctx := t.Context()
+	used := func() int64 {
+		info, err := admin.Info(ctx, "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		t.Fatal("no used_memory")
+		return 0
+	}
 	a := storeOne(t, base, "key-a", "a")
+	limit := used() + 4<<20
+	if err := admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ConfigSet(ctx, "maxmemory", fmt.Sprint(limit)).Err(); err != nil {
+		t.Fatal(err)
+	}
 	var b []string
-	for i := range 5 {
-		b = append(b, storeOne(t, base, "key-b", fmt.Sprint("b", i)))
+	var peak int64
+	for i := range 40 { // 16 MB of input into 4 MB
+		b = append(b, storeOne(t, base, "key-b", fmt.Sprint(i)+strings.Repeat("x", 400<<10)))
+		peak = max(peak, used())
 	}
-	if got := stored(t, base, "key-a", []string{a}); !got[0] {
-		t.Fatal("key A's response was evicted")
+	if got := stored(t, base, "key-b", b[len(b)-2:]); !got[0] || !got[1] {
+		t.Fatalf("key B's newest responses: %v, want both stored", got)
 	}
-	if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false true true]" {
-		t.Fatalf("key B's responses kept: %s, want its last 2 (a quarter of -store-responses 8)", got)
+	if got := stored(t, base, "key-a", []string{a}); got[0] {
+		t.Fatal("key A's response outlived a full Redis: want the least recently used evicted")
+	}
+	if n := metric(t, base, "key-a", `tether_store_evictions_total{reason="store_full"}`); n < 20 {
+		t.Fatalf("store_full evictions %v, want most of key B's 40 responses", n)
+	}
+	if n := metric(t, base, "key-a", "tether_store_errors_total"); n != 0 {
+		t.Fatalf("%v store errors with Redis full", n)
+	}
+	t.Logf("maxmemory %d, peak used_memory %d", limit, peak)
+	if peak > limit+4*(400<<10) {
+		t.Fatalf("Redis used %d bytes at its peak, maxmemory %d", peak, limit)
+	}
+}
+
+// TestLimitChainMissing: a continuation whose chain lost a middle response (deleted) gets
+// previous_response_not_found naming that response, in either store.
+func TestLimitChainMissing(t *testing.T) {
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			base := limitServer(t, "-store", storeArg(t, kind))
+			prev := ""
+			var ids []string
+			for i := range 3 {
+				req := map[string]any{"model": "sim", "input": fmt.Sprint("turn ", i), "store": true}
+				if prev != "" {
+					req["previous_response_id"] = prev
+				}
+				body, _ := json.Marshal(req)
+				code, m := call(t, "POST", base+"/v1/responses", "", string(body))
+				if code != 200 {
+					t.Fatalf("turn %d: %d %v", i, code, m)
+				}
+				prev = m["id"].(string)
+				ids = append(ids, prev)
+			}
+			if code, m := call(t, "DELETE", base+"/v1/responses/"+ids[1], "", ""); code != 200 {
+				t.Fatalf("DELETE the middle response: %d %v", code, m)
+			}
+			body, _ := json.Marshal(map[string]any{"model": "sim", "input": "next", "previous_response_id": ids[2]})
+			code, m := call(t, "POST", base+"/v1/responses", "", string(body))
+			e, _ := m["error"].(map[string]any)
+			msg, _ := e["message"].(string)
+			if code != 400 || errCode(m) != "previous_response_not_found" || !strings.Contains(msg, "'"+ids[1]+"'") {
+				t.Fatalf("continuing %s with %s deleted: %d %v, want previous_response_not_found naming %s", ids[2], ids[1], code, m, ids[1])
+			}
+		})
 	}
 }
 
@@ -456,5 +576,30 @@ func TestLimitStoredGetCounted(t *testing.T) {
 	waitUntil(t, "the GET's reservation released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
 	if code, _ := call(t, "GET", base+"/v1/responses/"+id, "", ""); code != 200 {
 		t.Fatalf("GET after the unread one ended: %d", code)
+	}
+}
+
+// TestLimitSlowloris: with -max-http-connections 8, forty connections trickling headers
+// they never finish (no key needed) hold nothing: /healthz and a create are still served.
+func TestLimitSlowloris(t *testing.T) {
+	base := limitServer(t, "-max-http-connections", "8")
+	addr := strings.TrimPrefix(base, "http://")
+	for range 40 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := fmt.Fprint(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nX-Slow: a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if code, m := call(t, "GET", base+"/healthz", "", ""); code != 200 {
+			t.Fatalf("/healthz among unfinished headers: %d %v", code, m)
+		}
+		if code, m := call(t, "POST", base+"/v1/responses", "", bodyRoutes[0].body); code != 200 {
+			t.Fatalf("a create among unfinished headers: %d %v", code, m)
+		}
 	}
 }

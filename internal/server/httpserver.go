@@ -52,12 +52,13 @@ func positive(d, def time.Duration) time.Duration {
 	return d
 }
 
-// guard serves one request: a connection of the healthz reserve serves only /healthz; every
+// guard serves one request: its connection is no longer idle (the HTTP connection bound does
+// not close it while it is served); a connection of the healthz reserve serves only /healthz; every
 // answer that is not a WebSocket gets a write deadline (WriteTimeout from each write, so that
 // a long stream whose client reads lives on, and one whose client stops reading is cut);
 // rejections are logged and counted by the access log around it (serveLogged).
 func (s *Server) guard(w http.ResponseWriter, r *http.Request) {
-	if overflowConn(r) {
+	if serveConn(r) {
 		w.Header().Set("Connection", "close")
 		if r.URL.Path != "/healthz" {
 			s.fail(w, &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,

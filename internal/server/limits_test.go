@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/session"
 )
 
 // realServer runs s through HTTPServer on a loopback listener (the command's configuration)
@@ -165,16 +169,24 @@ func (l countAccepts) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// stalledPost opens a connection whose POST is being served: its headers are read and its
+// handler reads a body that stalls.
+func stalledPost(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c := dialRaw(t, addr)
+	c.head(1000)
+	c.send(`{"model":"sim",`)
+	return c
+}
+
 func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
 	var accepted atomic.Int64
-	_, addr := realServerOn(t, Options{MaxHTTPConnections: 3}, func(ln net.Listener) net.Listener { return countAccepts{ln, &accepted} })
-	// Three connections that never send a request hold the bound.
+	s, addr := realServerOn(t, Options{MaxHTTPConnections: 3}, func(ln net.Listener) net.Listener { return countAccepts{ln, &accepted} })
+	// Three requests being served hold the bound.
 	for range 3 {
-		c := dialRaw(t, addr)
-		c.send("GET /hea") // a request in progress: not idle, not evictable
+		stalledPost(t, addr)
 	}
-	// The server has admitted them (one accept loop: the next connection comes after them).
-	waitFor(t, func() bool { return accepted.Load() == 3 })
+	waitFor(t, func() bool { return s.Budget().InUse() == 3*session.DecodeFactor*1000 })
 	// The reserve: /healthz answers, anything else is 503, and the connection is closed.
 	h := dialRaw(t, addr)
 	h.get("/healthz")
@@ -192,7 +204,8 @@ func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
 	if !p.closed() {
 		t.Fatal("a reserve connection stays open after its 503")
 	}
-	// Past the reserve, new connections are closed at once.
+	// Reserve connections that never finish their headers hold nothing: the next /healthz
+	// closes the one that has waited the longest and is answered.
 	var held []*rawConn
 	for range HealthzReserve {
 		c := dialRaw(t, addr)
@@ -200,11 +213,44 @@ func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
 		held = append(held, c)
 	}
 	waitFor(t, func() bool { return accepted.Load() == 3+2+HealthzReserve })
-	if x := dialRaw(t, addr); !x.closed() {
-		t.Fatal("a connection past the reserve was not closed")
+	h = dialRaw(t, addr)
+	h.get("/healthz")
+	if code, _ := h.response(); code != 200 {
+		t.Fatalf("/healthz with the reserve full of unfinished headers: %d", code)
 	}
-	for _, c := range held {
-		_ = c.Close()
+	if !held[0].closed() {
+		t.Fatal("the oldest connection still sending headers was not closed")
+	}
+}
+
+// TestHTTPConnectionBoundSlowloris: connections that trickle headers and never finish them
+// count as idle: at the bound a new client closes the oldest of them and is served in full,
+// and /healthz answers, however many there are.
+func TestHTTPConnectionBoundSlowloris(t *testing.T) {
+	var accepted atomic.Int64
+	_, addr := realServerOn(t, Options{MaxHTTPConnections: 4}, func(ln net.Listener) net.Listener { return countAccepts{ln, &accepted} })
+	var slow []*rawConn
+	for range 4 + HealthzReserve + 10 {
+		c := dialRaw(t, addr)
+		c.send("POST /v1/responses HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+		slow = append(slow, c)
+	}
+	waitFor(t, func() bool { return accepted.Load() == int64(len(slow)) })
+	for _, r := range []struct {
+		path string
+		want int
+	}{{"/healthz", 200}, {"/v1/responses/resp_missing", 404}, {"/healthz", 200}} {
+		c := dialRaw(t, addr)
+		c.get(r.path)
+		if code, body := c.response(); code != r.want {
+			t.Fatalf("%s with the bound full of unfinished headers: %d %s", r.path, code, body)
+		}
+	}
+	// The oldest made room first.
+	for _, c := range slow[:HealthzReserve] {
+		if !c.closed() {
+			t.Fatal("an old connection still sending headers was not closed")
+		}
 	}
 }
 
@@ -350,4 +396,24 @@ func TestJSONAnswerHasWriteDeadline(t *testing.T) {
 	if n, err := io.Copy(io.Discard, resp.Body); err == nil {
 		t.Fatalf("a client that did not read got the whole answer (%d bytes) after the write timeout", n)
 	}
+}
+
+// A WebSocket that goes away in the middle of a message releases what the message had
+// reserved of the budget.
+func TestPartialFrameReleasedOnDisconnect(t *testing.T) {
+	s, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	c, _, err := websocket.Dial(t.Context(), "ws://"+addr+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Writer(t.Context(), websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(`{"type":"response.create","input":"` + strings.Repeat("x", 256<<10))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Budget().InUse() >= 256<<10 })
+	_ = c.CloseNow() // the message never ends
+	waitFor(t, func() bool { return s.Budget().InUse() == 0 })
 }

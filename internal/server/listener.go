@@ -15,16 +15,19 @@ import (
 const HealthzReserve = 16
 
 // limitListener bounds the accepted connections (Options.MaxHTTPConnections). At the bound it
-// first closes the connection that has been idle (between keep-alive requests) the longest;
+// first closes the connection that has been idle the longest: idle between keep-alive
+// requests, or still sending a request's headers (a client that trickles headers holds no
+// handler, so it is as evictable as a silent one, and cannot fill the bound or the reserve);
 // when none is idle, up to HealthzReserve more are accepted as overflow connections, and
-// beyond that a new connection is closed at once.
+// beyond that a new connection is closed at once. A connection whose request is being
+// served (its handler runs) is never closed.
 type limitListener struct {
 	net.Listener
 	max int
 
 	mu   sync.Mutex // guards open and idle
 	open int
-	idle *list.List // of *limitConn, oldest idle at the front
+	idle *list.List // of *limitConn not being served, the longest idle at the front
 }
 
 func newLimitListener(ln net.Listener, max int) *limitListener {
@@ -66,10 +69,13 @@ func (l *limitListener) admit(c net.Conn) *limitConn {
 	return lc
 }
 
-// connState is the http.Server's ConnState hook: it tracks which connections are idle.
+// connState is the http.Server's ConnState hook: it tracks which connections are idle. A new
+// connection and one that went idle after a response are idle until their request's handler
+// starts (serving); StateActive (the first bytes of a request have come) changes nothing,
+// because a request whose headers are still coming holds nothing.
 func (l *limitListener) connState(c net.Conn, st http.ConnState) {
 	lc, ok := c.(*limitConn)
-	if !ok {
+	if !ok || st == http.StateActive {
 		return
 	}
 	l.mu.Lock()
@@ -78,8 +84,18 @@ func (l *limitListener) connState(c net.Conn, st http.ConnState) {
 		l.idle.Remove(lc.el)
 		lc.el = nil
 	}
-	if st == http.StateIdle && !lc.closed {
+	if (st == http.StateNew || st == http.StateIdle) && !lc.closed {
 		lc.el = l.idle.PushBack(lc)
+	}
+}
+
+// serving marks c busy: its request's headers are read and its handler runs.
+func (c *limitConn) serving() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.el != nil {
+		c.l.idle.Remove(c.el)
+		c.el = nil
 	}
 }
 
@@ -90,7 +106,7 @@ type limitConn struct {
 	overflow bool // accepted in the healthz reserve
 
 	// Guarded by l.mu
-	el     *list.Element // in l.idle while idle
+	el     *list.Element // in l.idle while idle or sending a request's headers
 	closed bool
 }
 
@@ -110,10 +126,15 @@ func (c *limitConn) Close() error {
 
 type connKey struct{}
 
-// overflowConn reports whether the request arrived on a connection of the healthz reserve.
-func overflowConn(r *http.Request) bool {
+// serveConn marks the connection of r as being served (no longer evictable) and reports
+// whether it is a connection of the healthz reserve.
+func serveConn(r *http.Request) (overflow bool) {
 	c, _ := r.Context().Value(connKey{}).(*limitConn)
-	return c != nil && c.overflow
+	if c == nil {
+		return false
+	}
+	c.serving()
+	return c.overflow
 }
 
 func withConn(ctx context.Context, c net.Conn) context.Context {

@@ -47,10 +47,16 @@ func (s *Server) metricsHandler() http.Handler {
 	if ms, ok := s.opts.Store.(*store.Memory); ok {
 		gauge("tether_store_responses", "Responses in the in-memory store.", nil, func() float64 { return float64(ms.Len()) })
 		gauge("tether_store_bytes", "Estimated bytes of the responses in the in-memory store.", nil, func() float64 { return float64(ms.Bytes()) })
+	}
+	const evictionsHelp = "Stored responses this instance evicted: over their key's quota, over the store's bounds, or because Redis was at its maxmemory."
+	if es, ok := s.opts.Store.(interface{ Evictions() (key, global int64) }); ok {
 		for reason, i := range map[string]int{"key_quota": 0, "store_bound": 1} {
-			counter("tether_store_evictions_total", "Stored responses evicted: over their key's quota, or over the store's bounds.",
-				prometheus.Labels{"reason": reason}, func() float64 { k, g := ms.Evictions(); return float64([]int64{k, g}[i]) })
+			counter("tether_store_evictions_total", evictionsHelp,
+				prometheus.Labels{"reason": reason}, func() float64 { k, g := es.Evictions(); return float64([]int64{k, g}[i]) })
 		}
+	}
+	if fs, ok := s.opts.Store.(interface{ FullEvictions() int64 }); ok {
+		counter("tether_store_evictions_total", evictionsHelp, prometheus.Labels{"reason": "store_full"}, func() float64 { return float64(fs.FullEvictions()) })
 	}
 	b := s.budget
 	gauge("tether_memory_budget_bytes", "Bytes of the -max-memory budget reserved by frames and bodies being read and decoded.", nil, func() float64 { return float64(b.InUse()) })

@@ -120,8 +120,8 @@ type Options struct {
 	// KeyRollouts bounds live rollouts (queued, sampling or suspended) and KeyConnections open
 	// WebSocket connections, both answered quota_exceeded (429); 0 means the Default… value,
 	// negative no quota. KeyStoredResponses and KeyStoredBytes bound what a key keeps in a
-	// store that supports per-key quotas (store.KeyQuotas: the in-memory store, whether the
-	// server made it or it is Options.Store): over them the key's own least recently used
+	// store that supports per-key quotas (store.KeyQuotas: the in-memory and the Redis store,
+	// whether the server made it or it is Options.Store): over them the key's own least recently used
 	// responses are evicted, never another key's. 0 means a quarter of the store's bound
 	// (DefaultKeyStoredResponses and DefaultKeyStoredBytes of the default store), negative no
 	// quota.

@@ -46,8 +46,18 @@ func NewBudget(c *websocket.Conn, maxFrame int64, b *session.Budget) session.Tra
 	return &wsTransport{c: c, maxFrame: maxFrame, budget: b}
 }
 
+// Read returns the next frame. A frame that is not returned (any error: the connection gone
+// in the middle of it, too large, binary, over the budget) holds none of the budget.
 func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
 	t.releaseFrame()
+	b, err := t.read(ctx)
+	if err != nil {
+		t.releaseFrame()
+	}
+	return b, err
+}
+
+func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
 	typ, r, err := t.c.Reader(ctx)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,9 @@ func Run(t *testing.T, f Factory) {
 		{"EvictBytes", testEvictBytes},
 		{"NonOwnerNoTouch", testNonOwnerNoTouch},
 		{"Concurrent", testConcurrent},
+		{"KeyQuotaCount", testKeyQuotaCount},
+		{"KeyQuotaBytes", testKeyQuotaBytes},
+		{"KeyQuotaConcurrent", testKeyQuotaConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
@@ -275,6 +278,115 @@ func testChainMissing(t *testing.T, f Factory) {
 	wantNotFound(t, "Chain with another owner's ancestor", err)
 	_, err = s.Chain(ctx, "nope", "k")
 	wantNotFound(t, "Chain unknown", err)
+	if got := store.MissingID(err, "?"); got != "nope" {
+		t.Fatalf("Chain unknown names %q, want nope", got)
+	}
+	// A chain whose middle response is gone names that response, not the one asked for.
+	for _, r := range []*store.Response{response("m1", "", "k", 1), response("m2", "m1", "k", 1), response("m3", "m2", "k", 1)} {
+		mustPut(t, s, r)
+	}
+	if err := s.Delete(ctx, "m2", "k"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Chain(ctx, "m3", "k")
+	wantNotFound(t, "Chain with its middle response deleted", err)
+	if got := store.MissingID(err, "m3"); got != "m2" {
+		t.Fatalf("Chain(m3) with m2 deleted names %q, want m2", got)
+	}
+}
+
+// withQuota returns s as store.KeyQuotas with the quotas set, or skips the test.
+func withQuota(t *testing.T, s store.Store, count int, bytes int64) store.Store {
+	t.Helper()
+	q, ok := s.(store.KeyQuotas)
+	if !ok {
+		t.Skip("the store has no per-key quotas")
+	}
+	q.SetKeyQuota(count, bytes)
+	return s
+}
+
+// quotaResponse is response(id) counted against quota.
+func quotaResponse(id, quota string, n int) *store.Response {
+	r := response(id, "", quota, n)
+	r.Quota = quota
+	return r
+}
+
+func testKeyQuotaCount(t *testing.T, f Factory) {
+	s := withQuota(t, open(t, f, 100, 0), 3, 0)
+	mustPut(t, s, quotaResponse("a", "A", 1))
+	var kept []bool
+	for i := range 10 {
+		mustPut(t, s, quotaResponse(fmt.Sprint("b", i), "B", 1))
+	}
+	if !present(t, s, "a", "A") {
+		t.Fatal("key A's response was evicted by key B's")
+	}
+	for i := range 10 {
+		kept = append(kept, present(t, s, fmt.Sprint("b", i), "B"))
+	}
+	if got := fmt.Sprint(kept); got != "[false false false false false false false true true true]" {
+		t.Fatalf("key B kept %s, want its last 3", got)
+	}
+	// Recency within a key: b7, used now, outlives b8.
+	_ = present(t, s, "b7", "B")
+	mustPut(t, s, quotaResponse("b10", "B", 1))
+	if !present(t, s, "b7", "B") || present(t, s, "b8", "B") {
+		t.Fatal("want b7 (used) kept and b8 (its key's least recently used) evicted")
+	}
+	// A deleted response no longer counts against its key.
+	if err := s.Delete(context.Background(), "b7", "B"); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, quotaResponse("b11", "B", 1))
+	if !present(t, s, "b9", "B") || !present(t, s, "b10", "B") || !present(t, s, "b11", "B") {
+		t.Fatal("a Delete still counted against the key's quota")
+	}
+}
+
+func testKeyQuotaBytes(t *testing.T, f Factory) {
+	one := store.Size(quotaResponse("b0", "B", 1))
+	s := withQuota(t, open(t, f, 100, 0), 0, 2*one+one/2)
+	mustPut(t, s, quotaResponse("a", "A", 1))
+	for i := range 4 {
+		mustPut(t, s, quotaResponse(fmt.Sprint("b", i), "B", 1))
+	}
+	if !present(t, s, "a", "A") || present(t, s, "b1", "B") || !present(t, s, "b2", "B") || !present(t, s, "b3", "B") {
+		t.Fatal("want key A's response and key B's last two kept")
+	}
+	mustPut(t, s, quotaResponse("big", "B", 50)) // over the quota alone: kept, the key's others evicted
+	if !present(t, s, "big", "B") || present(t, s, "b3", "B") || !present(t, s, "a", "A") {
+		t.Fatal("want only key B's oversize newest response kept, and key A's")
+	}
+}
+
+func testKeyQuotaConcurrent(t *testing.T, f Factory) {
+	s := withQuota(t, open(t, f, 1000, 0), 5, 0)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 10 {
+				if err := s.Put(ctx, quotaResponse(fmt.Sprintf("g%d_%d", g, i), "B", 1)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	for g := range 8 {
+		for i := range 10 {
+			if present(t, s, fmt.Sprintf("g%d_%d", g, i), "B") {
+				n++
+			}
+		}
+	}
+	if n != 5 {
+		t.Fatalf("key B holds %d responses after concurrent Puts, want its quota of 5", n)
+	}
 }
 
 func testEvictLRU(t *testing.T, f Factory) {

@@ -417,3 +417,40 @@ func TestPartialFrameReleasedOnDisconnect(t *testing.T) {
 	_ = c.CloseNow() // the message never ends
 	waitFor(t, func() bool { return s.Budget().InUse() == 0 })
 }
+
+// TestStalledMessageDropped: a client that starts a WebSocket message and never finishes it is
+// dropped after ReadTimeout from the first frame — the connection closes and the partial
+// message's budget is released — while an idle connection beside it stays open and usable.
+func TestStalledMessageDropped(t *testing.T) {
+	s, addr := realServer(t, Options{MaxFrame: 1 << 20, ReadTimeout: 300 * time.Millisecond})
+	idle, _, err := websocket.Dial(t.Context(), "ws://"+addr+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.CloseNow()
+	c, _, err := websocket.Dial(t.Context(), "ws://"+addr+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	w, err := c.Writer(t.Context(), websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(`{"type":"response.create","input":"` + strings.Repeat("x", 256<<10))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Budget().InUse() >= 256<<10 })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, _, err := c.Read(ctx); err == nil || ctx.Err() != nil {
+		t.Fatalf("the stalled message's connection: read %v (context %v), want it closed by the server", err, ctx.Err())
+	}
+	waitFor(t, func() bool { return s.Budget().InUse() == 0 })
+	if err := idle.Write(t.Context(), websocket.MessageText, []byte(`{"type":"response.create","model":"sim","input":"hi"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := idle.Read(ctx); err != nil {
+		t.Fatalf("the idle connection beside it: %v", err)
+	}
+}

@@ -98,8 +98,10 @@ type Options struct {
 	Logger *slog.Logger
 
 	// HTTP connection limits (they apply to the http.Server of HTTPServer):
-	// ReadTimeout bounds the reading of a POST body (408 request_timeout, connection closed);
-	// 0 means DefaultReadTimeout, negative none. IdleTimeout closes a keep-alive connection
+	// ReadTimeout bounds the reading of a POST body (408 request_timeout, connection closed)
+	// and of one WebSocket message from its first frame's header to its last byte (the
+	// connection is closed and the partial message's budget released; an idle socket between
+	// messages is not bounded by it); 0 means DefaultReadTimeout, negative none. IdleTimeout closes a keep-alive connection
 	// idle between requests; 0 means DefaultIdleTimeout, negative none. MaxHTTPConnections
 	// bounds accepted TCP connections (WebSockets included): at the bound the longest-idle
 	// keep-alive connection is closed, then up to HealthzReserve more serve only /healthz (503
@@ -458,7 +460,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(wstransport.NewBudget(ws, s.opts.MaxFrame, s.budget), s.sessionOptions(owner, quota))
+	c := session.NewConn(wstransport.NewLimited(ws, s.opts.MaxFrame, s.budget, positive(s.opts.ReadTimeout, DefaultReadTimeout)), s.sessionOptions(owner, quota))
 	shape, gauge := ShapePublic, &s.metrics.PublicConns
 	if appendShape {
 		shape, gauge = ShapeAppend, &s.metrics.AppendConns

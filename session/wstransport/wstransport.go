@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -19,9 +20,11 @@ type wsTransport struct {
 	c        *websocket.Conn
 	maxFrame int64
 	budget   *session.Budget
+	msgTime  time.Duration // bound on reading one message from its first frame; 0: none
 	// Owned by the reading goroutine
 	buf      []byte
-	reserved int64 // bytes of budget held for the frame last returned
+	reserved int64       // bytes of budget held for the frame last returned
+	timer    *time.Timer // the message's read bound, while one is read
 }
 
 // keepBuffer is the largest read buffer kept between frames; a larger one (after one large
@@ -39,12 +42,25 @@ func New(c *websocket.Conn, maxFrame int64) session.Transport {
 // Read, i.e. while the frame is decoded and dispatched). A frame that does not fit is
 // discarded and Read returns session.ErrOverloaded.
 func NewBudget(c *websocket.Conn, maxFrame int64, b *session.Budget) session.Transport {
+	return NewLimited(c, maxFrame, b, 0)
+}
+
+// NewLimited is NewBudget with a bound on the time one message takes to arrive, from its first
+// frame's header to its last byte: a client that starts a message (or a fragmented one) and
+// trickles or stalls the rest is dropped after msgTimeout (Read returns ErrMessageTimeout; the
+// connection is closed and the message's budget released). An idle connection, between
+// messages, is not bounded by it. 0 means no bound.
+func NewLimited(c *websocket.Conn, maxFrame int64, b *session.Budget, msgTimeout time.Duration) session.Transport {
 	if maxFrame <= 0 {
 		maxFrame = session.DefaultMaxFrame
 	}
 	c.SetReadLimit(-1)
-	return &wsTransport{c: c, maxFrame: maxFrame, budget: b}
+	return &wsTransport{c: c, maxFrame: maxFrame, budget: b, msgTime: max(msgTimeout, 0)}
 }
+
+// ErrMessageTimeout is returned by Read when a message did not arrive whole within the bound of
+// NewLimited.
+var ErrMessageTimeout = errors.New("wstransport: the client did not finish sending a message in time")
 
 // Read returns the next frame. A frame that is not returned (any error: the connection gone
 // in the middle of it, too large, binary, over the budget) holds none of the budget.
@@ -58,10 +74,36 @@ func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
 }
 
 func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
+	if t.msgTime > 0 {
+		// The library reads the whole message under the context given to Reader: a context
+		// that is cancelled msgTime after the first header arrived bounds the message.
+		mctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		ctx = mctx
+		defer func() {
+			if t.timer != nil {
+				t.timer.Stop()
+				t.timer = nil
+			}
+		}()
+		b, err := t.readMessage(ctx, func() {
+			t.timer = time.AfterFunc(t.msgTime, func() { cancel(ErrMessageTimeout) })
+		})
+		if err != nil && errors.Is(context.Cause(ctx), ErrMessageTimeout) {
+			return nil, fmt.Errorf("%w (%v)", ErrMessageTimeout, t.msgTime)
+		}
+		return b, err
+	}
+	return t.readMessage(ctx, func() {})
+}
+
+// readMessage reads one message; started is called when its first frame's header has arrived.
+func (t *wsTransport) readMessage(ctx context.Context, started func()) ([]byte, error) {
 	typ, r, err := t.c.Reader(ctx)
 	if err != nil {
 		return nil, err
 	}
+	started()
 	t.buf, err = t.readFrame(t.buf[:0], io.LimitReader(r, t.maxFrame+1))
 	if err == nil && int64(len(t.buf)) <= t.maxFrame && !t.reserveBytes(session.DecodeCost(t.buf)) {
 		err = session.ErrOverloaded // the frame is read: the budget would not cover decoding it

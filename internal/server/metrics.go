@@ -7,14 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/store"
 )
 
 // metricsHandler returns GET /metrics in the Prometheus text format: connections, rollouts by
-// state, continuations by path, frames and bytes sent, the per-turn server time histogram,
-// errors by code, evictions, dropped peers and the store's size, plus the Go runtime's and
-// the process's metrics.
+// state, continuations by path, cold continuations by reason, frames and bytes sent, the
+// per-turn server time histogram, errors by code, evictions, dropped peers and the store's
+// size, plus the Go runtime's and the process's metrics.
 func (s *Server) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -33,6 +34,10 @@ func (s *Server) metricsHandler() http.Handler {
 	c := &s.counters
 	for path, v := range map[string]func() int64{"hot": c.Hot.Load, "cold": c.Cold.Load, "new": c.New.Load, "warmup": c.WarmUp.Load} {
 		counter("tether_continuations_total", "Public-shape creates by path: hot (resumed), cold (rebuilt), new chain, warm-up.", prometheus.Labels{"path": path}, func() float64 { return float64(v()) })
+	}
+	for _, reason := range protocol.ColdReasons {
+		counter("tether_cold_continuations_total", "Public-shape cold continuations by reason (their sum is tether_continuations_total{path=\"cold\"}): settings_differ, not_latest, not_suspended, not_on_connection, other_lane, warmup, input.",
+			prometheus.Labels{"reason": reason}, func() float64 { return float64(c.ColdBy(reason)) })
 	}
 	counter("tether_ws_frames_sent_total", "WebSocket frames sent to clients.", nil, func() float64 { return float64(m.Frames.Load()) })
 	counter("tether_ws_bytes_sent_total", "WebSocket payload bytes sent to clients.", nil, func() float64 { return float64(m.Bytes.Load()) })

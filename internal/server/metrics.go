@@ -63,6 +63,10 @@ func (s *Server) metricsHandler() http.Handler {
 		counter("tether_limit_rejections_total", "Requests and frames refused by a limit: the memory budget or decoding bound (server_overloaded), a per-key quota (quota_exceeded).",
 			prometheus.Labels{"limit": limit}, func() float64 { return float64(v()) })
 	}
+	for limit, l := range map[string]*session.KeyLimit{"key_rollouts": s.keyRoll, "key_connections": s.keyConns} {
+		gauge("tether_key_quota", "Per-key quotas: live rollouts (-key-rollouts) and WebSocket connections (-key-connections) each API key, or each client address on an open server, may hold; 0 means no quota.",
+			prometheus.Labels{"limit": limit}, func() float64 { return float64(l.Max()) })
+	}
 	counter("tether_store_errors_total", "Store calls that failed or timed out (-store-timeout); each answered store_unavailable.", nil,
 		func() float64 { return float64(s.store.Errors()) })
 	reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors})

@@ -107,6 +107,16 @@ func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, count
 	return ps, r.start(ps, p, chain)
 }
 
+// runningLocked reports whether a segment of rollout key is in flight.
+func (r *registry) runningLocked(key string) bool {
+	for _, ps := range r.inflight {
+		if ps.seg.rollout == key {
+			return true
+		}
+	}
+	return false
+}
+
 // coldFor is the cold path's continuation for reason.
 func coldFor(reason string) *protocol.Continuation {
 	return &protocol.Continuation{Path: protocol.ContinuationCold, Reason: reason}
@@ -184,8 +194,8 @@ func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain 
 // pending call, then messages.
 func (r *registry) coldLocked(parent *segment, ps *pendingSegment, p *protocol.CreateParams) *protocol.Continuation {
 	if !r.segs.isLatest(parent) {
-		if _, suspended := r.segs.latest[parent.rollout]; suspended {
-			return coldFor(protocol.ColdNotLatest)
+		if _, suspended := r.segs.latest[parent.rollout]; suspended || r.runningLocked(parent.rollout) {
+			return coldFor(protocol.ColdNotLatest) // the rollout went on past the parent
 		}
 		return coldFor(protocol.ColdNotSuspended)
 	}

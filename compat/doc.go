@@ -27,6 +27,9 @@
 // or evicted rollout, a parent from the store — takes the cold path: a new rollout whose context
 // is rebuilt from the chain's items. Both give the model the same context (the sim's context
 // fingerprint proves it); input_tokens_details.cached_tokens and [Counters] show which path ran.
+// A cold continuation is logged at debug level with its protocol.Continuation reason (the
+// first differing setting for settings_differ) and counted by reason ([Counters.ColdBy]); the
+// public events carry no member for it (docs/clients.md, when a continuation goes cold).
 //
 // # Rules
 //

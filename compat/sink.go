@@ -34,7 +34,8 @@ type pendingSegment struct {
 	// counters and path (one of its fields) are counted when the segment starts
 	counters *Counters
 	path     *atomic.Int64
-	done     chan struct{} // closed when the segment's terminal event has been sent
+	cold     *protocol.Continuation // why a continuation took the cold path (nil: not one)
+	done     chan struct{}          // closed when the segment's terminal event has been sent
 }
 
 // rolloutSink turns a rollout's happenings into public-shape events, one Response per segment:
@@ -105,6 +106,9 @@ func (s *rolloutSink) begin() {
 		ps.path.Add(1)
 		if ps.warmup {
 			ps.counters.WarmUp.Add(1)
+		}
+		if ps.cold != nil {
+			ps.counters.countCold(ps.cold.Reason)
 		}
 	}
 	_ = s.send(new(protocol.Created(&s.cur.resp)))

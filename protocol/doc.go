@@ -53,6 +53,9 @@
 // (incomplete_details.reason "cancelled"). The public shape has the same
 // events without response.done: each suspension ends a public Response with
 // response.completed, and the next response.create with previous_response_id continues it.
+// In the append shape a response.create with previous_response_id starts a rollout whose context
+// is rebuilt; its response.created carries {"continuation":{"path":"cold","reason":…}}
+// ([Continuation]).
 //
 // # Client events
 //

@@ -92,6 +92,9 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 		} else {
 			dst = appendResponse(dst, ev.Response)
 		}
+		if ev.Type == EventCreated {
+			dst = appendContinuation(dst, ev.Continuation)
+		}
 	case EventDone:
 		dst = append(dst, `,"response_id":`...)
 		dst = appendString(dst, ev.ResponseID)

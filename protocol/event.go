@@ -53,8 +53,10 @@ type Event struct {
 	SequenceNumber int
 	// StreamID is the lane of the response the event belongs to: encoded on
 	// every event type when not "" (the default lane carries none).
-	StreamID     string
-	Response     *Response    // created, in_progress, completed, incomplete, failed
+	StreamID string
+	Response *Response // created, in_progress, completed, incomplete, failed
+	// Continuation is encoded on response.created when set (append shape: a cold turn).
+	Continuation *Continuation
 	OutputIndex  int          // item and delta events
 	ContentIndex int          // content part and text events
 	ItemID       string       // delta and done events below the item level

@@ -10,6 +10,12 @@ import "encoding/json"
 // Created is response.created carrying resp (status in_progress).
 func Created(resp *Response) Event { return Event{Type: EventCreated, Response: resp} }
 
+// CreatedContinued is response.created carrying resp and, when c is not nil, the
+// "continuation" member saying why a continuation was rebuilt (append shape).
+func CreatedContinued(resp *Response, c *Continuation) Event {
+	return Event{Type: EventCreated, Response: resp, Continuation: c}
+}
+
 // InProgress is response.in_progress carrying resp; also the append shape's keepalive.
 func InProgress(resp *Response) Event { return Event{Type: EventInProgress, Response: resp} }
 

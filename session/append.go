@@ -66,17 +66,25 @@ func (a *appendAdapter) start(p *protocol.CreateParams, lane string) error {
 		return err
 	}
 	var history []protocol.Item
+	var cold *protocol.Continuation // a continuation by previous_response_id is always rebuilt
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
-		var err error
-		if history, err = a.c.Lookup(*p.PreviousResponseID); err != nil {
+		h, fromStore, err := a.c.Lookup(*p.PreviousResponseID)
+		if err != nil {
 			return err
+		}
+		history, cold = h, &protocol.Continuation{Path: protocol.ContinuationCold, Reason: protocol.ColdNotSuspended}
+		if fromStore {
+			cold.Reason = protocol.ColdNotOnConnection
 		}
 	}
 	if err := protocol.CheckContinuation(history, p.Input); err != nil {
 		return err
 	}
 	id := protocol.NewID("resp")
-	sink := &appendSink{c: a.c, resp: protocol.NewResponse(id, p, time.Now().Unix()), history: len(history), lane: lane}
+	sink := &appendSink{c: a.c, resp: protocol.NewResponse(id, p, time.Now().Unix()), history: len(history), lane: lane, cold: cold}
+	if cold != nil {
+		a.c.LogCold(id, *p.PreviousResponseID, cold)
+	}
 	return a.c.Start(StartRequest{Key: id, Config: sampler.Config{
 		ID:       id,
 		Settings: sampler.SettingsFrom(p),
@@ -100,6 +108,8 @@ type appendSink struct {
 	lane    string // stream_id carried by every event
 	resp    protocol.Response
 	history int // items of the chain before this rollout's input
+	// cold, when the create continued a previous_response_id, is encoded on response.created
+	cold    *protocol.Continuation
 	seq     int
 	buf     []byte
 	started bool
@@ -115,7 +125,7 @@ func (s *appendSink) emit(ev *protocol.Event) error {
 
 func (s *appendSink) Started() {
 	s.started = true
-	_ = s.emit(new(protocol.Created(&s.resp)))
+	_ = s.emit(new(protocol.CreatedContinued(&s.resp, s.cold)))
 	_ = s.emit(new(protocol.InProgress(&s.resp)))
 }
 

@@ -67,6 +67,9 @@
 //
 // # Stored responses
 //
+// A create with previous_response_id rebuilds the parent's chain (the hot path is
+// response.append): its response.created carries protocol.Continuation (reason not_suspended,
+// or not_on_connection when the store answered), and the create is logged at debug level.
 // [Options.Store] (a store.Store, given as a value) resolves previous_response_id beyond the
 // registry with one Chain call, and receives every store:true rollout that ends completed or
 // incomplete before its terminal event is sent. A rollout gives back the server-wide sampling

@@ -72,6 +72,14 @@ func (l *KeyLimit) Held(key string) int {
 	return l.n[key]
 }
 
+// Max reports the most each key may hold (0 for a nil KeyLimit: no limit).
+func (l *KeyLimit) Max() int {
+	if l == nil {
+		return 0
+	}
+	return l.max
+}
+
 // RejectedCount reports Rejected (0 for a nil KeyLimit).
 func (l *KeyLimit) RejectedCount() int64 {
 	if l == nil {

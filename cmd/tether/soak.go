@@ -22,8 +22,11 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("soak", "Hold N connections of M-turn rollouts in both shapes with chaos; verify items and resources.\n"+
 		"A run is a warm-up (as long as -duration, at most 2m), the load (-duration, plus up to 30s\n"+
 		"for the rollouts in flight), settling (up to -settle, usually under a second) and the\n"+
-		"-suspended measurement: with the defaults about 50s in all (49s measured in-process on a\n"+
-		"loaded 2-core machine). The report ends with the total run time.", stderr)
+		"-suspended measurement: with the defaults about 50s in all in-process, 130s with -url against\n"+
+		"a plain 'tether serve' (1,000 tokens/s: slow readers' long answers use the 30s), measured on a\n"+
+		"loaded 2-core machine. The report ends with the total run time. Against 'tether serve', its\n"+
+		"per-key quotas count the whole soak as one client: start it with -key-rollouts 0\n"+
+		"-key-connections 0 for more than the defaults (docs/soak.md).", stderr)
 	url := fs.String("url", "", "a running server; empty starts an in-process server. Forms: "+urlForms)
 	apiKey := fs.String("api-key", "", "API key sent as 'Authorization: Bearer …' (for -url)")
 	pid := fs.Int("pid", 0, "with -url: the server's process id, to read its RSS from /proc/PID/status (default: /metrics)")
@@ -32,7 +35,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	lanes := fs.Int("lanes", 0, "run N named lanes (stream_id) per connection, each with its own rollouts, concurrently; 0: the default lane")
 	duration := fs.Duration("duration", soak.DefaultDuration, "how long new rollouts are started (the whole run is longer: see above)")
 	seed := fs.Int64("seed", 1, "seed of the chaos")
-	suspended := fs.Int("suspended", soak.DefaultSuspended, "suspended rollouts held to measure bytes per rollout (0: skip)")
+	suspended := fs.Int("suspended", soak.DefaultSuspended, "suspended rollouts held to measure bytes per rollout (with -url at most the server's per-key rollout quota - 1; 0: skip)")
 	warmup := fs.Duration("warmup", 0, "how long the same load runs before the starting figures are taken (0: -duration, at most 2m; negative: none)")
 	settle := fs.Duration("settle", soak.DefaultSettle, "how long the server may take to return to its starting goroutines and RSS")
 	stall := fs.Duration("stall", 0, "how long stalled readers stop reading (0: in-process write timeout + 2s; none with -url)")

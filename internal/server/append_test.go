@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -342,3 +346,69 @@ func TestUnknownEventTypeListsThisShapesTypes(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+// TestColdContinuationIsAnnounced: in the append shape a create with previous_response_id
+// rebuilds the context; its response.created says so with the continuation member (why: the
+// parent ended on this connection, or was read from the store), and a debug log line names
+// the reason. A create without previous_response_id has no continuation member.
+func TestColdContinuationIsAnnounced(t *testing.T) {
+	var mu sync.Mutex
+	var logged []string
+	log := slog.New(recordHandler(func(r slog.Record) {
+		if r.Message != "continuation went cold" || r.Level != slog.LevelDebug {
+			return
+		}
+		line := ""
+		r.Attrs(func(a slog.Attr) bool { line += a.Key + "=" + a.Value.String() + " "; return true })
+		mu.Lock()
+		logged = append(logged, line)
+		mu.Unlock()
+	}))
+	_, url := testServer(t, Options{Logger: log})
+	c := dialAppend(t, url)
+	r1 := rollout(t, c, create("Remember the code word: cobalt", nil), nil)
+	if r1[0].Get("continuation") != nil {
+		t.Fatalf("a new rollout's response.created has a continuation member: %v", r1[0])
+	}
+	id := r1[0].Str("response", "id")
+	m := create("What is the code word?", nil)
+	m["previous_response_id"] = id
+	r2 := rollout(t, c, m, nil)
+	checkGrammar(t, r2)
+	want := map[string]any{"path": "cold", "reason": "not_suspended"}
+	if got, _ := r2[0].Get("continuation").(map[string]any); !reflect.DeepEqual(got, want) {
+		t.Errorf("continuation of an ended rollout: %v, want %v", r2[0].Get("continuation"), want)
+	}
+	// From another connection: read from the store.
+	r3 := rollout(t, dialAppend(t, url), m, nil)
+	want = map[string]any{"path": "cold", "reason": "not_on_connection"}
+	if got, _ := r3[0].Get("continuation").(map[string]any); !reflect.DeepEqual(got, want) {
+		t.Errorf("continuation from the store: %v, want %v", r3[0].Get("continuation"), want)
+	}
+	if r1[1].Get("continuation") != nil || r2[1].Get("continuation") != nil {
+		t.Errorf("response.in_progress carries a continuation member")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, fs := range [][]wstest.Frame{r2, r3} {
+		prefix := "response=" + fs[0].Str("response", "id") + " previous_response_id=" + id + " reason=" + []string{"not_suspended", "not_on_connection"}[i]
+		found := false
+		for _, l := range logged {
+			found = found || strings.HasPrefix(l, prefix)
+		}
+		if !found {
+			t.Errorf("no debug line %q in %q", prefix, logged)
+		}
+	}
+}
+
+// recordHandler is a slog.Handler that passes every record to f.
+type recordHandler func(slog.Record)
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }

@@ -7,14 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/store"
 )
 
 // metricsHandler returns GET /metrics in the Prometheus text format: connections, rollouts by
-// state, continuations by path, frames and bytes sent, the per-turn server time histogram,
-// errors by code, evictions, dropped peers and the store's size, plus the Go runtime's and
-// the process's metrics.
+// state, continuations by path, cold continuations by reason, frames and bytes sent, the
+// per-turn server time histogram, errors by code, evictions, dropped peers and the store's
+// size, plus the Go runtime's and the process's metrics.
 func (s *Server) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -33,6 +34,10 @@ func (s *Server) metricsHandler() http.Handler {
 	c := &s.counters
 	for path, v := range map[string]func() int64{"hot": c.Hot.Load, "cold": c.Cold.Load, "new": c.New.Load, "warmup": c.WarmUp.Load} {
 		counter("tether_continuations_total", "Public-shape creates by path: hot (resumed), cold (rebuilt), new chain, warm-up.", prometheus.Labels{"path": path}, func() float64 { return float64(v()) })
+	}
+	for _, reason := range protocol.ColdReasons {
+		counter("tether_cold_continuations_total", "Public-shape cold continuations by reason (their sum is tether_continuations_total{path=\"cold\"}): settings_differ, not_latest, not_suspended, not_on_connection, other_lane, warmup, input.",
+			prometheus.Labels{"reason": reason}, func() float64 { return float64(c.ColdBy(reason)) })
 	}
 	counter("tether_ws_frames_sent_total", "WebSocket frames sent to clients.", nil, func() float64 { return float64(m.Frames.Load()) })
 	counter("tether_ws_bytes_sent_total", "WebSocket payload bytes sent to clients.", nil, func() float64 { return float64(m.Bytes.Load()) })
@@ -63,6 +68,10 @@ func (s *Server) metricsHandler() http.Handler {
 	for limit, v := range map[string]func() int64{"memory_budget": b.Rejected.Load, "key_rollouts": s.keyRoll.RejectedCount, "key_connections": s.keyConns.RejectedCount} {
 		counter("tether_limit_rejections_total", "Requests and frames refused by a limit: the memory budget or decoding bound (server_overloaded), a per-key quota (quota_exceeded).",
 			prometheus.Labels{"limit": limit}, func() float64 { return float64(v()) })
+	}
+	for limit, l := range map[string]*session.KeyLimit{"key_rollouts": s.keyRoll, "key_connections": s.keyConns} {
+		gauge("tether_key_quota", "Per-key quotas: live rollouts (-key-rollouts) and WebSocket connections (-key-connections) each API key, or each client address on an open server, may hold; 0 means no quota.",
+			prometheus.Labels{"limit": limit}, func() float64 { return float64(l.Max()) })
 	}
 	counter("tether_store_errors_total", "Store calls that failed or timed out (-store-timeout); each answered store_unavailable.", nil,
 		func() float64 { return float64(s.store.Errors()) })

@@ -134,7 +134,11 @@ type SuspendedReport struct {
 	// append's write to the next response.done (or terminal event); ResumeP50 is their median.
 	Resumes   int           `json:"resumes"`
 	ResumeP50 time.Duration `json:"resume_p50_ns"`
-	Error     string        `json:"error,omitempty"`
+	// Requested is -suspended when the server's per-key quota of live rollouts made the soak
+	// hold fewer (Rollouts, plus the timed one, fit the quota); 0 otherwise.
+	Requested int `json:"requested,omitempty"`
+	// Error says why the measurement failed (the soak then fails).
+	Error string `json:"error,omitempty"`
 }
 
 func newReport(cfg Config, t *target) *Report {
@@ -207,6 +211,10 @@ func (rep *Report) fill(st *stats, before, peak, after sample, took time.Duratio
 	}
 	if rep.Violations > 0 {
 		rep.Failures = append(rep.Failures, fmt.Sprintf("%d protocol violations", rep.Violations))
+	}
+	if n := rep.Errors["upgrade 429 quota_exceeded"]; n > 0 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d connections refused by the server's per-key connection quota (quota_exceeded): "+
+			"the load held fewer than -connections; start tether serve with -key-connections 0", n))
 	}
 	if !settled {
 		var why []string
@@ -322,8 +330,12 @@ func (rep *Report) WriteText(w io.Writer) {
 	p("peak: %d connections, %d live rollouts (%d suspended); after settled in %s: %s",
 		r.Peak.Conns, r.Peak.Live, r.Peak.Suspended, r.SettledIn.Round(time.Millisecond), okString(r.OK, "within", "NOT within")+fmt.Sprintf(" %.0f%% of the start", r.Tolerance*100))
 	if s := rep.Suspended; s != nil {
+		if s.Requested > 0 {
+			p("suspended rollouts: %d held instead of -suspended %d, to fit the server's quota of live rollouts per key (tether serve -key-rollouts) with the timed one",
+				s.Rollouts, s.Requested)
+		}
 		if s.Error != "" {
-			p("suspended rollouts: %d on %d connections: %s", s.Rollouts, s.Connections, s.Error)
+			p("suspended rollouts: %d on %d connections: FAILED: %s", s.Rollouts, s.Connections, s.Error)
 		} else {
 			heap := "heap after GC"
 			if rep.Target != "in-process" {

@@ -40,6 +40,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer t.close()
+	quotaRollouts, quotaConns := t.keyQuotas()
+	if quotaConns > 0 && cfg.Connections > quotaConns {
+		return nil, fmt.Errorf("soak: -connections %d is more than the server's quota of %d WebSocket connections per key "+
+			"(every soak connection counts against one API key or client address): start tether serve with -key-connections 0, or lower -connections",
+			cfg.Connections, quotaConns)
+	}
 	rep := newReport(cfg, t)
 
 	cold, err := t.probe.read(true)
@@ -86,7 +92,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.DropReasons = diffCounts(t.drops.snapshot(), dropsBefore)
 	rep.ServerErrors = diffCounts(t.probe.serverErrors(), errsBefore)
 	if cfg.Suspended > 0 && ctx.Err() == nil {
-		rep.Suspended = measureSuspended(ctx, &runner{cfg: cfg, t: t, st: &stats{}}, cfg.Suspended)
+		k := suspendedFit(cfg.Suspended, quotaRollouts, quotaConns)
+		rep.Suspended = measureSuspended(ctx, &runner{cfg: cfg, t: t, st: &stats{}}, k)
+		if k != cfg.Suspended {
+			rep.Suspended.Requested = cfg.Suspended
+		}
+		if e := rep.Suspended.Error; e != "" {
+			rep.Failures = append(rep.Failures, "suspended rollouts: "+e)
+		}
 	}
 	if ctx.Err() != nil {
 		rep.Failures = append(rep.Failures, "interrupted")
@@ -331,11 +344,28 @@ func settle(ctx context.Context, t *target, before sample, cfg Config) (sample, 
 	}
 }
 
+// suspendedPerConn is how many rollouts measureSuspended holds per connection (the server's
+// default cap is 64 per connection).
+const suspendedPerConn = 50
+
+// suspendedFit returns k lowered so that the suspended measurement fits the server's per-key
+// quotas (0: none): k held rollouts plus the timed one within rollouts, and their connections
+// (suspendedPerConn each) plus the timing one within conns.
+func suspendedFit(k, rollouts, conns int) int {
+	if rollouts > 0 {
+		k = min(k, rollouts-1)
+	}
+	if conns > 0 {
+		k = min(k, (conns-1)*suspendedPerConn)
+	}
+	return max(k, 1)
+}
+
 // measureSuspended holds k append-shape rollouts suspended at their first tool call, spread
-// over connections of at most 50 rollouts each (the server's default cap is 64 per
-// connection), and reports the server's memory per rollout.
+// over connections of at most suspendedPerConn rollouts each, and reports the server's memory
+// per rollout.
 func measureSuspended(ctx context.Context, run *runner, k int) *SuspendedReport {
-	const perConn = 50
+	const perConn = suspendedPerConn
 	n := (k + perConn - 1) / perConn
 	rep := &SuspendedReport{Rollouts: k, Connections: n}
 	fail := func(err error) *SuspendedReport {

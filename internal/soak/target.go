@@ -210,6 +210,21 @@ func (t *target) close() {
 	t.client.CloseIdleConnections()
 }
 
+// keyQuotas reads a running server's per-key quotas from /metrics (tether_key_quota): live
+// rollouts and WebSocket connections; 0 means none, or not reported (the in-process server has
+// none).
+func (t *target) keyQuotas() (rollouts, conns int) {
+	p, ok := t.probe.(*remoteProbe)
+	if !ok {
+		return 0, 0
+	}
+	m, err := p.scrape()
+	if err != nil {
+		return 0, 0
+	}
+	return int(m[`tether_key_quota{limit="key_rollouts"}`]), int(m[`tether_key_quota{limit="key_connections"}`])
+}
+
 // localProbe reads this process: the in-process server and the soak's own client.
 type localProbe struct{ srv *server.Server }
 

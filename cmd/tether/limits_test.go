@@ -458,3 +458,53 @@ func TestLimitStoredGetCounted(t *testing.T) {
 		t.Fatalf("GET after the unread one ended: %d", code)
 	}
 }
+
+// imageOutputCreate is a create whose input is a function call and its output given as an
+// array of parts: one input_image of about size bytes (a data URL).
+func imageOutputCreate(size int, store bool) string {
+	url := "data:image/png;base64," + strings.Repeat("A", size)
+	b, _ := json.Marshal(map[string]any{"model": "sim", "store": store, "input": []any{
+		map[string]any{"type": "function_call", "call_id": "call_1", "name": "shot", "arguments": "{}"},
+		map[string]any{"type": "function_call_output", "call_id": "call_1", "output": []any{
+			map[string]any{"type": "input_image", "image_url": url},
+		}},
+	}})
+	return string(b)
+}
+
+// TestLimitRolloutBytesOutputParts: a function_call_output whose output is an array of parts
+// counts toward -max-rollout-bytes by its parts' size.
+func TestLimitRolloutBytesOutputParts(t *testing.T) {
+	base := limitServer(t, "-max-rollout-bytes", "64KiB")
+	if code, m := call(t, "POST", base+"/v1/responses", "", imageOutputCreate(100<<10, false)); code != 400 || errCode(m) != "rollout_too_large" {
+		t.Fatalf("a create with a 100 KiB image output over -max-rollout-bytes 64KiB: %d %v", code, m)
+	}
+	if code, m := call(t, "POST", base+"/v1/responses", "", imageOutputCreate(10<<10, false)); code != 200 {
+		t.Fatalf("a create with a 10 KiB image output: %d %v", code, m)
+	}
+}
+
+// TestLimitStoreBytesOutputParts: sixty stored responses, each holding a 64 KiB image as a
+// function_call_output's part, are evicted by their size under -store-bytes 1MiB: at most 16
+// are kept, the newest.
+func TestLimitStoreBytesOutputParts(t *testing.T) {
+	base := limitServer(t, "-store-bytes", "1MiB")
+	var ids []string
+	for range 60 {
+		code, m := call(t, "POST", base+"/v1/responses", "", imageOutputCreate(64<<10, true))
+		if code != 200 || m["status"] != "completed" {
+			t.Fatalf("stored create: %d %v", code, m)
+		}
+		ids = append(ids, m["id"].(string))
+	}
+	kept := stored(t, base, "", ids)
+	n := 0
+	for _, k := range kept {
+		if k {
+			n++
+		}
+	}
+	if n == 0 || n > 16 || !kept[59] || kept[0] {
+		t.Fatalf("kept %d of 60 (%v): want at most 16 (1 MiB / 64 KiB), the newest", n, kept)
+	}
+}

@@ -37,7 +37,7 @@ func (s *Server) metricsHandler() http.Handler {
 	counter("tether_ws_frames_sent_total", "WebSocket frames sent to clients.", nil, func() float64 { return float64(m.Frames.Load()) })
 	counter("tether_ws_bytes_sent_total", "WebSocket payload bytes sent to clients.", nil, func() float64 { return float64(m.Bytes.Load()) })
 	counter("tether_evictions_total", "Ended rollouts evicted from connection registries.", nil, func() float64 { return float64(m.Evictions.Load()) })
-	counter("tether_peers_dropped_total", "Connections dropped for a missed pong or a write timeout.", nil, func() float64 { return float64(m.PeersDropped.Load()) })
+	counter("tether_peers_dropped_total", "Connections dropped for a missed pong, a write timeout or queued frames over the memory budget.", nil, func() float64 { return float64(m.PeersDropped.Load()) })
 	if a := s.adm; a != nil {
 		gauge("tether_sampling_max", "Server-wide bound on concurrent sampling steps (-max-sampling).", nil, func() float64 { return float64(a.Max()) })
 		gauge("tether_sampling_admitted", "Rollouts sampling under the server-wide admission gate.", nil, func() float64 { return float64(a.Running.Load()) })

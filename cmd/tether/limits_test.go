@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // The tests of this file run the built binary with small limits and show each limit acting
@@ -507,4 +510,39 @@ func TestLimitStoreBytesOutputParts(t *testing.T) {
 	if n == 0 || n > 16 || !kept[59] || kept[0] {
 		t.Fatalf("kept %d of 60 (%v): want at most 16 (1 MiB / 64 KiB), the newest", n, kept)
 	}
+}
+
+// TestLimitQueuedWritesCounted: frames queued to a WebSocket client that does not read count
+// in -max-memory (tether_memory_budget_bytes) until -write-timeout drops the client; the
+// gauge then falls back to 0, and other clients are served meanwhile.
+func TestLimitQueuedWritesCounted(t *testing.T) {
+	base := limitServer(t, "-write-timeout", "2s", "-max-frame", "8MiB", "-max-memory", "256MiB")
+	const size = 6 << 20
+	d := &net.Dialer{}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10) // and never read
+		}
+		return c, err
+	}}}
+	defer hc.CloseIdleConnections()
+	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(base, "http")+"/v1/responses", &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	// Every event of the response echoes its instructions: response.created alone is 6 MiB.
+	b, _ := json.Marshal(map[string]any{"type": "response.create", "model": "sim", "input": "x", "instructions": strings.Repeat("i", size)})
+	if err := ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	// The rollout's settings (6 MiB) and the queued response.created (6 MiB).
+	waitUntil(t, "the queued frame counted", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") >= 2*size })
+	if code, m := call(t, "POST", base+"/v1/responses", "", `{"model":"sim","input":"hi"}`); code != 200 {
+		t.Fatalf("another client while one does not read: %d %v", code, m)
+	}
+	waitUntil(t, "the client dropped and the budget back to 0", func() bool {
+		return metric(t, base, "", "tether_peers_dropped_total") == 1 && metric(t, base, "", "tether_memory_budget_bytes") == 0
+	})
 }

@@ -27,8 +27,9 @@ func DecodeCost(frame []byte) int64 {
 }
 
 // Budget is the server-wide memory bound (the -max-memory flag), shared by every connection
-// and request: client frames and POST bodies being read and decoded, and the bytes that
-// rollouts and connection registries hold (items and settings, Options.Budget). It also
+// and request: client frames and POST bodies being read and decoded, the bytes that
+// rollouts and connection registries hold (items and settings, Options.Budget), and the
+// frames queued to a WebSocket peer until they are written (Conn.Write). It also
 // holds an optional bound on HTTP bodies being decoded at once. A reservation that does not
 // fit is refused at once (server_overloaded, 503); nothing waits. A nil *Budget admits
 // everything. Safe for concurrent use.
@@ -67,8 +68,16 @@ func (b *Budget) InUse() int64 {
 }
 
 // TryReserve reserves n bytes; false (and a count in Rejected) when they do not fit.
-func (b *Budget) TryReserve(n int64) bool {
+func (b *Budget) TryReserve(n int64) bool { return b.reserve(n, false) }
+
+// reserve is TryReserve; with force, bytes that do not fit are counted all the same (and true
+// is returned, Rejected unchanged): memory that exists already and must be accounted.
+func (b *Budget) reserve(n int64, force bool) bool {
 	if b == nil || n <= 0 {
+		return true
+	}
+	if force {
+		b.inUse.Add(n)
 		return true
 	}
 	for {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -194,6 +195,11 @@ type Conn struct {
 	writeStart atomic.Int64 // unix nanoseconds when the write in progress began; 0 when none
 
 	framesSent, bytesSent atomic.Int64 // not yet added to Options.Metrics (flushCounts)
+	qmu                   sync.Mutex   // guards queued and qreserved
+	queued                int64        // bytes of the frames in Write (waiting or being written)
+	qreserved             int64        // bytes of Options.Budget held for them: whole writeGranules, at least queued
+	watchdogOn            bool         // immutable: the watchdog runs (and calls trimQueue)
+	dropped               atomic.Bool  // dropPeer was called: the queue keeps no granule
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
@@ -220,6 +226,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		go c.ageLimit(o.MaxAge)
 	}
 	if o.WriteTimeout > 0 || o.KeepAlive > 0 {
+		c.watchdogOn = true
 		c.goroutines.Add(1)
 		go c.watchdog(o.WriteTimeout, o.KeepAlive)
 	}
@@ -304,6 +311,7 @@ func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 			return
 		case now := <-t.C:
 			c.flushCounts()
+			c.trimQueue()
 			if start := c.writeStart.Load(); writeTimeout > 0 && start != 0 && now.Sub(time.Unix(0, start)) > writeTimeout {
 				c.dropPeer("write timeout: the client is not reading")
 				return
@@ -318,6 +326,7 @@ func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 // dropPeer closes the transport of a peer that stopped answering or reading; the adapter's
 // read loop then ends and Close frees every rollout.
 func (c *Conn) dropPeer(why string) {
+	c.dropped.Store(true)
 	if m := c.opts.Metrics; m != nil {
 		m.PeersDropped.Add(1)
 	}
@@ -349,7 +358,19 @@ func (c *Conn) Context() context.Context { return c.ctx }
 // A frame that cannot be written within Options.WriteTimeout drops the peer.
 // (Timing a write with a per-frame context would cost an allocation and a timer per event;
 // the write watchdog checks the one write in progress instead.)
+//
+// While a frame waits for its turn or is being written, its bytes are counted in
+// Options.Budget (the frame is in memory until the peer reads it). A frame that does not fit
+// there is still written when it is the connection's only one (the peer is keeping up, and
+// one frame is bounded by what produced it); when the connection has frames queued already
+// the peer is falling behind while the server is out of memory: it is dropped, as one that
+// exceeds the write timeout is, and Write returns ErrWriteBacklog.
 func (c *Conn) Write(frame []byte) error {
+	n := int64(len(frame))
+	if !c.queue(n) {
+		return ErrWriteBacklog
+	}
+	defer c.unqueue(n)
 	c.wmu.Lock()
 	c.writeStart.Store(time.Now().UnixNano())
 	err := c.tr.Write(c.ctx, frame)
@@ -363,6 +384,68 @@ func (c *Conn) Write(frame []byte) error {
 		c.flushCounts()
 	}
 	return nil
+}
+
+// ErrWriteBacklog is returned by Conn.Write when the connection was dropped because its
+// queued frames did not fit in the server-wide Budget.
+var ErrWriteBacklog = errors.New("session: the peer was dropped: its queued frames exceed the server's memory budget")
+
+// writeGranule is the unit in which a connection reserves Budget for its queued frames: a
+// connection streaming small events touches the server-wide counter only when its queue
+// crosses a granule, and keeps one granule while it writes (released by the watchdog once
+// the queue has stayed empty for a tick, and by Close).
+const writeGranule = 64 << 10
+
+// granules rounds n up to whole writeGranules.
+func granules(n int64) int64 { return (n + writeGranule - 1) / writeGranule * writeGranule }
+
+// queue counts n bytes about to be queued for writing in Options.Budget (see Write); false
+// when the peer has been dropped instead.
+func (c *Conn) queue(n int64) bool {
+	c.qmu.Lock()
+	behind := c.queued > 0
+	c.queued += n
+	if c.queued <= c.qreserved {
+		c.qmu.Unlock()
+		return true
+	}
+	need := granules(c.queued) - c.qreserved
+	if c.opts.Budget.reserve(need, !behind) {
+		c.qreserved += need
+		c.qmu.Unlock()
+		return true
+	}
+	c.queued -= n
+	c.qmu.Unlock()
+	c.dropPeer("queued frames exceed the memory budget: the client is not reading")
+	return false
+}
+
+// unqueue takes n written (or failed) bytes off the queue and returns the reservation beyond
+// the granules the queue still needs, keeping one granule while the connection is open and
+// its watchdog runs and the peer has not been dropped (trimQueue returns that one).
+func (c *Conn) unqueue(n int64) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	c.queued -= n
+	keep := granules(c.queued)
+	if c.watchdogOn && c.ctx.Err() == nil && !c.dropped.Load() {
+		keep = max(keep, min(c.qreserved, writeGranule))
+	}
+	if c.qreserved > keep {
+		c.opts.Budget.Release(c.qreserved - keep)
+		c.qreserved = keep
+	}
+}
+
+// trimQueue returns the reservation of an empty queue (the watchdog, every tick, and Close).
+func (c *Conn) trimQueue() {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.queued == 0 && c.qreserved > 0 {
+		c.opts.Budget.Release(c.qreserved)
+		c.qreserved = 0
+	}
 }
 
 // flushFrames is how many frames a connection counts on its own before adding them to the
@@ -406,6 +489,7 @@ func (c *Conn) Close() {
 	c.cancel()
 	c.goroutines.Wait()
 	c.flushCounts()
+	c.trimQueue()
 	c.mu.Lock()
 	c.opts.Budget.Release(c.heldLocked())
 	c.reg = nil

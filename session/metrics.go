@@ -27,7 +27,8 @@ type Metrics struct {
 	// Evictions of ended rollouts (append shape) and ended segments (public shape) from
 	// connection registries (counter).
 	Evictions atomic.Int64
-	// PeersDropped counts connections closed for a missed ping or a write timeout (counter).
+	// PeersDropped counts connections closed for a missed ping, a write timeout or queued
+	// frames over the memory budget (counter).
 	PeersDropped atomic.Int64
 
 	mu       sync.Mutex // guards errors and the histogram

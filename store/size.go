@@ -42,15 +42,25 @@ func SettingsBytes(instructions *string, tools []protocol.Tool, choice, format j
 }
 
 // ItemsBytes estimates the memory held by items, in bytes: their text plus a fixed overhead
-// each (session.ItemsBytes is the same estimate).
+// each, and a fixed overhead plus the text and raw JSON of each content part — a message's
+// content and a function_call_output's array of output parts (an input_image part carries its
+// data URL in Raw). session.ItemsBytes is the same estimate.
 func ItemsBytes(items []protocol.Item) int64 {
 	var n int64
 	for i := range items {
 		it := &items[i]
 		n += 128 + int64(len(it.Arguments)+len(it.Output)+len(it.Raw)+len(it.Name)+len(it.CallID)+len(it.ID))
-		for j := range it.Content {
-			n += 32 + int64(len(it.Content[j].Text)+len(it.Content[j].Raw))
-		}
+		n += partsBytes(it.Content) + partsBytes(it.OutputParts)
+	}
+	return n
+}
+
+// partsBytes estimates the memory held by content parts: 32 bytes each plus their text and raw
+// JSON.
+func partsBytes(parts []protocol.ContentPart) int64 {
+	var n int64
+	for j := range parts {
+		n += 32 + int64(len(parts[j].Text)+len(parts[j].Raw))
 	}
 	return n
 }

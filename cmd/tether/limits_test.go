@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tetherd/tether/internal/redistest"
@@ -602,4 +604,89 @@ func TestLimitSlowloris(t *testing.T) {
 			t.Fatalf("a create among unfinished headers: %d %v", code, m)
 		}
 	}
+}
+
+// imageOutputCreate is a create whose input is a function call and its output given as an
+// array of parts: one input_image of about size bytes (a data URL).
+func imageOutputCreate(size int, store bool) string {
+	url := "data:image/png;base64," + strings.Repeat("A", size)
+	b, _ := json.Marshal(map[string]any{"model": "sim", "store": store, "input": []any{
+		map[string]any{"type": "function_call", "call_id": "call_1", "name": "shot", "arguments": "{}"},
+		map[string]any{"type": "function_call_output", "call_id": "call_1", "output": []any{
+			map[string]any{"type": "input_image", "image_url": url},
+		}},
+	}})
+	return string(b)
+}
+
+// TestLimitRolloutBytesOutputParts: a function_call_output whose output is an array of parts
+// counts toward -max-rollout-bytes by its parts' size.
+func TestLimitRolloutBytesOutputParts(t *testing.T) {
+	base := limitServer(t, "-max-rollout-bytes", "64KiB")
+	if code, m := call(t, "POST", base+"/v1/responses", "", imageOutputCreate(100<<10, false)); code != 400 || errCode(m) != "rollout_too_large" {
+		t.Fatalf("a create with a 100 KiB image output over -max-rollout-bytes 64KiB: %d %v", code, m)
+	}
+	if code, m := call(t, "POST", base+"/v1/responses", "", imageOutputCreate(10<<10, false)); code != 200 {
+		t.Fatalf("a create with a 10 KiB image output: %d %v", code, m)
+	}
+}
+
+// TestLimitStoreBytesOutputParts: sixty stored responses, each holding a 64 KiB image as a
+// function_call_output's part, are evicted by their size under -store-bytes 1MiB: at most 16
+// are kept, the newest.
+func TestLimitStoreBytesOutputParts(t *testing.T) {
+	base := limitServer(t, "-store-bytes", "1MiB")
+	var ids []string
+	for range 60 {
+		code, m := call(t, "POST", base+"/v1/responses", "", imageOutputCreate(64<<10, true))
+		if code != 200 || m["status"] != "completed" {
+			t.Fatalf("stored create: %d %v", code, m)
+		}
+		ids = append(ids, m["id"].(string))
+	}
+	kept := stored(t, base, "", ids)
+	n := 0
+	for _, k := range kept {
+		if k {
+			n++
+		}
+	}
+	if n == 0 || n > 16 || !kept[59] || kept[0] {
+		t.Fatalf("kept %d of 60 (%v): want at most 16 (1 MiB / 64 KiB), the newest", n, kept)
+	}
+}
+
+// TestLimitQueuedWritesCounted: frames queued to a WebSocket client that does not read count
+// in -max-memory (tether_memory_budget_bytes) until -write-timeout drops the client; the
+// gauge then falls back to 0, and other clients are served meanwhile.
+func TestLimitQueuedWritesCounted(t *testing.T) {
+	base := limitServer(t, "-write-timeout", "2s", "-max-frame", "8MiB", "-max-memory", "256MiB")
+	const size = 6 << 20
+	d := &net.Dialer{}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10) // and never read
+		}
+		return c, err
+	}}}
+	defer hc.CloseIdleConnections()
+	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(base, "http")+"/v1/responses", &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	// Every event of the response echoes its instructions: response.created alone is 6 MiB.
+	b, _ := json.Marshal(map[string]any{"type": "response.create", "model": "sim", "input": "x", "instructions": strings.Repeat("i", size)})
+	if err := ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	// The rollout's settings (6 MiB) and the queued response.created (6 MiB).
+	waitUntil(t, "the queued frame counted", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") >= 2*size })
+	if code, m := call(t, "POST", base+"/v1/responses", "", `{"model":"sim","input":"hi"}`); code != 200 {
+		t.Fatalf("another client while one does not read: %d %v", code, m)
+	}
+	waitUntil(t, "the client dropped and the budget back to 0", func() bool {
+		return metric(t, base, "", "tether_peers_dropped_total") == 1 && metric(t, base, "", "tether_memory_budget_bytes") == 0
+	})
 }

@@ -129,7 +129,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "a POST body not received within this gets 408 and its connection is closed")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "an HTTP keep-alive connection idle this long is closed")
 	fs.IntVar(&c.maxHTTPConns, "max-http-connections", server.DefaultMaxHTTPConnections, "accepted TCP connections, WebSockets included (at it: the longest-idle keep-alive is closed; then only /healthz is served; 0 = no bound)")
-	fs.Var(&c.maxMemory, "max-memory", "server-wide bytes of frames and POST bodies being read and decoded (4 per received byte) plus items and settings held by rollouts (over it: 503 server_overloaded; default: an eighth of the machine's or cgroup's memory; 0 = no bound)")
+	fs.Var(&c.maxMemory, "max-memory", "server-wide bytes of frames and POST bodies being read and decoded (4 per received byte) plus items and settings held by rollouts plus frames queued to WebSocket peers (over it: 503 server_overloaded; default: an eighth of the machine's or cgroup's memory; 0 = no bound)")
 	fs.IntVar(&c.keyRollouts, "key-rollouts", server.DefaultKeyRollouts, "live rollouts per API key (per client address on an open server; over it: 429 quota_exceeded; 0 = no quota)")
 	fs.IntVar(&c.keyConns, "key-connections", server.DefaultKeyConnections, "WebSocket connections per API key or client address (over it: 429 quota_exceeded; 0 = no quota)")
 	fs.Var(&c.keyStored, "key-store-responses", "stored responses per API key or client address (over it the key's own oldest are evicted; default: a quarter of -store-responses; 0 = no quota)")

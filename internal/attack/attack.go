@@ -34,7 +34,7 @@ type Config struct {
 
 // Names are the attacks, in the order Run runs them.
 var Names = []string{"tools", "store", "decode", "idle-ws", "stalled", "keepalive", "starve",
-	"chat-body", "compact-body", "header-only", "get-unread"}
+	"chat-body", "compact-body", "header-only", "get-unread", "unread-ws", "image-outputs"}
 
 // Result is one attack's outcome.
 type Result struct {
@@ -116,6 +116,7 @@ var attacks = map[string]func(context.Context, *env){
 	"tools": attackTools, "store": attackStore, "decode": attackDecode, "idle-ws": attackIdleWS,
 	"stalled": attackStalled, "keepalive": attackKeepAlive, "starve": attackStarve,
 	"chat-body": attackChatBody, "compact-body": attackCompactBody, "header-only": attackHeaderOnly, "get-unread": attackGetUnread,
+	"unread-ws": attackUnreadWS, "image-outputs": attackImageOutputs,
 }
 
 func runOne(ctx context.Context, cfg Config, name string, fn func(context.Context, *env)) (Result, error) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -470,4 +471,66 @@ func attackGetUnread(ctx context.Context, e *env) {
 		e.count("unread GET sent")
 	}
 	time.Sleep(e.hold)
+}
+
+// attackUnreadWS opens WebSockets that never read (a 4 KiB receive buffer) and on each creates
+// a response with 4 MiB of instructions, which every event of the response echoes; a victim
+// makes small creates meanwhile.
+func attackUnreadWS(ctx context.Context, e *env) {
+	stop := victim(ctx, e)
+	defer stop()
+	d := &net.Dialer{}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		}
+		return c, err
+	}}}
+	defer hc.CloseIdleConnections()
+	frame, _ := json.Marshal(map[string]any{"type": "response.create", "model": "sim", "input": "x", "instructions": strings.Repeat("i", e.size(4*mib))})
+	var conns []*websocket.Conn
+	for range e.n(100) {
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/responses", &websocket.DialOptions{HTTPClient: hc})
+		if err != nil {
+			e.count("upgrade failed")
+			continue
+		}
+		conns = append(conns, c)
+		if err := c.Write(ctx, websocket.MessageText, frame); err != nil {
+			e.count("create not sent")
+			continue
+		}
+		e.count("unread create sent")
+	}
+	time.Sleep(e.hold)
+	for _, c := range conns {
+		_ = c.CloseNow()
+	}
+}
+
+// attackImageOutputs makes creates whose input is a function call and its output as one
+// 16 MiB input_image part, on 4 connections at a time, while a victim makes small creates.
+func attackImageOutputs(ctx context.Context, e *env) {
+	stop := victim(ctx, e)
+	defer stop()
+	url := "data:image/png;base64," + strings.Repeat("A", e.size(16*mib))
+	body, _ := json.Marshal(map[string]any{"model": "sim", "store": true, "input": []any{
+		map[string]any{"type": "function_call", "call_id": "call_1", "name": "shot", "arguments": "{}"},
+		map[string]any{"type": "function_call_output", "call_id": "call_1", "output": []any{
+			map[string]any{"type": "input_image", "image_url": url},
+		}},
+	}})
+	n := e.n(60)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				o, _ := post(ctx, e.base, "", body)
+				e.count(o)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -16,7 +16,9 @@
 //	compact-body 32 MiB POST /v1/responses/compact bodies of tiny items on 24 connections, repeated
 //	header-only 280 POSTs that send headers (Content-Length: 100) and no body, held
 //	get-unread  one stored response with a 24 MiB tool, then 60 GETs of it never read
+//	unread-ws   100 WebSockets that never read, each creating a response with 4 MiB of instructions
+//	image-outputs 60 stored creates whose function_call_output is one 16 MiB input_image part
 //
-// The last four run a victim (small creates, one after another) during the attack; its
+// The last six run a victim (small creates, one after another) during the attack; its
 // outcomes are counted as "victim …".
 package attack

@@ -42,7 +42,7 @@ func (s *Server) metricsHandler() http.Handler {
 	counter("tether_ws_frames_sent_total", "WebSocket frames sent to clients.", nil, func() float64 { return float64(m.Frames.Load()) })
 	counter("tether_ws_bytes_sent_total", "WebSocket payload bytes sent to clients.", nil, func() float64 { return float64(m.Bytes.Load()) })
 	counter("tether_evictions_total", "Ended rollouts evicted from connection registries.", nil, func() float64 { return float64(m.Evictions.Load()) })
-	counter("tether_peers_dropped_total", "Connections dropped for a missed pong or a write timeout.", nil, func() float64 { return float64(m.PeersDropped.Load()) })
+	counter("tether_peers_dropped_total", "Connections dropped for a missed pong, a write timeout or queued frames over the memory budget.", nil, func() float64 { return float64(m.PeersDropped.Load()) })
 	if a := s.adm; a != nil {
 		gauge("tether_sampling_max", "Server-wide bound on concurrent sampling steps (-max-sampling).", nil, func() float64 { return float64(a.Max()) })
 		gauge("tether_sampling_admitted", "Rollouts sampling under the server-wide admission gate.", nil, func() float64 { return float64(a.Running.Load()) })
@@ -64,7 +64,7 @@ func (s *Server) metricsHandler() http.Handler {
 		counter("tether_store_evictions_total", evictionsHelp, prometheus.Labels{"reason": "store_full"}, func() float64 { return float64(fs.FullEvictions()) })
 	}
 	b := s.budget
-	gauge("tether_memory_budget_bytes", "Bytes of the -max-memory budget reserved by frames and bodies being read and decoded.", nil, func() float64 { return float64(b.InUse()) })
+	gauge("tether_memory_budget_bytes", "Bytes of the -max-memory budget in use: frames and bodies being read and decoded, items and settings held by rollouts, frames queued to WebSocket peers.", nil, func() float64 { return float64(b.InUse()) })
 	for limit, v := range map[string]func() int64{"memory_budget": b.Rejected.Load, "key_rollouts": s.keyRoll.RejectedCount, "key_connections": s.keyConns.RejectedCount} {
 		counter("tether_limit_rejections_total", "Requests and frames refused by a limit: the memory budget or decoding bound (server_overloaded), a per-key quota (quota_exceeded).",
 			prometheus.Labels{"limit": limit}, func() float64 { return float64(v()) })

@@ -68,6 +68,18 @@ func (m *Model) Probe(ctx context.Context) error {
 	return nil
 }
 
+// Unreachable returns the replicas whose GET /health does not answer 200 now (their steps
+// will fail, or move to another replica, until they are up), for a warning at start.
+func (m *Model) Unreachable(ctx context.Context) []string {
+	var down []string
+	for _, e := range m.engines {
+		if !e.probe(ctx) {
+			down = append(down, e.base)
+		}
+	}
+	return down
+}
+
 // fillDefaults sets the engine's default temperature and top_p (learnt by Probe) on a request
 // that leaves them unset.
 func (m *Model) fillDefaults(p *protocol.CreateParams) {

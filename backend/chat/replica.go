@@ -122,20 +122,25 @@ func (e *engine) nextTry() time.Time {
 	return e.retryAt
 }
 
-// probe asks the replica's /health once (llama.cpp, vLLM and Tether answer it); used before a
-// replica whose backoff is over takes a rollout again.
+// probe asks the replica's health once: GET /health (llama.cpp, vLLM), else GET /healthz
+// (another Tether); used before a replica whose backoff is over takes a rollout again.
 func (e *engine) probe(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/health", nil)
-	if err != nil {
-		return false
+	for _, path := range []string{"/health", "/healthz"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
+		if err != nil {
+			return false
+		}
+		e.m.authorize(req)
+		resp, err := e.m.client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return true
+		}
 	}
-	e.m.authorize(req)
-	resp, err := e.m.client.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return false
 }

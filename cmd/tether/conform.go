@@ -72,6 +72,9 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Timeout < 0 {
 		return fmt.Errorf("%w: conform: -timeout: want 0 or more, got %v", errUsage, cfg.Timeout)
 	}
+	if cfg.Contract != conformance.ContractSim && cfg.Contract != conformance.ContractAny {
+		return fmt.Errorf("%w: conform: -model-contract %q: want %s or %s", errUsage, cfg.Contract, conformance.ContractSim, conformance.ContractAny)
+	}
 	cfg.Timeout = conformTimeout(cfg.Contract, cfg.Timeout)
 	cfg.MaxFrame = int64(maxFrame)
 	out := stdout

@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stdout)
 		return nil
 	}
+	fmt.Fprintf(stderr, "tether: unknown command %q%s\n\n", args[0], didYouMean(args[0], commands))
 	usage(stderr)
 	return fmt.Errorf("%w: unknown command %q%s", errUsage, args[0], didYouMean(args[0], commands))
 }

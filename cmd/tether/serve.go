@@ -499,6 +499,10 @@ func newChat(cfg *serveConfig, key string, log *slog.Logger) (sampler.Model, err
 	if err := m.Probe(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if down := m.Unreachable(ctx); len(down) > 0 {
+		log.Warn("the upstream engine does not answer GET /health: its steps fail until it is up (slots and defaults were not checked)",
+			"replicas", strings.Join(down, ","))
+	}
 	return m, nil
 }
 

@@ -146,9 +146,9 @@ func TestEngineKVKept(t *testing.T) {
 		if mode.save {
 			opts.SlotDir = eng.SlotDir()
 		}
-		front, m, _ := engineFront(t, opts, eng)
+		front, m, px := engineFront(t, opts, eng)
 		run := hotTurns(t, front, rollouts, turns)
-		t.Logf("%s: %s; %s", mode.name, run, kvCounts(t, m))
+		t.Logf("%s: %s; engine prefill per step %s; %s", mode.name, run, prefillTime(px[0].waitSteps(t, rollouts*(turns+1))), kvCounts(t, m))
 		if len(run.failed) > 0 {
 			t.Fatalf("%s: %d turns failed: %v", mode.name, len(run.failed), run.failed)
 		}
@@ -205,4 +205,16 @@ func modelCounter(t *testing.T, m *chat.Model, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// prefillTime is the mean time the engine spent prefilling per step, and the tokens it prefilled.
+func prefillTime(steps []engineStep) string {
+	var ms float64
+	var tokens int
+	for _, st := range steps {
+		ms += st.promptMS
+		tokens += st.prompt - st.cacheN
+	}
+	n := float64(max(len(steps), 1))
+	return fmt.Sprintf("%.1f ms for %.0f tokens", ms/n, float64(tokens)/n)
 }

@@ -22,11 +22,12 @@ import (
 // engineStep is what the engine itself reported for one chat completion, read off the wire
 // by engineProxy.
 type engineStep struct {
-	slot    int // id_slot of the request, -1 for none
-	prompt  int // timings.prompt_n + cache_n: the context the engine processed
-	cacheN  int // timings.cache_n: prompt tokens reused from the slot
-	status  int
-	request chatRequest
+	slot     int     // id_slot of the request, -1 for none
+	prompt   int     // timings.prompt_n + cache_n: the context the engine processed
+	cacheN   int     // timings.cache_n: prompt tokens reused from the slot
+	promptMS float64 // timings.prompt_ms: the engine's time prefilling the rest
+	status   int
+	request  chatRequest
 }
 
 type chatRequest struct {
@@ -73,7 +74,7 @@ func (p *engineProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := &timingsWriter{ResponseWriter: w}
 	rec.done = func() {
-		step.prompt, step.cacheN, step.status = rec.promptN+rec.cacheN, rec.cacheN, rec.status
+		step.prompt, step.cacheN, step.status, step.promptMS = rec.promptN+rec.cacheN, rec.cacheN, rec.status, rec.promptMS
 		p.record(step)
 	}
 	p.next.ServeHTTP(rec, r)
@@ -123,6 +124,7 @@ type timingsWriter struct {
 	buf             bytes.Buffer
 	status          int
 	promptN, cacheN int
+	promptMS        float64
 	done            func()
 	called          bool
 }
@@ -159,12 +161,13 @@ func (w *timingsWriter) scan() {
 		}
 		var c struct {
 			Timings struct {
-				PromptN int `json:"prompt_n"`
-				CacheN  int `json:"cache_n"`
+				PromptN  int     `json:"prompt_n"`
+				CacheN   int     `json:"cache_n"`
+				PromptMS float64 `json:"prompt_ms"`
 			} `json:"timings"`
 		}
 		if json.Unmarshal([]byte(data), &c) == nil {
-			w.promptN, w.cacheN = c.Timings.PromptN, c.Timings.CacheN
+			w.promptN, w.cacheN, w.promptMS = c.Timings.PromptN, c.Timings.CacheN, c.Timings.PromptMS
 			w.Flush()
 			w.finish()
 		}

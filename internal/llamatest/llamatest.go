@@ -23,6 +23,20 @@ const Version = "3.21.1"
 // Model is the name the server lists its model under (GET /v1/models).
 const Model = "aidreams"
 
+// ToolSeed, ToolPrompt and Tool make the model run a tool rollout: an engine started with
+// Options.Seed = ToolSeed, asked ToolPrompt at temperature 1 with Tool offered, calls it
+// (complete calls, several at once after the first turn) for a few turns and then answers.
+// The location is an enum: with a free string this model never closes the argument.
+const (
+	ToolSeed   = 8
+	ToolPrompt = "weather 0"
+)
+
+// Tool is the Responses API function tool of ToolPrompt.
+var Tool = map[string]any{"type": "function", "name": "get_weather", "description": "Get the weather",
+	"parameters": map[string]any{"type": "object", "required": []string{"location"}, "additionalProperties": false,
+		"properties": map[string]any{"location": map[string]any{"type": "string", "enum": []string{"Paris", "London"}}}}}
+
 // Options configure a Server. The zero value is one slot of 2,048 tokens with the engine's
 // host-RAM prompt cache on and no slot save directory.
 type Options struct {
@@ -38,6 +52,9 @@ type Options struct {
 	// SlotSave starts the engine with --slot-save-path (Server.SlotDir), enabling
 	// POST /slots/N?action=save|restore.
 	SlotSave bool
+	// Seed is the engine's default sampling seed (--seed); 0 means 1. With one thread each
+	// request's output is then a function of its prompt and settings.
+	Seed int
 	// SlotDir is the --slot-save-path with SlotSave; "" means a new temporary directory.
 	// Replicas of one test share one to be driven by one Tether.
 	SlotDir string
@@ -74,7 +91,7 @@ func Start(t *testing.T, opts Options) *Server {
 		"-np", strconv.Itoa(slots), "-c", strconv.Itoa(slots * ctxn),
 		"--override-kv", "llama.context_length=int:" + strconv.Itoa(max(ctxn, 2048)),
 		"--jinja", "--chat-template-file", filepath.Join(models, "tools-paren.jinja"),
-		"-t", "1", "--seed", "1", "--no-webui", "--alias", Model,
+		"-t", "1", "--seed", strconv.Itoa(max(opts.Seed, 1)), "--no-webui", "--alias", Model,
 	}
 	if opts.NoCacheRAM {
 		s.args = append(s.args, "--cache-ram", "0")

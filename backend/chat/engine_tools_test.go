@@ -1,8 +1,10 @@
 package chat_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tetherd/tether/backend/chat"
@@ -144,4 +146,91 @@ func publicToolRollout(t *testing.T, px *engineProxy, turn func(map[string]any) 
 		t.Skip("the model answered without calling the tool (the engine build changed?)")
 	}
 	t.Logf("%d segments", segments)
+}
+
+// toolRollouts runs n concurrent append-shape tool rollouts (prompts "weather 0" … "weather 5")
+// and counts the resumed steps and those whose cached tokens cover at least 90% of the previous
+// step's prompt. Append-shape usage is cumulative: a step's figures are the differences.
+func toolRollouts(t *testing.T, front string, n int) (hot, kept int) {
+	base := "ws" + strings.TrimPrefix(front, "http") + "/v1/responses"
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := http.Header{}
+			h.Add("OpenAI-Beta", "responses_append=v1")
+			c := wstest.Dial(t, base, h)
+			create := toolCreate()
+			create["input"] = fmt.Sprintf("weather %d", r%6)
+			c.Send(create)
+			var input, cached, prevPrompt int // cumulative input and cached tokens; the last step's prompt
+			for step := 0; ; step++ {
+				fs := c.Until("response.done", "response.completed", "response.incomplete", "response.failed")
+				last := fs[len(fs)-1]
+				usage := last.Obj("usage")
+				if last.Type() != "response.done" {
+					usage = last.Obj("response", "usage")
+				}
+				stepInput, stepCached := usage.Num("input_tokens")-input, usage.Num("input_tokens_details", "cached_tokens")-cached
+				input, cached = usage.Num("input_tokens"), usage.Num("input_tokens_details", "cached_tokens")
+				if step > 0 {
+					mu.Lock()
+					hot++
+					if float64(stepCached) >= 0.9*float64(prevPrompt) {
+						kept++
+					}
+					mu.Unlock()
+				}
+				prevPrompt = stepInput
+				if last.Type() != "response.done" {
+					return
+				}
+				c.Send(map[string]any{"type": "response.append", "response_id": last.Str("response_id"), "input": outputs(callsOf(fs))})
+			}
+		}()
+	}
+	wg.Wait()
+	return hot, kept
+}
+
+// TestEngineToolRolloutsKVKept runs 16 concurrent tool rollouts over 4 slots of a llama-server
+// without its host-RAM cache: with Tether owning the slots and saving KV, at least 95% of the
+// resumed steps find the previous step's prompt cached (TETHER_MEASURE=1 logs the figures
+// without saving and with the engine's own slot choice).
+func TestEngineToolRolloutsKVKept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("engine measurement: skipped with -short")
+	}
+	modes := []struct {
+		name  string
+		slots int
+		save  bool
+	}{{"owned+saved", 4, true}}
+	if envMeasure() {
+		modes = append(modes, struct {
+			name  string
+			slots int
+			save  bool
+		}{"owned, no save", 4, false}, struct {
+			name  string
+			slots int
+			save  bool
+		}{"engine's choice", 0, false})
+	}
+	for i, mode := range modes {
+		eng := llamatest.Start(t, llamatest.Options{Slots: 4, NoCacheRAM: true, SlotSave: true, Seed: llamatest.ToolSeed})
+		opts := chat.Options{Slots: mode.slots}
+		if mode.save {
+			opts.SlotDir = eng.SlotDir()
+		}
+		front, m, _ := engineFront(t, opts, eng)
+		hot, kept := toolRollouts(t, front, 16)
+		t.Logf("%s: %d of %d resumed steps kept >= 90%% of the previous prompt; %s", mode.name, kept, hot, kvCounts(t, m))
+		if i == 0 && (hot == 0 || float64(kept) < 0.95*float64(hot)) {
+			t.Errorf("%s: %d of %d resumed steps kept the previous prompt, want >= 95%%", mode.name, kept, hot)
+		}
+		eng.Stop()
+	}
 }

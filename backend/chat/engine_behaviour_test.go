@@ -119,12 +119,12 @@ func TestEngineSlotsChecked(t *testing.T) {
 // context_length_exceeded (no max_output_tokens was reached). A tool call the context cut off
 // is not pending: a continuation answering it gets tool_call_not_found saying so.
 func TestEngineContextFull(t *testing.T) {
-	eng := llamatest.Start(t, llamatest.Options{Slots: 1, SlotContext: 512})
+	// The tool prompt's first call takes about 100 tokens after a 259-token prompt: a 300-token
+	// context cuts it off.
+	eng := llamatest.Start(t, llamatest.Options{Slots: 1, SlotContext: 300, Seed: llamatest.ToolSeed})
 	front, _, _ := engineFront(t, chat.Options{Slots: 1}, eng)
-	// With the weather tool, this prompt makes the model start a call whose arguments it pads
-	// with whitespace until the context is full.
-	code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": "weather in city 90",
-		"tools": []any{weather}, "store": true})
+	code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": llamatest.ToolPrompt,
+		"tools": []any{llamatest.Tool}, "temperature": 1, "store": true})
 	f := conformance.Frame{"response": r}
 	if code != 200 || f.Str("response", "status") != "incomplete" || f.Str("response", "incomplete_details", "reason") != protocol.ReasonContextLength {
 		t.Fatalf("POST: %d, status %s, incomplete_details %v: want incomplete, %s", code, f.Str("response", "status"),
@@ -143,7 +143,7 @@ func TestEngineContextFull(t *testing.T) {
 		t.Fatalf("cut-off call has status %q, want incomplete", call.Str("status"))
 	}
 	code, r = postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "previous_response_id": f.Str("response", "id"),
-		"tools": []any{weather}, "input": []any{map[string]any{"type": "function_call_output", "call_id": call.Str("call_id"), "output": "sunny"}}})
+		"tools": []any{llamatest.Tool}, "temperature": 1, "input": []any{map[string]any{"type": "function_call_output", "call_id": call.Str("call_id"), "output": "sunny"}}})
 	e := conformance.Frame(r)
 	if code != 400 || e.Str("error", "code") != protocol.CodeToolCallNotFound || !strings.Contains(e.Str("error", "message"), "cut off") {
 		t.Fatalf("answering the cut-off call: %d %v", code, r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -36,6 +37,8 @@ func DecodeCost(frame []byte) int64 {
 type Budget struct {
 	max      int64               // 0: no byte bound
 	requests *semaphore.Weighted // nil: no bound
+	nreq     int64               // the bound of requests (0: none)
+	shares   *shares             // nil: no per-key share
 	// Rejected counts refused reservations.
 	Rejected atomic.Int64
 	inUse    atomic.Int64
@@ -47,8 +50,68 @@ func NewBudget(maxBytes int64, maxRequests int) *Budget {
 	b := &Budget{max: max(maxBytes, 0)}
 	if maxRequests > 0 {
 		b.requests = semaphore.NewWeighted(int64(maxRequests))
+		b.nreq = int64(maxRequests)
 	}
 	return b
+}
+
+// SetKeyShare gives each key a share of the decoding slots and of the bytes reserved for
+// frames and bodies being read and decoded (AdmitBody, TryReserveFor): while another key is
+// active (holds some of them, or was admitted or refused within ShareWindow), a key holding
+// more than ⌈share·bound⌉ is refused server_overloaded (503), whatever room is left. A key
+// holding nothing may always take one body. share ≤ 0 or ≥ 1 means no share. Call it before
+// the Budget is used.
+func (b *Budget) SetKeyShare(share float64) {
+	if share <= 0 || share >= 1 {
+		b.shares = nil
+		return
+	}
+	b.shares = &shares{share: share, now: time.Now, held: map[string]*keyHold{}}
+}
+
+// takeShare counts slots and bytes against key's share; false when key is over it while
+// another key is active. Key "" has no share.
+func (b *Budget) takeShare(key string, slots, bytes int64) bool {
+	if b.shares == nil || key == "" {
+		return true
+	}
+	if !b.shares.take(key, slots, bytes, b.nreq, b.max) {
+		b.Rejected.Add(1)
+		return false
+	}
+	return true
+}
+
+// giveShare returns what takeShare counted.
+func (b *Budget) giveShare(key string, slots, bytes int64) {
+	if b.shares != nil && key != "" {
+		b.shares.give(key, slots, bytes)
+	}
+}
+
+// TryReserveFor is TryReserve of n bytes being read or decoded for key (QuotaKey; "" for
+// none), within key's share (SetKeyShare); release them with ReleaseFor.
+func (b *Budget) TryReserveFor(key string, n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	if !b.takeShare(key, 0, n) {
+		return false
+	}
+	if !b.TryReserve(n) {
+		b.giveShare(key, 0, n)
+		return false
+	}
+	return true
+}
+
+// ReleaseFor returns n bytes reserved by TryReserveFor for key.
+func (b *Budget) ReleaseFor(key string, n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.giveShare(key, 0, n)
+	b.Release(n)
 }
 
 // Max is the byte bound (0: none).
@@ -111,22 +174,30 @@ func (b *Budget) Release(n int64) {
 // Reservation is what one HTTP body holds of a Budget: bytes and a decoding slot.
 type Reservation struct {
 	b     *Budget
+	key   string // whose share it counts against ("" none)
 	bytes int64
 	slot  bool
 }
 
 // AdmitBody admits one HTTP body of n bytes (DecodeFactor·n reserved) and one slot of the
-// concurrent-request bound, or returns server_overloaded (503). Release the Reservation once
-// the body is decoded.
-func (b *Budget) AdmitBody(n int64) (*Reservation, error) {
+// concurrent-request bound for key (QuotaKey, within its share: SetKeyShare; "" for no
+// share), or returns server_overloaded (503). Release the Reservation once the body is
+// decoded.
+func (b *Budget) AdmitBody(key string, n int64) (*Reservation, error) {
 	if b == nil {
 		return &Reservation{}, nil
 	}
-	if b.requests != nil && !b.requests.TryAcquire(1) {
-		b.Rejected.Add(1)
-		return nil, OverloadedError("too many requests are being decoded")
+	if b.requests != nil {
+		if !b.takeShare(key, 1, 0) {
+			return nil, OverloadedError("this key holds its share of the requests being decoded")
+		}
+		if !b.requests.TryAcquire(1) {
+			b.giveShare(key, 1, 0)
+			b.Rejected.Add(1)
+			return nil, OverloadedError("too many requests are being decoded")
+		}
 	}
-	r := &Reservation{b: b, slot: b.requests != nil}
+	r := &Reservation{b: b, key: key, slot: b.requests != nil}
 	if !r.Cover(n * DecodeFactor) {
 		r.Release()
 		return nil, OverloadedError("the server's memory budget for requests being decoded is in use")
@@ -134,12 +205,13 @@ func (b *Budget) AdmitBody(n int64) (*Reservation, error) {
 	return r, nil
 }
 
-// Cover grows the reservation to at least n bytes; false when that does not fit.
+// Cover grows the reservation to at least n bytes; false when that does not fit (in the
+// budget, or in its key's share).
 func (r *Reservation) Cover(n int64) bool {
 	if r.b == nil || n <= r.bytes {
 		return true
 	}
-	if !r.b.TryReserve(n - r.bytes) {
+	if !r.b.TryReserveFor(r.key, n-r.bytes) {
 		return false
 	}
 	r.bytes = n
@@ -154,10 +226,11 @@ func (r *Reservation) Keep(n int64) {
 	}
 	if r.slot {
 		r.b.requests.Release(1)
+		r.b.giveShare(r.key, 1, 0)
 		r.slot = false
 	}
 	if n = max(n, 0); n < r.bytes {
-		r.b.Release(r.bytes - n)
+		r.b.ReleaseFor(r.key, r.bytes-n)
 		r.bytes = n
 	}
 }
@@ -167,10 +240,11 @@ func (r *Reservation) Release() {
 	if r == nil || r.b == nil {
 		return
 	}
-	r.b.Release(r.bytes)
+	r.b.ReleaseFor(r.key, r.bytes)
 	r.bytes = 0
 	if r.slot {
 		r.b.requests.Release(1)
+		r.b.giveShare(r.key, 1, 0)
 		r.slot = false
 	}
 }

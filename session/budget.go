@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -56,26 +55,26 @@ func NewBudget(maxBytes int64, maxRequests int) *Budget {
 }
 
 // SetKeyShare gives each key a share of the decoding slots and of the bytes reserved for
-// frames and bodies being read and decoded (AdmitBody, TryReserveFor): while another key is
-// active (holds some of them, or was admitted or refused within ShareWindow), a key holding
-// more than ⌈share·bound⌉ is refused server_overloaded (503), whatever room is left. A key
-// holding nothing may always take one body. share ≤ 0 or ≥ 1 means no share. Call it before
-// the Budget is used.
+// frames and bodies being read and decoded (AdmitBody, TryReserveFor): a key holding
+// ⌈share·bound⌉ of either is refused server_overloaded (503) for more, whatever room is left,
+// so that the rest stays for the other keys. A key holding nothing may always take one body
+// (a share smaller than one body does not lock a key out). share ≤ 0 or ≥ 1 means no share.
+// Call it before the Budget is used.
 func (b *Budget) SetKeyShare(share float64) {
 	if share <= 0 || share >= 1 {
 		b.shares = nil
 		return
 	}
-	b.shares = &shares{share: share, now: time.Now, held: map[string]*keyHold{}}
+	b.shares = &shares{share: share, held: map[string]*keyHold{}}
 }
 
-// takeShare counts slots and bytes against key's share; false when key is over it while
-// another key is active. Key "" has no share.
-func (b *Budget) takeShare(key string, slots, bytes int64) bool {
+// takeShare counts slots and bytes against key's share (own: what the growing reservation
+// holds already); false when key is over it. Key "" has no share.
+func (b *Budget) takeShare(key string, slots, bytes, own int64) bool {
 	if b.shares == nil || key == "" {
 		return true
 	}
-	if !b.shares.take(key, slots, bytes, b.nreq, b.max) {
+	if !b.shares.take(key, slots, bytes, own, b.nreq, b.max) {
 		b.Rejected.Add(1)
 		return false
 	}
@@ -89,13 +88,15 @@ func (b *Budget) giveShare(key string, slots, bytes int64) {
 	}
 }
 
-// TryReserveFor is TryReserve of n bytes being read or decoded for key (QuotaKey; "" for
-// none), within key's share (SetKeyShare); release them with ReleaseFor.
-func (b *Budget) TryReserveFor(key string, n int64) bool {
+// TryReserveFor is TryReserve of n more bytes for one frame or body being read or decoded
+// for key (QuotaKey; "" for none), within key's share (SetKeyShare); held is what that frame
+// or body holds already (one frame or body alone always fits the share). Release them with
+// ReleaseFor.
+func (b *Budget) TryReserveFor(key string, held, n int64) bool {
 	if b == nil || n <= 0 {
 		return true
 	}
-	if !b.takeShare(key, 0, n) {
+	if !b.takeShare(key, 0, n, held) {
 		return false
 	}
 	if !b.TryReserve(n) {
@@ -188,7 +189,7 @@ func (b *Budget) AdmitBody(key string, n int64) (*Reservation, error) {
 		return &Reservation{}, nil
 	}
 	if b.requests != nil {
-		if !b.takeShare(key, 1, 0) {
+		if !b.takeShare(key, 1, 0, 0) {
 			return nil, OverloadedError("this key holds its share of the requests being decoded")
 		}
 		if !b.requests.TryAcquire(1) {
@@ -211,7 +212,7 @@ func (r *Reservation) Cover(n int64) bool {
 	if r.b == nil || n <= r.bytes {
 		return true
 	}
-	if !r.b.TryReserveFor(r.key, n-r.bytes) {
+	if !r.b.TryReserveFor(r.key, r.bytes, n-r.bytes) {
 		return false
 	}
 	r.bytes = n

@@ -1,46 +1,42 @@
 package session
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
-// A key alone may use the whole capacity; once another key has been refused (or holds
-// something), the first keeps to its share until ShareWindow has passed.
-func TestKeyShareBorrowsOnlyAlone(t *testing.T) {
+// A key holds at most its share of the decoding slots, even alone: the rest stays free for
+// a key that comes later.
+func TestKeyShareOfSlots(t *testing.T) {
 	b := NewBudget(1000, 4)
 	b.SetKeyShare(0.5)
-	now := time.Unix(0, 0)
-	b.shares.now = func() time.Time { return now }
 	var bs []*Reservation
-	for i := range 4 {
+	for i := range 2 {
 		r, err := b.AdmitBody("b", 10)
 		if err != nil {
-			t.Fatalf("B alone, body %d: %v", i, err)
+			t.Fatalf("B's body %d: %v", i, err)
 		}
 		bs = append(bs, r)
 	}
-	if _, err := b.AdmitBody("a", 10); err == nil {
-		t.Fatal("A admitted with every slot held")
-	}
-	bs[0].Release()
-	bs[1].Release()
-	// A was refused a moment ago: it is active, so B (holding 2 of its 2) is held back and
-	// the freed slots are A's.
 	if _, err := b.AdmitBody("b", 10); err == nil {
-		t.Fatal("B admitted past its share while A is active")
+		t.Fatal("B admitted past its share of 2 slots")
 	}
-	ra, err := b.AdmitBody("a", 10)
-	if err != nil {
-		t.Fatalf("A within its share: %v", err)
+	for i := range 2 {
+		r, err := b.AdmitBody("a", 10)
+		if err != nil {
+			t.Fatalf("A's body %d: %v", i, err)
+		}
+		bs = append(bs, r)
 	}
-	ra.Release()
-	now = now.Add(ShareWindow + time.Second)
+	if _, err := b.AdmitBody("c", 10); err == nil {
+		t.Fatal("C admitted with every slot held")
+	}
+	bs[0].Keep(5) // decoded: the slot goes back, 5 bytes stay
+	if _, err := b.AdmitBody("a", 10); err == nil {
+		t.Fatal("A admitted past its share")
+	}
 	r, err := b.AdmitBody("b", 10)
 	if err != nil {
-		t.Fatalf("B alone again after the window: %v", err)
+		t.Fatalf("B after one of its bodies was decoded: %v", err)
 	}
-	r.Release()
+	bs = append(bs, r)
 	for _, r := range bs {
 		r.Release()
 	}
@@ -49,19 +45,19 @@ func TestKeyShareBorrowsOnlyAlone(t *testing.T) {
 	}
 }
 
-// Bytes: a key over half the budget is refused while another holds some; a key holding
-// nothing may always take one reservation.
+// Bytes: a key over half the budget is refused; a key holding nothing may always take one
+// reservation.
 func TestKeyShareOfBytes(t *testing.T) {
 	b := NewBudget(1000, 0)
 	b.SetKeyShare(0.5)
-	if !b.TryReserveFor("a", 10) {
+	if !b.TryReserveFor("a", 0, 10) {
 		t.Fatal("A's first bytes")
 	}
-	if !b.TryReserveFor("b", 400) || b.TryReserveFor("b", 200) {
-		t.Fatal("B's 400 fit its share of 500, 200 more do not")
+	if !b.TryReserveFor("b", 0, 400) || b.TryReserveFor("b", 0, 200) {
+		t.Fatal("B's 400 fit its share of 500, another frame of 200 does not")
 	}
-	if !b.TryReserveFor("c", 580) {
-		t.Fatal("C holding nothing may take one reservation larger than its share")
+	if !b.TryReserveFor("c", 0, 300) || !b.TryReserveFor("c", 300, 280) {
+		t.Fatal("C's one frame, growing past its share, fits while C holds nothing else")
 	}
 	b.ReleaseFor("a", 10)
 	b.ReleaseFor("b", 400)

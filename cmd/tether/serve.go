@@ -135,7 +135,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.IntVar(&c.keyConns, "key-connections", server.DefaultKeyConnections, "WebSocket connections per API key or client address (over it: 429 quota_exceeded; 0 = no quota)")
 	fs.Var(&c.keyStored, "key-store-responses", "stored responses per API key or client address (over it the key's own oldest are evicted; default: a quarter of -store-responses; 0 = no quota)")
 	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; default: a quarter of -store-bytes; 0 = no quota)")
-	fs.Float64Var(&c.keyShare, "key-share", session.DefaultKeyShare, "the fraction of the -max-decoding slots, of the -max-memory bytes of bodies and frames being decoded, and of the -slots that one API key or client address may hold while another is active (over it: 503 server_overloaded; chat completions wait; 0 or 1 = no share)")
+	fs.Float64Var(&c.keyShare, "key-share", session.DefaultKeyShare, "the fraction of the -max-decoding slots and of the -max-memory bytes of bodies and frames being decoded that one API key or client address may hold (over it: 503 server_overloaded), and of the -slots it may hold while another key uses them (over it: the chat completion waits); 0 or 1 = no share")
 	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
 	fs.BoolVar(&c.ui, "ui", false, "serve the live demo page at /ui/ (a race of the four transports, and the live connections)")
 	fs.DurationVar(&c.uiRaceTimeout, "ui-race-timeout", ui.DefaultRaceTimeout, "longest race of the -ui page")

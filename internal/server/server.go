@@ -131,12 +131,12 @@ type Options struct {
 	KeyConnections     int
 	KeyStoredResponses int
 	KeyStoredBytes     int64
-	// KeyShare is the fraction of the shared capacity that one key may hold while another key
-	// is active (session.Budget.SetKeyShare, chatapi.Slots): MaxDecoding slots, the MaxMemory
-	// bytes of frames and bodies being read and decoded (503 server_overloaded over it), and
-	// the chat completion Slots (a key over its share waits while another key holds or waits
-	// for one). 0 means session.DefaultKeyShare; a negative value or 1 means no share. Past 1
-	// is an error.
+	// KeyShare is the fraction of the shared capacity that one key may hold: MaxDecoding
+	// slots and the MaxMemory bytes of frames and bodies being read and decoded (503
+	// server_overloaded past it, though room is left; session.Budget.SetKeyShare), and the chat
+	// completion Slots (a key past its share waits while a request of another key holds or
+	// waits for a slot: chatapi.Slots.SetKeyShare). 0 means session.DefaultKeyShare; a
+	// negative value, or 1 and more, means no share.
 	KeyShare float64
 }
 

@@ -173,7 +173,7 @@ func (t *wsTransport) reserveBytes(n int64) bool {
 	if t.budget == nil || n <= t.reserved {
 		return true
 	}
-	if !t.budget.TryReserveFor(t.key, n-t.reserved) {
+	if !t.budget.TryReserveFor(t.key, t.reserved, n-t.reserved) {
 		return false
 	}
 	t.reserved = n

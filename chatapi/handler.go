@@ -62,7 +62,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.IDSlot != nil {
 		id = *req.IDSlot
 	}
-	s, err := h.Slots.acquire(r.Context(), id, items)
+	s, err := h.Slots.acquire(r.Context(), session.ShareKeyFrom(r.Context()), id, items)
 	if err != nil {
 		writeFailure(w, err)
 		return

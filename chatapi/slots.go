@@ -22,17 +22,24 @@ type Slots struct {
 	// idle frees a slot's session after this long unused; 0 means never.
 	idle time.Duration
 
+	// share is the fraction of the slots one key may hold while another key holds or waits
+	// for one (SetKeyShare); 0 means no share.
+	share float64
+
 	mu       sync.Mutex // guards everything below and each slot's fields
 	slots    []*slot
-	released chan struct{} // closed (and replaced) whenever a slot is released
+	released chan struct{} // closed (and replaced) whenever a slot is released or a waiter leaves
 	closed   bool
-	clock    int64 // use counter, for least-recently-used
+	clock    int64          // use counter, for least-recently-used
+	byKey    map[string]int // busy slots per key (keys holding one)
+	waiting  map[string]int // requests waiting for a slot, per key
 }
 
 // slot is one slot: an open session (nil when free) and what it holds.
 type slot struct {
 	id       int
 	busy     bool
+	key      string // the key of the request holding it, while busy
 	ms       sampler.ModelSession
 	settings *sampler.Settings // the session's settings (RolloutInfo.Settings)
 	fed      []protocol.Item   // items the session has taken
@@ -46,11 +53,35 @@ type slot struct {
 // NewSlots returns n slots (at least 1) over model; a slot keeps at most maxBytes of items
 // (0: no bound) and frees its session after idle unused (0: never).
 func NewSlots(model sampler.Model, n int, maxBytes int64, idle time.Duration) *Slots {
-	p := &Slots{model: model, maxBytes: maxBytes, idle: idle, released: make(chan struct{})}
+	p := &Slots{model: model, maxBytes: maxBytes, idle: idle, released: make(chan struct{}),
+		byKey: map[string]int{}, waiting: map[string]int{}}
 	for i := range max(n, 1) {
 		p.slots = append(p.slots, &slot{id: i})
 	}
 	return p
+}
+
+// SetKeyShare gives each key (session.QuotaKey) a share of the slots: while a request of
+// another key holds a slot or waits for one, a key holding ⌈share·N⌉ slots or more waits for
+// one of its own to be released instead of taking a free one, so that one key cannot hold
+// every slot while another waits longer than one of its requests. share ≤ 0 or ≥ 1 means no
+// share. Call it before the Slots are used.
+func (p *Slots) SetKeyShare(share float64) {
+	if share <= 0 || share >= 1 {
+		share = 0
+	}
+	p.share = share
+}
+
+// Waiting returns the number of requests waiting for a slot.
+func (p *Slots) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.waiting {
+		n += c
+	}
+	return n
 }
 
 // Len returns the number of slots.
@@ -60,26 +91,48 @@ func (p *Slots) Len() int { return len(p.slots) }
 var errClosed = &protocol.Error{Status: http.StatusServiceUnavailable, Type: protocol.TypeServer,
 	Code: protocol.CodeShuttingDown, Message: "The server is shutting down."}
 
-// acquire waits for slot id (≥ 0) or for the best idle slot (id < 0) and marks it busy.
-func (p *Slots) acquire(ctx context.Context, id int, items []protocol.Item) (*slot, error) {
+// acquire waits for slot id (≥ 0) or for the best idle slot (id < 0) and marks it busy for
+// key (session.QuotaKey; "" has no share), within key's share (SetKeyShare).
+func (p *Slots) acquire(ctx context.Context, key string, id int, items []protocol.Item) (*slot, error) {
 	if id >= len(p.slots) {
 		return nil, badRequest(protocol.CodeInvalidValue, "id_slot", "id_slot %d: this server has slots 0 to %d.", id, len(p.slots)-1)
 	}
+	waiting := false
+	defer func() {
+		if waiting { // left without a slot: a key held back by this wait may go on
+			p.mu.Lock()
+			p.unwait(key)
+			p.wake()
+			p.mu.Unlock()
+		}
+	}()
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			return nil, errClosed
 		}
-		s := p.pick(id, items)
+		var s *slot
+		if p.mayTake(key) {
+			s = p.pick(id, items)
+		}
 		if s != nil {
-			s.busy = true
+			s.busy, s.key = true, key
+			p.byKey[key]++
+			if waiting {
+				p.unwait(key)
+				waiting = false
+			}
 			if s.timer != nil {
 				s.timer.Stop()
 				s.timer = nil
 			}
 			p.mu.Unlock()
 			return s, nil
+		}
+		if !waiting {
+			p.waiting[key]++
+			waiting = true
 		}
 		ch := p.released
 		p.mu.Unlock()
@@ -89,6 +142,35 @@ func (p *Slots) acquire(ctx context.Context, id int, items []protocol.Item) (*sl
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// mayTake reports whether key may take one more slot: it holds fewer than its share, or no
+// request of another key holds or waits for a slot. Called with mu held.
+func (p *Slots) mayTake(key string) bool {
+	if p.share == 0 || key == "" || int64(p.byKey[key]) < session.ShareOf(p.share, int64(len(p.slots))) {
+		return true
+	}
+	for _, m := range []map[string]int{p.byKey, p.waiting} {
+		for k := range m {
+			if k != key {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unwait counts one fewer waiter of key. Called with mu held.
+func (p *Slots) unwait(key string) {
+	if p.waiting[key]--; p.waiting[key] <= 0 {
+		delete(p.waiting, key)
+	}
+}
+
+// wake wakes every waiter to look again. Called with mu held.
+func (p *Slots) wake() {
+	close(p.released)
+	p.released = make(chan struct{})
 }
 
 // pick returns slot id if idle, or for id < 0 the idle slot with the longest matching prefix,
@@ -127,6 +209,10 @@ func (p *Slots) release(s *slot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.busy = false
+	if p.byKey[s.key]--; p.byKey[s.key] <= 0 {
+		delete(p.byKey, s.key)
+	}
+	s.key = ""
 	p.clock++
 	s.used = p.clock
 	if p.closed {
@@ -137,8 +223,7 @@ func (p *Slots) release(s *slot) {
 		used := s.used
 		s.timer = time.AfterFunc(p.idle, func() { p.expire(s, used) })
 	}
-	close(p.released)
-	p.released = make(chan struct{})
+	p.wake()
 }
 
 // expire frees s's session when it has not been used since used.

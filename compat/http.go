@@ -127,7 +127,7 @@ func (h *HTTP) ReadBody(w http.ResponseWriter, r *http.Request) (body []byte, _ 
 			size = max // unknown length (chunked): reserve the limit
 		}
 		var aerr error
-		if res, aerr = h.Budget.AdmitBody(size); aerr != nil {
+		if res, aerr = h.Budget.AdmitBody(session.ShareKeyFrom(r.Context()), size); aerr != nil {
 			w.Header().Set("Connection", "close") // the rest of the body is not read
 			return nil, nil, aerr
 		}

@@ -36,6 +36,8 @@ func DecodeCost(frame []byte) int64 {
 type Budget struct {
 	max      int64               // 0: no byte bound
 	requests *semaphore.Weighted // nil: no bound
+	nreq     int64               // the bound of requests (0: none)
+	shares   *shares             // nil: no per-key share
 	// Rejected counts refused reservations.
 	Rejected atomic.Int64
 	inUse    atomic.Int64
@@ -47,8 +49,70 @@ func NewBudget(maxBytes int64, maxRequests int) *Budget {
 	b := &Budget{max: max(maxBytes, 0)}
 	if maxRequests > 0 {
 		b.requests = semaphore.NewWeighted(int64(maxRequests))
+		b.nreq = int64(maxRequests)
 	}
 	return b
+}
+
+// SetKeyShare gives each key a share of the decoding slots and of the bytes reserved for
+// frames and bodies being read and decoded (AdmitBody, TryReserveFor): a key holding
+// ⌈share·bound⌉ of either is refused server_overloaded (503) for more, whatever room is left,
+// so that the rest stays for the other keys. A key holding nothing may always take one body
+// (a share smaller than one body does not lock a key out). share ≤ 0 or ≥ 1 means no share.
+// Call it before the Budget is used.
+func (b *Budget) SetKeyShare(share float64) {
+	if share <= 0 || share >= 1 {
+		b.shares = nil
+		return
+	}
+	b.shares = &shares{share: share, held: map[string]*keyHold{}}
+}
+
+// takeShare counts slots and bytes against key's share (own: what the growing reservation
+// holds already); false when key is over it. Key "" has no share.
+func (b *Budget) takeShare(key string, slots, bytes, own int64) bool {
+	if b.shares == nil || key == "" {
+		return true
+	}
+	if !b.shares.take(key, slots, bytes, own, b.nreq, b.max) {
+		b.Rejected.Add(1)
+		return false
+	}
+	return true
+}
+
+// giveShare returns what takeShare counted.
+func (b *Budget) giveShare(key string, slots, bytes int64) {
+	if b.shares != nil && key != "" {
+		b.shares.give(key, slots, bytes)
+	}
+}
+
+// TryReserveFor is TryReserve of n more bytes for one frame or body being read or decoded
+// for key (QuotaKey; "" for none), within key's share (SetKeyShare); held is what that frame
+// or body holds already (one frame or body alone always fits the share). Release them with
+// ReleaseFor.
+func (b *Budget) TryReserveFor(key string, held, n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	if !b.takeShare(key, 0, n, held) {
+		return false
+	}
+	if !b.TryReserve(n) {
+		b.giveShare(key, 0, n)
+		return false
+	}
+	return true
+}
+
+// ReleaseFor returns n bytes reserved by TryReserveFor for key.
+func (b *Budget) ReleaseFor(key string, n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.giveShare(key, 0, n)
+	b.Release(n)
 }
 
 // Max is the byte bound (0: none).
@@ -111,22 +175,30 @@ func (b *Budget) Release(n int64) {
 // Reservation is what one HTTP body holds of a Budget: bytes and a decoding slot.
 type Reservation struct {
 	b     *Budget
+	key   string // whose share it counts against ("" none)
 	bytes int64
 	slot  bool
 }
 
 // AdmitBody admits one HTTP body of n bytes (DecodeFactor·n reserved) and one slot of the
-// concurrent-request bound, or returns server_overloaded (503). Release the Reservation once
-// the body is decoded.
-func (b *Budget) AdmitBody(n int64) (*Reservation, error) {
+// concurrent-request bound for key (QuotaKey, within its share: SetKeyShare; "" for no
+// share), or returns server_overloaded (503). Release the Reservation once the body is
+// decoded.
+func (b *Budget) AdmitBody(key string, n int64) (*Reservation, error) {
 	if b == nil {
 		return &Reservation{}, nil
 	}
-	if b.requests != nil && !b.requests.TryAcquire(1) {
-		b.Rejected.Add(1)
-		return nil, OverloadedError("too many requests are being decoded")
+	if b.requests != nil {
+		if !b.takeShare(key, 1, 0, 0) {
+			return nil, OverloadedError("this key holds its share of the requests being decoded")
+		}
+		if !b.requests.TryAcquire(1) {
+			b.giveShare(key, 1, 0)
+			b.Rejected.Add(1)
+			return nil, OverloadedError("too many requests are being decoded")
+		}
 	}
-	r := &Reservation{b: b, slot: b.requests != nil}
+	r := &Reservation{b: b, key: key, slot: b.requests != nil}
 	if !r.Cover(n * DecodeFactor) {
 		r.Release()
 		return nil, OverloadedError("the server's memory budget for requests being decoded is in use")
@@ -134,12 +206,13 @@ func (b *Budget) AdmitBody(n int64) (*Reservation, error) {
 	return r, nil
 }
 
-// Cover grows the reservation to at least n bytes; false when that does not fit.
+// Cover grows the reservation to at least n bytes; false when that does not fit (in the
+// budget, or in its key's share).
 func (r *Reservation) Cover(n int64) bool {
 	if r.b == nil || n <= r.bytes {
 		return true
 	}
-	if !r.b.TryReserve(n - r.bytes) {
+	if !r.b.TryReserveFor(r.key, r.bytes, n-r.bytes) {
 		return false
 	}
 	r.bytes = n
@@ -154,10 +227,11 @@ func (r *Reservation) Keep(n int64) {
 	}
 	if r.slot {
 		r.b.requests.Release(1)
+		r.b.giveShare(r.key, 1, 0)
 		r.slot = false
 	}
 	if n = max(n, 0); n < r.bytes {
-		r.b.Release(r.bytes - n)
+		r.b.ReleaseFor(r.key, r.bytes-n)
 		r.bytes = n
 	}
 }
@@ -167,10 +241,11 @@ func (r *Reservation) Release() {
 	if r == nil || r.b == nil {
 		return
 	}
-	r.b.Release(r.bytes)
+	r.b.ReleaseFor(r.key, r.bytes)
 	r.bytes = 0
 	if r.slot {
 		r.b.requests.Release(1)
+		r.b.giveShare(r.key, 1, 0)
 		r.slot = false
 	}
 }

@@ -690,3 +690,86 @@ func TestLimitQueuedWritesCounted(t *testing.T) {
 		return metric(t, base, "", "tether_peers_dropped_total") == 1 && metric(t, base, "", "tether_memory_budget_bytes") == 0
 	})
 }
+
+// keyPost opens a connection and sends the headers of a POST /v1/responses with key
+// (Content-Length n) and the first part of its body.
+func keyPost(t *testing.T, base, key string, n int, part string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := fmt.Fprintf(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", key, n, part); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestLimitKeyShareDecoding: with -max-decoding 4 and -key-share 0.5, key B's stalled bodies
+// hold at most 2 slots (B's third: 503 server_overloaded at once), and key A's POSTs go
+// through; with -key-share 0, B's third takes a slot.
+func TestLimitKeyShareDecoding(t *testing.T) {
+	for _, share := range []string{"0.5", "0"} {
+		base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-max-decoding", "4", "-key-share", share)
+		for i := range 2 {
+			keyPost(t, base, "key-b", 1000, `{"model":"sim",`)
+			waitUntil(t, "B's bodies holding slots", func() bool {
+				return metric(t, base, "key-a", "tether_memory_budget_bytes") >= float64((i+1)*4000)
+			})
+		}
+		third := keyPost(t, base, "key-b", 1000, `{"model":"sim",`)
+		if share == "0" {
+			waitUntil(t, "B's third body holding a slot", func() bool {
+				return metric(t, base, "key-a", "tether_memory_budget_bytes") >= 3*4000
+			})
+			continue
+		}
+		if code, body := readStatus(t, third); code != 503 || !strings.Contains(body, "server_overloaded") {
+			t.Fatalf("B's third POST past its share: %d %s", code, body)
+		}
+		for range 3 {
+			if code, m := call(t, "POST", base+"/v1/responses", "key-a", bodyRoutes[0].body); code != 200 {
+				t.Fatalf("A's POST while B holds its share: %d %v", code, m)
+			}
+		}
+	}
+}
+
+// TestLimitKeyShareChatSlots: with -slots 2, key B's two long chat completions hold both
+// slots and two more of B's wait; A's completion, arriving last, takes the first slot B
+// releases and ends before B's waiting ones.
+func TestLimitKeyShareChatSlots(t *testing.T) {
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-slots", "2")
+	stop1 := longChat(t, base, "key-b")
+	stop2 := longChat(t, base, "key-b")
+	defer stop2()
+	done := make(chan string, 3)
+	short := func(key string) {
+		go func() {
+			req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(bodyRoutes[1].body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- key + ": " + err.Error()
+				return
+			}
+			resp.Body.Close()
+			done <- fmt.Sprint(key, " ", resp.StatusCode)
+		}()
+	}
+	short("key-b")
+	short("key-b")
+	waitUntil(t, "B's two short chats waiting", func() bool { return metric(t, base, "key-a", "tether_chat_slots_waiting") == 2 })
+	short("key-a")
+	waitUntil(t, "A's chat waiting", func() bool { return metric(t, base, "key-a", "tether_chat_slots_waiting") == 3 })
+	stop1()
+	if got := <-done; got != "key-a 200" {
+		t.Fatalf("first chat to end after B released a slot: %q, want A's", got)
+	}
+	for range 2 {
+		if got := <-done; got != "key-b 200" {
+			t.Fatalf("B's waiting chat: %q", got)
+		}
+	}
+}

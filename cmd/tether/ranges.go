@@ -125,6 +125,7 @@ var flagRanges = map[string]map[string]flagRange{
 		"max-memory":            sizeAtLeast(0, " (0: no bound)"),
 		"key-rollouts":          nonNegative(" (0: no quota)"),
 		"key-connections":       nonNegative(" (0: no quota)"),
+		"key-share":             between(0, 1, " (0 or 1: no share)"),
 		"key-store-responses":   nonNegative(" (0: no quota)"),
 		"key-store-bytes":       sizeAtLeast(0, " (0: no quota)"),
 		"max-decoding":          nonNegative(" (0: no bound)"),

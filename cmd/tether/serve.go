@@ -74,6 +74,7 @@ type serveConfig struct {
 	maxDecoding       int
 	keyRollouts       int
 	keyConns          int
+	keyShare          float64
 	keyStored         storeQuota
 	keyStoredBytes    storeQuota
 	ui                bool
@@ -134,6 +135,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.IntVar(&c.keyConns, "key-connections", server.DefaultKeyConnections, "WebSocket connections per API key or client address (over it: 429 quota_exceeded; 0 = no quota)")
 	fs.Var(&c.keyStored, "key-store-responses", "stored responses per API key or client address (over it the key's own oldest are evicted; default: a quarter of -store-responses; 0 = no quota)")
 	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; default: a quarter of -store-bytes; 0 = no quota)")
+	fs.Float64Var(&c.keyShare, "key-share", session.DefaultKeyShare, "the fraction of the -max-decoding slots and of the -max-memory bytes of bodies and frames being decoded that one API key or client address may hold (over it: 503 server_overloaded), and of the -slots it may hold while another key uses them (over it: the chat completion waits); 0 or 1 = no share")
 	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
 	fs.BoolVar(&c.ui, "ui", false, "serve the live demo page at /ui/ (a race of the four transports, and the live connections)")
 	fs.DurationVar(&c.uiRaceTimeout, "ui-race-timeout", ui.DefaultRaceTimeout, "longest race of the -ui page")
@@ -148,7 +150,7 @@ var serveGroups = []flagGroup{
 		"upstream-timeout", "upstream-step-timeout", "upstream-legacy-max-tokens"}},
 	{"Limits", []string{"max-frame", "max-memory", "max-connections", "max-http-connections",
 		"max-suspended", "max-suspended-total", "max-rollout-bytes", "max-sampling", "max-decoding", "max-inflight", "max-lanes",
-		"queue-depth", "key-rollouts", "key-connections", "key-store-responses", "key-store-bytes"}},
+		"queue-depth", "key-rollouts", "key-connections", "key-share", "key-store-responses", "key-store-bytes"}},
 	{"Tuning", []string{"suspend-timeout", "max-connection-age", "shutdown-grace", "keepalive", "ping-interval", "write-timeout",
 		"read-timeout", "idle-timeout", "cache-responses", "cache-bytes", "store-responses", "store-bytes", "store-ttl",
 		"store-timeout", "compaction-key-file", "websocket", "slots"}},
@@ -216,6 +218,14 @@ func orNoBound(n int) int {
 		return -1
 	}
 	return n
+}
+
+// orNoShare maps -key-share 0 (no share) to server.Options' negative.
+func orNoShare(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -349,6 +359,7 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		MaxDecoding:        orNoBound(cfg.maxDecoding),
 		KeyRollouts:        orNoBound(cfg.keyRollouts),
 		KeyConnections:     orNoBound(cfg.keyConns),
+		KeyShare:           orNoShare(cfg.keyShare),
 		KeyStoredResponses: int(cfg.keyStored.option()),
 		KeyStoredBytes:     cfg.keyStoredBytes.option(),
 	}, nil

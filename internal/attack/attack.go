@@ -34,7 +34,7 @@ type Config struct {
 
 // Names are the attacks, in the order Run runs them.
 var Names = []string{"tools", "store", "decode", "idle-ws", "stalled", "keepalive", "starve",
-	"chat-body", "compact-body", "header-only", "get-unread", "unread-ws", "image-outputs"}
+	"chat-body", "compact-body", "header-only", "get-unread", "unread-ws", "image-outputs", "key-share"}
 
 // Result is one attack's outcome.
 type Result struct {
@@ -116,12 +116,12 @@ var attacks = map[string]func(context.Context, *env){
 	"tools": attackTools, "store": attackStore, "decode": attackDecode, "idle-ws": attackIdleWS,
 	"stalled": attackStalled, "keepalive": attackKeepAlive, "starve": attackStarve,
 	"chat-body": attackChatBody, "compact-body": attackCompactBody, "header-only": attackHeaderOnly, "get-unread": attackGetUnread,
-	"unread-ws": attackUnreadWS, "image-outputs": attackImageOutputs,
+	"unread-ws": attackUnreadWS, "image-outputs": attackImageOutputs, "key-share": attackKeyShare,
 }
 
 func runOne(ctx context.Context, cfg Config, name string, fn func(context.Context, *env)) (Result, error) {
 	args := append([]string{"serve", "-addr", "127.0.0.1:0", "-model-speed", "instant"}, cfg.ServeArgs...)
-	if name == "starve" {
+	if name == "starve" || name == "key-share" {
 		keys, err := keyFile()
 		if err != nil {
 			return Result{}, err
@@ -147,7 +147,8 @@ func runOne(ctx context.Context, cfg Config, name string, fn func(context.Contex
 	return r, nil
 }
 
-// keyFile writes the API keys of the starve attack ("key-a", "key-b") to a temporary file.
+// keyFile writes the API keys of the starve and key-share attacks ("key-a", "key-b") to a
+// temporary file.
 func keyFile() (string, error) {
 	f, err := os.CreateTemp("", "tether-attack-keys")
 	if err != nil {

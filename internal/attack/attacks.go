@@ -347,13 +347,16 @@ func attackStarve(ctx context.Context, e *env) {
 
 // victim makes small creates one after another until stop is called, and counts their
 // outcomes as "victim …": a client with normal requests during an attack.
-func victim(ctx context.Context, e *env) (stop func()) {
+func victim(ctx context.Context, e *env) (stop func()) { return victimKey(ctx, e, "") }
+
+// victimKey is victim with an API key ("" for none).
+func victimKey(ctx context.Context, e *env, key string) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			o, _ := post(ctx, e.base, "", []byte(`{"model":"sim","input":"hi"}`))
+			o, _ := post(ctx, e.base, key, []byte(`{"model":"sim","input":"hi"}`))
 			if ctx.Err() == nil {
 				e.count("victim " + o)
 			}
@@ -437,6 +440,38 @@ func attackHeaderOnly(ctx context.Context, e *env) {
 			e.count("header-only still open")
 		default:
 			e.count("header-only closed")
+		}
+		_ = c.Close()
+	}
+}
+
+// attackKeyShare: key B opens POSTs that send their headers (Content-Length: 100) and the
+// body's first byte, each holding a decoding slot until -read-timeout, more than there are
+// slots; key A (the victim) makes small creates meanwhile.
+func attackKeyShare(ctx context.Context, e *env) {
+	var conns []net.Conn
+	for range e.n(280) {
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			e.count("dial failed")
+			continue
+		}
+		conns = append(conns, c)
+		fmt.Fprint(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-b\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	}
+	stop := victimKey(ctx, e, "key-a")
+	time.Sleep(e.hold)
+	stop()
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		switch {
+		case err == nil:
+			e.count(fmt.Sprintf("key B answered %d", resp.StatusCode))
+		case isTimeout(err):
+			e.count("key B still open")
+		default:
+			e.count("key B closed")
 		}
 		_ = c.Close()
 	}

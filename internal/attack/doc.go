@@ -18,7 +18,9 @@
 //	get-unread  one stored response with a 24 MiB tool, then 60 GETs of it never read
 //	unread-ws   100 WebSockets that never read, each creating a response with 4 MiB of instructions
 //	image-outputs 60 stored creates whose function_call_output is one 16 MiB input_image part
+//	key-share   key B: 280 POSTs (Content-Length: 100) that send one byte of body, held; the
+//	            victim is key A
 //
-// The last six run a victim (small creates, one after another) during the attack; its
+// The last seven run a victim (small creates, one after another) during the attack; its
 // outcomes are counted as "victim …".
 package attack

@@ -49,6 +49,7 @@ func (s *Server) metricsHandler() http.Handler {
 		gauge("tether_sampling_waiting", "Rollouts holding their connection's slot and waiting for the server-wide admission gate.", nil, func() float64 { return float64(a.Waiting.Load()) })
 		counter("tether_sampling_wait_seconds_total", "Time rollouts spent waiting for the server-wide admission gate.", nil, func() float64 { return float64(a.WaitNanos.Load()) / 1e9 })
 	}
+	gauge("tether_chat_slots_waiting", "Chat completions waiting for a slot (-slots), those held back by their key's -key-share included.", nil, func() float64 { return float64(s.chat.Slots.Waiting()) })
 	if ms, ok := s.opts.Store.(*store.Memory); ok {
 		gauge("tether_store_responses", "Responses in the in-memory store.", nil, func() float64 { return float64(ms.Len()) })
 		gauge("tether_store_bytes", "Estimated bytes of the responses in the in-memory store.", nil, func() float64 { return float64(ms.Bytes()) })

@@ -131,6 +131,13 @@ type Options struct {
 	KeyConnections     int
 	KeyStoredResponses int
 	KeyStoredBytes     int64
+	// KeyShare is the fraction of the shared capacity that one key may hold: MaxDecoding
+	// slots and the MaxMemory bytes of frames and bodies being read and decoded (503
+	// server_overloaded past it, though room is left; session.Budget.SetKeyShare), and the chat
+	// completion Slots (a key past its share waits while a request of another key holds or
+	// waits for a slot: chatapi.Slots.SetKeyShare). 0 means session.DefaultKeyShare; a
+	// negative value, or 1 and more, means no share.
+	KeyShare float64
 }
 
 // Defaults of the HTTP connection limits and the memory budget (see Options).
@@ -212,6 +219,7 @@ func New(opts Options) *Server {
 	s.keyRoll = session.NewKeyLimit(orDefault(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
 	s.keyConns = session.NewKeyLimit(orDefault(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
 	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
+	s.budget.SetKeyShare(keyShare(opts.KeyShare))
 	httpSession := s.sessionOptions("", "")
 	httpSession.MaxAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
@@ -232,6 +240,7 @@ func New(opts Options) *Server {
 	}
 	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame, ReadBody: s.http.ReadBody, Admission: s.adm, Logger: opts.Logger,
 		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, max(idle, 0))}
+	s.chat.Slots.SetKeyShare(keyShare(opts.KeyShare))
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -272,7 +281,8 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.H
 			unauthorized(w, r)
 			return
 		}
-		h(w, r, owner)
+		// The key's share of the shared capacity (decoding, chat slots) is counted by it.
+		h(w, r.WithContext(session.WithShareKey(r.Context(), session.QuotaKey(owner, r.RemoteAddr))), owner)
 	}
 }
 
@@ -281,6 +291,17 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.H
 // tether serve -ui protects its API with it.
 func (s *Server) RequireKey(h http.Handler) http.Handler {
 	return s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { h.ServeHTTP(w, r) })
+}
+
+// keyShare is Options.KeyShare with its default: 0 for no share.
+func keyShare(v float64) float64 {
+	switch {
+	case v == 0:
+		return session.DefaultKeyShare
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // Metrics returns the counters of the server's connections.
@@ -460,7 +481,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(wstransport.NewLimited(ws, s.opts.MaxFrame, s.budget, positive(s.opts.ReadTimeout, DefaultReadTimeout)), s.sessionOptions(owner, quota))
+	c := session.NewConn(wstransport.NewLimited(ws, s.opts.MaxFrame, s.budget, positive(s.opts.ReadTimeout, DefaultReadTimeout), quota), s.sessionOptions(owner, quota))
 	shape, gauge := ShapePublic, &s.metrics.PublicConns
 	if appendShape {
 		shape, gauge = ShapeAppend, &s.metrics.AppendConns

@@ -20,6 +20,7 @@ type wsTransport struct {
 	c        *websocket.Conn
 	maxFrame int64
 	budget   *session.Budget
+	key      string        // whose share of the budget frames count against ("" none)
 	msgTime  time.Duration // bound on reading one message from its first frame; 0: none
 	// Owned by the reading goroutine
 	buf      []byte
@@ -42,20 +43,21 @@ func New(c *websocket.Conn, maxFrame int64) session.Transport {
 // Read, i.e. while the frame is decoded and dispatched). A frame that does not fit is
 // discarded and Read returns session.ErrOverloaded.
 func NewBudget(c *websocket.Conn, maxFrame int64, b *session.Budget) session.Transport {
-	return NewLimited(c, maxFrame, b, 0)
+	return NewLimited(c, maxFrame, b, 0, "")
 }
 
 // NewLimited is NewBudget with a bound on the time one message takes to arrive, from its first
 // frame's header to its last byte: a client that starts a message (or a fragmented one) and
 // trickles or stalls the rest is dropped after msgTimeout (Read returns ErrMessageTimeout; the
 // connection is closed and the message's budget released). An idle connection, between
-// messages, is not bounded by it. 0 means no bound.
-func NewLimited(c *websocket.Conn, maxFrame int64, b *session.Budget, msgTimeout time.Duration) session.Transport {
+// messages, is not bounded by it. 0 means no bound. Frames count against key's share of b
+// (session.QuotaKey; Budget.SetKeyShare); "" means no share.
+func NewLimited(c *websocket.Conn, maxFrame int64, b *session.Budget, msgTimeout time.Duration, key string) session.Transport {
 	if maxFrame <= 0 {
 		maxFrame = session.DefaultMaxFrame
 	}
 	c.SetReadLimit(-1)
-	return &wsTransport{c: c, maxFrame: maxFrame, budget: b, msgTime: max(msgTimeout, 0)}
+	return &wsTransport{c: c, maxFrame: maxFrame, budget: b, key: key, msgTime: max(msgTimeout, 0)}
 }
 
 // ErrMessageTimeout is returned by Read when a message did not arrive whole within the bound of
@@ -130,7 +132,7 @@ func (t *wsTransport) readMessage(ctx context.Context, started func()) ([]byte, 
 // releaseFrame returns the budget of the previous frame and drops a large buffer: the caller
 // is done with the previous frame once it reads again.
 func (t *wsTransport) releaseFrame() {
-	t.budget.Release(t.reserved)
+	t.budget.ReleaseFor(t.key, t.reserved)
 	t.reserved = 0
 	if cap(t.buf) > keepBuffer {
 		t.buf = nil
@@ -171,7 +173,7 @@ func (t *wsTransport) reserveBytes(n int64) bool {
 	if t.budget == nil || n <= t.reserved {
 		return true
 	}
-	if !t.budget.TryReserve(n - t.reserved) {
+	if !t.budget.TryReserveFor(t.key, t.reserved, n-t.reserved) {
 		return false
 	}
 	t.reserved = n

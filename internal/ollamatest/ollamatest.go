@@ -91,6 +91,7 @@ func Start(t *testing.T, opts Options) *Server {
 	)
 	s.log = &logTail{}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("ollamatest: start %s: %v", bin, err)
 	}
@@ -175,7 +176,7 @@ func (s *Server) URL() string { return "http://127.0.0.1:" + strconv.Itoa(s.port
 // V1 is the OpenAI-compatible API base, URL()+"/v1": what -upstream takes.
 func (s *Server) V1() string { return s.URL() + "/v1" }
 
-// Stop kills the server (and so its model runner) and waits for it. Idempotent.
+// Stop kills the server and the model runners it started, and waits for the server. Idempotent.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
@@ -184,7 +185,7 @@ func (s *Server) Stop() {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Kill()
+	killGroup(cmd)
 	<-done
 }
 

@@ -88,6 +88,7 @@ func Start(t *testing.T, opts Options) *Server {
 		"OLLAMA_NUM_PARALLEL="+strconv.Itoa(max(opts.Parallel, 1)),
 		"OLLAMA_MAX_LOADED_MODELS=1",
 		"OLLAMA_KEEP_ALIVE=1h",
+		"OLLAMA_NO_CLOUD=1", // local models only
 	)
 	s.log = &logTail{}
 	cmd.Stdout, cmd.Stderr = s.log, s.log

@@ -1,0 +1,247 @@
+package chat_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/conformance"
+	"github.com/tetherd/tether/internal/ollamatest"
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/protocol"
+)
+
+// ollamaUsage is the usage Ollama itself reported for one streamed chat completion, read off
+// the wire by usageProxy.
+type ollamaUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// usageProxy sits between Tether and a real Ollama: it forwards everything unchanged and
+// records the usage of each streamed chat completion (the chunk that carries it).
+type usageProxy struct {
+	next *httputil.ReverseProxy
+	mu   sync.Mutex
+	log  []ollamaUsage
+	more chan struct{} // closed when a usage is recorded; nil when nobody waits
+}
+
+func newUsageProxy(t *testing.T, target string) (*usageProxy, string) {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &usageProxy{next: httputil.NewSingleHostReverseProxy(u)}
+	p.next.FlushInterval = -1
+	p.next.Transport = &http.Transport{DisableKeepAlives: true}
+	hs := httptest.NewServer(p)
+	t.Cleanup(hs.Close)
+	return p, hs.URL
+}
+
+func (p *usageProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		p.next.ServeHTTP(w, r)
+		return
+	}
+	p.next.ServeHTTP(&usageWriter{ResponseWriter: w, p: p}, r)
+}
+
+// wait waits until n usages are recorded and returns them.
+func (p *usageProxy) wait(t *testing.T, n int) []ollamaUsage {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		p.mu.Lock()
+		if len(p.log) >= n {
+			out := append([]ollamaUsage(nil), p.log...)
+			p.mu.Unlock()
+			return out
+		}
+		if p.more == nil {
+			p.more = make(chan struct{})
+		}
+		more := p.more
+		p.mu.Unlock()
+		select {
+		case <-more:
+		case <-timeout:
+			t.Fatalf("the proxy saw fewer than %d usages from Ollama", n)
+		}
+	}
+}
+
+// usageWriter records the usage of the data lines it forwards.
+type usageWriter struct {
+	http.ResponseWriter
+	p   *usageProxy
+	buf bytes.Buffer
+}
+
+func (w *usageWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *usageWriter) Write(b []byte) (int, error) {
+	w.buf.Write(b)
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.Reset()
+			w.buf.WriteString(line)
+			break
+		}
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok || !strings.Contains(data, `"usage"`) {
+			continue
+		}
+		var c struct {
+			Usage *ollamaUsage `json:"usage"`
+		}
+		if json.Unmarshal([]byte(data), &c) == nil && c.Usage != nil {
+			w.p.mu.Lock()
+			w.p.log = append(w.p.log, *c.Usage)
+			if w.p.more != nil {
+				close(w.p.more)
+				w.p.more = nil
+			}
+			w.p.mu.Unlock()
+		}
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ollamaFront starts Tether with the chat backend in front of a real Ollama (behind a
+// usageProxy): Slots 0, since Ollama exposes no slots, and max_tokens sent as well, since
+// Ollama's /v1 reads only that.
+func ollamaFront(t *testing.T, eng *ollamatest.Server) (string, *usageProxy) {
+	t.Helper()
+	p, u := newUsageProxy(t, eng.URL())
+	m := newModel(t, chat.Options{BaseURLs: []string{u + "/v1"}, LegacyMaxTokens: true})
+	if err := m.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, front := servertest.Start(t, server.Options{Model: m})
+	return front, p
+}
+
+// checkOllamaUsage checks a Response's usage against what Ollama reported for the step: the
+// same token counts, and cached_tokens 0 because Ollama reports none (it reuses its cache,
+// but its usage has no prompt_tokens_details).
+func checkOllamaUsage(t *testing.T, name string, usage conformance.Frame, eng ollamaUsage) {
+	t.Helper()
+	if eng.PromptTokensDetails != nil && eng.PromptTokensDetails.CachedTokens != 0 {
+		t.Logf("%s: Ollama now reports %d cached tokens: update docs/engines.md", name, eng.PromptTokensDetails.CachedTokens)
+	}
+	if usage.Num("input_tokens") != eng.PromptTokens || usage.Num("output_tokens") != eng.CompletionTokens || eng.PromptTokens <= 0 {
+		t.Errorf("%s: usage %v, Ollama reported %+v", name, usage, eng)
+	}
+	if cached := usage.Num("input_tokens_details", "cached_tokens"); eng.PromptTokensDetails == nil && cached != 0 {
+		t.Errorf("%s: cached_tokens %v, but Ollama reported none", name, cached)
+	}
+}
+
+// TestOllamaResponses serves POST /v1/responses as JSON and as SSE from a real Ollama: both
+// end completed (or incomplete at max_output_tokens) with Ollama's token counts, and
+// cached_tokens is 0.
+func TestOllamaResponses(t *testing.T) {
+	eng := ollamatest.Start(t, ollamatest.Options{})
+	front, px := ollamaFront(t, eng)
+	create := map[string]any{"model": ollamatest.Model, "input": "weather 0 of rollout 1", "max_output_tokens": 200}
+
+	code, r := postJSON(t, front+"/v1/responses", create)
+	f := conformance.Frame{"response": r}
+	if st := f.Str("response", "status"); code != 200 || (st != "completed" && st != "incomplete") {
+		t.Fatalf("POST: %d %v", code, r)
+	}
+	checkOllamaUsage(t, "json", conformance.Frame(f.Obj("response", "usage")), px.wait(t, 1)[0])
+
+	create["stream"] = true
+	b, _ := json.Marshal(create)
+	resp, err := http.Post(front+"/v1/responses", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	g := conformance.NewGrammar(conformance.ShapePublic)
+	sr := protocol.NewSSEReader(resp.Body)
+	var last conformance.Frame
+	deltas := 0
+	for {
+		_, data, err := sr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev conformance.Frame
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatalf("SSE data is not JSON: %q", data)
+		}
+		if err := g.Feed(ev); err != nil {
+			t.Fatalf("SSE grammar: %v", err)
+		}
+		if ev.Type() == "response.output_text.delta" {
+			deltas++
+		}
+		last = ev
+	}
+	if err := g.Done(); err != nil || (last.Type() != "response.completed" && last.Type() != "response.incomplete") {
+		t.Fatalf("SSE ended with %s: %v", last.Type(), err)
+	}
+	if deltas < 2 {
+		t.Errorf("%d text deltas: want the answer streamed", deltas)
+	}
+	checkOllamaUsage(t, "sse", conformance.Frame(last.Obj("response", "usage")), px.wait(t, 2)[1])
+}
+
+// TestOllamaWebSocket runs a two-turn conversation on the public WebSocket through a real
+// Ollama, the second turn chained with previous_response_id: Ollama is sent the first turn
+// again (its prompt is longer than the first turn's prompt and answer), and cached_tokens is 0
+// on both turns although Ollama reuses its cache.
+func TestOllamaWebSocket(t *testing.T) {
+	eng := ollamatest.Start(t, ollamatest.Options{})
+	front, px := ollamaFront(t, eng)
+	ws := wstest.Dial(t, "ws"+strings.TrimPrefix(front, "http")+"/v1/responses", nil)
+	prev := ""
+	var usages []conformance.Frame
+	for turn := range 2 {
+		c := map[string]any{"type": "response.create", "model": ollamatest.Model, "input": "weather of rollout 5", "max_output_tokens": 100}
+		if prev != "" {
+			c["previous_response_id"] = prev
+		}
+		ws.Send(c)
+		fs := ws.Until("response.completed", "response.incomplete", "response.failed")
+		last := fs[len(fs)-1]
+		if last.Type() == "response.failed" {
+			t.Fatalf("turn %d: %v", turn, last)
+		}
+		wstest.CheckGrammar(t, conformance.ShapePublic, fs)
+		u := conformance.Frame(last.Obj("response", "usage"))
+		checkOllamaUsage(t, "ws", u, px.wait(t, turn+1)[turn])
+		usages = append(usages, u)
+		prev = last.Str("response", "id")
+		if prev == "" {
+			t.Fatalf("turn %d: no response id in %v", turn, last)
+		}
+	}
+	if first, second := usages[0], usages[1]; second.Num("input_tokens") <= first.Num("input_tokens")+first.Num("output_tokens") {
+		t.Errorf("turn 2 prompt %v tokens, turn 1 was %v + %v: the chained turn did not carry the first",
+			second.Num("input_tokens"), first.Num("input_tokens"), first.Num("output_tokens"))
+	}
+}

@@ -1,0 +1,290 @@
+package ollamatest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetherd/tether/internal/skipnote"
+)
+
+// Version is the Ollama release .ci/build-ollama builds.
+const Version = "v0.17.4"
+
+// Model is the name the test model is created under; Ollama lists it as Model+":latest" and
+// serves requests naming either.
+const Model = "aidreams"
+
+// template is the model's chat template (Ollama's Go template syntax): ChatML-style turns.
+// The GGUF has none of its own.
+const template = `{{- range .Messages }}<|im_start|>{{ .Role }}
+{{ .Content }}<|im_end|>
+{{ end }}<|im_start|>assistant
+`
+
+// Options configure a Server. The zero value is one parallel request of 2,048 tokens.
+type Options struct {
+	// Context is the model's context in tokens (num_ctx, and the context_length written into
+	// the server's copy of the GGUF); 0 means 2048.
+	Context int
+	// Parallel is OLLAMA_NUM_PARALLEL, the requests the loaded model serves at once; 0 means 1.
+	Parallel int
+}
+
+// Server is an `ollama serve` process owned by a test, with the test model created in it.
+type Server struct {
+	t    *testing.T
+	bin  string
+	dir  string // HOME and OLLAMA_MODELS live here
+	port int
+
+	mu   sync.Mutex // guards cmd and done
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *logTail
+}
+
+// Start starts `ollama serve` for t with opts, creates Model in it from the test model and
+// loads it, and stops the server in t.Cleanup. It skips the test (fails it with
+// TETHER_REQUIRE_OLLAMA=1) when the binary or the model is missing.
+func Start(t *testing.T, opts Options) *Server {
+	t.Helper()
+	bin, models := find(t)
+	ctxn := opts.Context
+	if ctxn <= 0 {
+		ctxn = 2048
+	}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t)}
+	gguf := filepath.Join(s.dir, "aidreams.gguf")
+	b, err := os.ReadFile(filepath.Join(models, "aidreams260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = setUint32(b, "llama.context_length", uint32(ctxn)); err != nil {
+		t.Fatalf("ollamatest: %v", err)
+	}
+	if err := os.WriteFile(gguf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	modelfile := filepath.Join(s.dir, "Modelfile")
+	mf := fmt.Sprintf("FROM %s\nTEMPLATE \"\"\"%s\"\"\"\nPARAMETER num_ctx %d\nPARAMETER num_thread 1\n", gguf, template, ctxn)
+	if err := os.WriteFile(modelfile, []byte(mf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = s.env(
+		"OLLAMA_MODELS="+filepath.Join(s.dir, "models"),
+		"OLLAMA_NUM_PARALLEL="+strconv.Itoa(max(opts.Parallel, 1)),
+		"OLLAMA_MAX_LOADED_MODELS=1",
+		"OLLAMA_KEEP_ALIVE=1h",
+		"OLLAMA_NO_CLOUD=1", // local models only
+	)
+	s.log = &logTail{}
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	ownGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("ollamatest: start %s: %v", bin, err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	done := s.done
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(s.Stop)
+	s.waitUp()
+
+	create := exec.Command(bin, "create", Model, "-f", modelfile)
+	create.Env = s.env()
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("ollamatest: ollama create: %v\n%s\nserver output ends:\n%s", err, out, s.log.String())
+	}
+	// An empty generate loads the model, so that a failure to load shows here.
+	s.post("/api/generate", `{"model":"`+Model+`"}`)
+	return s
+}
+
+// env returns the environment for the server and the CLI: the test's, without its OLLAMA_*
+// settings, with HOME in the server's directory (Ollama keeps its key there), OLLAMA_HOST on
+// the server's port, and extra.
+func (s *Server) env(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OLLAMA_") && !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+s.dir, "OLLAMA_HOST=127.0.0.1:"+strconv.Itoa(s.port))
+	return append(env, extra...)
+}
+
+// waitUp waits until GET / answers 200 ("Ollama is running").
+func (s *Server) waitUp() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-s.done:
+			s.t.Fatalf("ollamatest: ollama serve exited at start; its output ends:\n%s", s.log.String())
+		case <-ctx.Done():
+			s.t.Fatalf("ollamatest: ollama on %s not up after 60 s; its output ends:\n%s", s.URL(), s.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// post POSTs body to the server's path and fails the test unless it answers 200.
+func (s *Server) post(path, body string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("ollamatest: POST %s: %v\nserver output ends:\n%s", path, err, s.log.String())
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	_, _ = out.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("ollamatest: POST %s: %d %s\nserver output ends:\n%s", path, resp.StatusCode, out.String(), s.log.String())
+	}
+}
+
+// URL is the server's base URL, e.g. "http://127.0.0.1:41234".
+func (s *Server) URL() string { return "http://127.0.0.1:" + strconv.Itoa(s.port) }
+
+// V1 is the OpenAI-compatible API base, URL()+"/v1": what -upstream takes.
+func (s *Server) V1() string { return s.URL() + "/v1" }
+
+// Stop kills the server and the model runners it started, and waits for the server. Idempotent.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	killGroup(cmd)
+	<-done
+}
+
+// Log returns the tail of the server's output (for failure messages).
+func (s *Server) Log() string { return s.log.String() }
+
+// find returns the ollama binary and the model directory, or skips (fails) the test.
+func find(t *testing.T) (bin, models string) {
+	t.Helper()
+	bin, models, missing := locate()
+	if missing != "" {
+		if os.Getenv("TETHER_REQUIRE_OLLAMA") == "1" {
+			t.Fatal(missing + " (TETHER_REQUIRE_OLLAMA=1)")
+		}
+		skipnote.Skip(t, missing)
+	}
+	return bin, models
+}
+
+// locate finds the binary and the model directory; missing says what is not there.
+func locate() (bin, models, missing string) {
+	bin = os.Getenv("TETHER_OLLAMA")
+	if bin == "" {
+		bin, _ = exec.LookPath("ollama")
+	}
+	if bin == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			p := filepath.Join(home, ".cache", "tether", "ollama-"+Version, "ollama")
+			if _, err := os.Stat(p); err == nil {
+				bin = p
+			}
+		}
+	}
+	models = os.Getenv("TETHER_LLAMA_MODELS")
+	if models == "" {
+		models = sharedModels()
+	}
+	switch {
+	case bin == "":
+		missing = "ollama not found: build it with `bash .ci/build-ollama` (or set TETHER_OLLAMA)"
+	case models == "":
+		missing = "the test model aidreams260K.gguf is missing from shared/models beside the repository (or set TETHER_LLAMA_MODELS)"
+	}
+	return bin, models, missing
+}
+
+// sharedModels finds shared/models beside the module root (walking up from the working
+// directory to go.mod), or "".
+func sharedModels() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "..", "shared", "models")
+			if _, err := os.Stat(filepath.Join(p, "aidreams260K.gguf")); err == nil {
+				return p
+			}
+			return ""
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// logTail keeps the last 16 KiB written to it.
+type logTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if n := len(l.buf); n > 16<<10 {
+		l.buf = append(l.buf[:0], l.buf[n-16<<10:]...)
+	}
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.TrimSpace(string(l.buf))
+}

@@ -68,7 +68,7 @@ func (m *Model) Probe(ctx context.Context) error {
 	return nil
 }
 
-// Unreachable returns the replicas whose GET /health does not answer 200 now (their steps
+// Unreachable returns the replicas whose health check (probe) does not answer 200 now (their steps
 // will fail, or move to another replica, until they are up), for a warning at start.
 func (m *Model) Unreachable(ctx context.Context) []string {
 	var down []string

@@ -123,11 +123,12 @@ func (e *engine) nextTry() time.Time {
 }
 
 // probe asks the replica's health once: GET /health (llama.cpp, vLLM), else GET /healthz
-// (another Tether); used before a replica whose backoff is over takes a rollout again.
+// (another Tether), else GET / (Ollama answers only there); used at start and before a replica
+// whose backoff is over takes a rollout again.
 func (e *engine) probe(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	for _, path := range []string{"/health", "/healthz"} {
+	for _, path := range []string{"/health", "/healthz", "/"} {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
 		if err != nil {
 			return false

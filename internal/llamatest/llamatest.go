@@ -1,17 +1,12 @@
 package llamatest
 
 import (
-	"github.com/tetherd/tether/internal/skipnote"
-
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,20 +66,20 @@ type Server struct {
 	mu   sync.Mutex // guards cmd and done
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *logTail
+	log  *LogTail
 }
 
 // Start starts a llama-server for t with opts and stops it in t.Cleanup. It skips the test
 // (fails it with TETHER_REQUIRE_LLAMA=1) when the binary or the model is missing.
 func Start(t *testing.T, opts Options) *Server {
 	t.Helper()
-	bin, models := find(t)
+	bin, models := Find(t, engine)
 	slots := max(opts.Slots, 1)
 	ctxn := opts.SlotContext
 	if ctxn <= 0 {
 		ctxn = 2048
 	}
-	s := &Server{t: t, bin: bin, port: freePort(t)}
+	s := &Server{t: t, bin: bin, port: FreePort(t)}
 	s.args = []string{
 		"-m", filepath.Join(models, "aidreams260K.gguf"),
 		"--host", "127.0.0.1", "--port", strconv.Itoa(s.port),
@@ -108,85 +103,9 @@ func Start(t *testing.T, opts Options) *Server {
 	return s
 }
 
-// find returns the llama-server binary and the model directory, or skips (fails) the test.
-func find(t *testing.T) (bin, models string) {
-	t.Helper()
-	bin, models, missing := locate()
-	if missing != "" {
-		if os.Getenv("TETHER_REQUIRE_LLAMA") == "1" {
-			t.Fatal(missing + " (TETHER_REQUIRE_LLAMA=1)")
-		}
-		skipnote.Skip(t, missing)
-	}
-	return bin, models
-}
-
-// Available reports whether Start would find the binary and the model, and if not, why.
-func Available() (ok bool, why string) {
-	_, _, missing := locate()
-	return missing == "", missing
-}
-
-// locate finds the binary and the model directory; missing says what is not there.
-func locate() (bin, models, missing string) {
-	bin = os.Getenv("TETHER_LLAMA_SERVER")
-	if bin == "" {
-		bin, _ = exec.LookPath("llama-server")
-	}
-	if bin == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			p := filepath.Join(home, ".cache", "tether", "llama-server-"+Version, "llama-server")
-			if _, err := os.Stat(p); err == nil {
-				bin = p
-			}
-		}
-	}
-	models = os.Getenv("TETHER_LLAMA_MODELS")
-	if models == "" {
-		models = sharedModels()
-	}
-	switch {
-	case bin == "":
-		missing = "llama-server not found: build it with `bash .ci/build-llama` (or set TETHER_LLAMA_SERVER)"
-	case models == "":
-		missing = "the test model aidreams260K.gguf is missing from shared/models beside the repository (or set TETHER_LLAMA_MODELS)"
-	}
-	return bin, models, missing
-}
-
-// sharedModels finds shared/models beside the module root (walking up from the working
-// directory to go.mod), or "".
-func sharedModels() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "models")
-			if _, err := os.Stat(filepath.Join(p, "aidreams260K.gguf")); err == nil {
-				return p
-			}
-			return ""
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return ""
-		}
-		dir = up
-	}
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// engine is how Start finds llama-server.
+var engine = Engine{Name: "llama-server", Env: "TETHER_LLAMA_SERVER", Cache: "llama-server-" + Version,
+	Build: ".ci/build-llama", Require: "TETHER_REQUIRE_LLAMA"}
 
 // URL is the server's base URL, e.g. "http://127.0.0.1:41234".
 func (s *Server) URL() string { return "http://127.0.0.1:" + strconv.Itoa(s.port) }
@@ -206,7 +125,7 @@ func (s *Server) Restart() {
 		s.t.Fatal("llamatest: Restart while running")
 	}
 	cmd := exec.Command(s.bin, s.args...)
-	s.log = &logTail{}
+	s.log = &LogTail{}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
@@ -268,26 +187,4 @@ func health(ctx context.Context, base string) error {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return nil
-}
-
-// logTail keeps the last 16 KiB written to it.
-type logTail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (l *logTail) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	if n := len(l.buf); n > 16<<10 {
-		l.buf = append(l.buf[:0], l.buf[n-16<<10:]...)
-	}
-	return len(p), nil
-}
-
-func (l *logTail) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.TrimSpace(string(l.buf))
 }

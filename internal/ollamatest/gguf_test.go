@@ -7,14 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tetherd/tether/internal/llamatest"
 )
 
 // TestSetUint32 rewrites llama.context_length in the real test model: exactly those four bytes
 // change, to the new value, and a second rewrite finds the first one's value.
 func TestSetUint32(t *testing.T) {
-	_, models, missing := locate()
+	models := llamatest.ModelsDir()
 	if models == "" {
-		t.Skip(missing)
+		t.Skip("the test model aidreams260K.gguf is missing from shared/models beside the repository (or set TETHER_LLAMA_MODELS)")
 	}
 	b, err := os.ReadFile(filepath.Join(models, "aidreams260K.gguf"))
 	if err != nil {

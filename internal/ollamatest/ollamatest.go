@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/internal/skipnote"
+	"github.com/tetherd/tether/internal/llamatest"
 )
 
 // Version is the Ollama release .ci/build-ollama builds.
@@ -51,7 +50,7 @@ type Server struct {
 	mu   sync.Mutex // guards cmd and done
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *logTail
+	log  *llamatest.LogTail
 }
 
 // Start starts `ollama serve` for t with opts, creates Model in it from the test model and
@@ -59,12 +58,12 @@ type Server struct {
 // TETHER_REQUIRE_OLLAMA=1) when the binary or the model is missing.
 func Start(t *testing.T, opts Options) *Server {
 	t.Helper()
-	bin, models := find(t)
+	bin, models := llamatest.Find(t, engine)
 	ctxn := opts.Context
 	if ctxn <= 0 {
 		ctxn = 2048
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t)}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: llamatest.FreePort(t)}
 	gguf := filepath.Join(s.dir, "aidreams.gguf")
 	b, err := os.ReadFile(filepath.Join(models, "aidreams260K.gguf"))
 	if err != nil {
@@ -90,7 +89,7 @@ func Start(t *testing.T, opts Options) *Server {
 		"OLLAMA_KEEP_ALIVE=1h",
 		"OLLAMA_NO_CLOUD=1", // local models only
 	)
-	s.log = &logTail{}
+	s.log = &llamatest.LogTail{}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
@@ -193,98 +192,6 @@ func (s *Server) Stop() {
 // Log returns the tail of the server's output (for failure messages).
 func (s *Server) Log() string { return s.log.String() }
 
-// find returns the ollama binary and the model directory, or skips (fails) the test.
-func find(t *testing.T) (bin, models string) {
-	t.Helper()
-	bin, models, missing := locate()
-	if missing != "" {
-		if os.Getenv("TETHER_REQUIRE_OLLAMA") == "1" {
-			t.Fatal(missing + " (TETHER_REQUIRE_OLLAMA=1)")
-		}
-		skipnote.Skip(t, missing)
-	}
-	return bin, models
-}
-
-// locate finds the binary and the model directory; missing says what is not there.
-func locate() (bin, models, missing string) {
-	bin = os.Getenv("TETHER_OLLAMA")
-	if bin == "" {
-		bin, _ = exec.LookPath("ollama")
-	}
-	if bin == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			p := filepath.Join(home, ".cache", "tether", "ollama-"+Version, "ollama")
-			if _, err := os.Stat(p); err == nil {
-				bin = p
-			}
-		}
-	}
-	models = os.Getenv("TETHER_LLAMA_MODELS")
-	if models == "" {
-		models = sharedModels()
-	}
-	switch {
-	case bin == "":
-		missing = "ollama not found: build it with `bash .ci/build-ollama` (or set TETHER_OLLAMA)"
-	case models == "":
-		missing = "the test model aidreams260K.gguf is missing from shared/models beside the repository (or set TETHER_LLAMA_MODELS)"
-	}
-	return bin, models, missing
-}
-
-// sharedModels finds shared/models beside the module root (walking up from the working
-// directory to go.mod), or "".
-func sharedModels() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "models")
-			if _, err := os.Stat(filepath.Join(p, "aidreams260K.gguf")); err == nil {
-				return p
-			}
-			return ""
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return ""
-		}
-		dir = up
-	}
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// logTail keeps the last 16 KiB written to it.
-type logTail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (l *logTail) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	if n := len(l.buf); n > 16<<10 {
-		l.buf = append(l.buf[:0], l.buf[n-16<<10:]...)
-	}
-	return len(p), nil
-}
-
-func (l *logTail) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.TrimSpace(string(l.buf))
-}
+// engine is how Start finds Ollama.
+var engine = llamatest.Engine{Name: "ollama", Env: "TETHER_OLLAMA", Cache: "ollama-" + Version,
+	Build: ".ci/build-ollama", Require: "TETHER_REQUIRE_OLLAMA"}

@@ -6,13 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/conformance"
@@ -23,114 +18,12 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// ollamaUsage is the usage Ollama itself reported for one streamed chat completion, read off
-// the wire by usageProxy.
-type ollamaUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
-
-// usageProxy sits between Tether and a real Ollama: it forwards everything unchanged and
-// records the usage of each streamed chat completion (the chunk that carries it).
-type usageProxy struct {
-	next *httputil.ReverseProxy
-	mu   sync.Mutex
-	log  []ollamaUsage
-	more chan struct{} // closed when a usage is recorded; nil when nobody waits
-}
-
-func newUsageProxy(t *testing.T, target string) (*usageProxy, string) {
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &usageProxy{next: httputil.NewSingleHostReverseProxy(u)}
-	p.next.FlushInterval = -1
-	p.next.Transport = &http.Transport{DisableKeepAlives: true}
-	hs := httptest.NewServer(p)
-	t.Cleanup(hs.Close)
-	return p, hs.URL
-}
-
-func (p *usageProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		p.next.ServeHTTP(w, r)
-		return
-	}
-	p.next.ServeHTTP(&usageWriter{ResponseWriter: w, p: p}, r)
-}
-
-// wait waits until n usages are recorded and returns them.
-func (p *usageProxy) wait(t *testing.T, n int) []ollamaUsage {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		p.mu.Lock()
-		if len(p.log) >= n {
-			out := append([]ollamaUsage(nil), p.log...)
-			p.mu.Unlock()
-			return out
-		}
-		if p.more == nil {
-			p.more = make(chan struct{})
-		}
-		more := p.more
-		p.mu.Unlock()
-		select {
-		case <-more:
-		case <-timeout:
-			t.Fatalf("the proxy saw fewer than %d usages from Ollama", n)
-		}
-	}
-}
-
-// usageWriter records the usage of the data lines it forwards.
-type usageWriter struct {
-	http.ResponseWriter
-	p   *usageProxy
-	buf bytes.Buffer
-}
-
-func (w *usageWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
-
-func (w *usageWriter) Write(b []byte) (int, error) {
-	w.buf.Write(b)
-	for {
-		line, err := w.buf.ReadString('\n')
-		if err != nil {
-			w.buf.Reset()
-			w.buf.WriteString(line)
-			break
-		}
-		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
-		if !ok || !strings.Contains(data, `"usage"`) {
-			continue
-		}
-		var c struct {
-			Usage *ollamaUsage `json:"usage"`
-		}
-		if json.Unmarshal([]byte(data), &c) == nil && c.Usage != nil {
-			w.p.mu.Lock()
-			w.p.log = append(w.p.log, *c.Usage)
-			if w.p.more != nil {
-				close(w.p.more)
-				w.p.more = nil
-			}
-			w.p.mu.Unlock()
-		}
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// ollamaFront starts Tether with the chat backend in front of a real Ollama (behind a
-// usageProxy): Slots 0, since Ollama exposes no slots, and max_tokens sent as well, since
+// ollamaFront starts Tether with the chat backend in front of a real Ollama (behind an
+// engineProxy, which reads Ollama's usage off the wire): Slots 0, since Ollama exposes no slots, and max_tokens sent as well, since
 // Ollama's /v1 reads only that.
-func ollamaFront(t *testing.T, eng *ollamatest.Server) (string, *usageProxy) {
+func ollamaFront(t *testing.T, eng *ollamatest.Server) (string, *engineProxy) {
 	t.Helper()
-	p, u := newUsageProxy(t, eng.URL())
+	p, u := newEngineProxy(t, eng.URL())
 	m := newModel(t, chat.Options{BaseURLs: []string{u + "/v1"}, LegacyMaxTokens: true})
 	if err := m.Probe(t.Context()); err != nil {
 		t.Fatal(err)
@@ -142,7 +35,8 @@ func ollamaFront(t *testing.T, eng *ollamatest.Server) (string, *usageProxy) {
 // checkOllamaUsage checks a Response's usage against what Ollama reported for the step: the
 // same token counts, and cached_tokens 0 because Ollama reports none (it reuses its cache,
 // but its usage has no prompt_tokens_details).
-func checkOllamaUsage(t *testing.T, name string, usage conformance.Frame, eng ollamaUsage) {
+func checkOllamaUsage(t *testing.T, name string, usage conformance.Frame, step engineStep) {
+	eng := step.usage
 	t.Helper()
 	if eng.PromptTokensDetails != nil && eng.PromptTokensDetails.CachedTokens != 0 {
 		t.Logf("%s: Ollama now reports %d cached tokens: update docs/engines.md", name, eng.PromptTokensDetails.CachedTokens)
@@ -168,7 +62,7 @@ func TestOllamaResponses(t *testing.T) {
 	if st := f.Str("response", "status"); code != 200 || (st != "completed" && st != "incomplete") {
 		t.Fatalf("POST: %d %v", code, r)
 	}
-	checkOllamaUsage(t, "json", conformance.Frame(f.Obj("response", "usage")), px.wait(t, 1)[0])
+	checkOllamaUsage(t, "json", conformance.Frame(f.Obj("response", "usage")), px.waitSteps(t, 1)[0])
 
 	create["stream"] = true
 	b, _ := json.Marshal(create)
@@ -207,7 +101,7 @@ func TestOllamaResponses(t *testing.T) {
 	if deltas < 2 {
 		t.Errorf("%d text deltas: want the answer streamed", deltas)
 	}
-	checkOllamaUsage(t, "sse", conformance.Frame(last.Obj("response", "usage")), px.wait(t, 2)[1])
+	checkOllamaUsage(t, "sse", conformance.Frame(last.Obj("response", "usage")), px.waitSteps(t, 2)[1])
 }
 
 // TestOllamaWebSocket runs a two-turn conversation on the public WebSocket through a real
@@ -233,7 +127,7 @@ func TestOllamaWebSocket(t *testing.T) {
 		}
 		wstest.CheckGrammar(t, conformance.ShapePublic, fs)
 		u := conformance.Frame(last.Obj("response", "usage"))
-		checkOllamaUsage(t, "ws", u, px.wait(t, turn+1)[turn])
+		checkOllamaUsage(t, "ws", u, px.waitSteps(t, turn+1)[turn])
 		usages = append(usages, u)
 		prev = last.Str("response", "id")
 		if prev == "" {

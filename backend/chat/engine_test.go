@@ -22,10 +22,11 @@ import (
 // engineStep is what the engine itself reported for one chat completion, read off the wire
 // by engineProxy.
 type engineStep struct {
-	slot     int     // id_slot of the request, -1 for none
-	prompt   int     // timings.prompt_n + cache_n: the context the engine processed
-	cacheN   int     // timings.cache_n: prompt tokens reused from the slot
-	promptMS float64 // timings.prompt_ms: the engine's time prefilling the rest
+	slot     int       // id_slot of the request, -1 for none
+	prompt   int       // timings.prompt_n + cache_n: the context the engine processed
+	cacheN   int       // timings.cache_n: prompt tokens reused from the slot
+	promptMS float64   // timings.prompt_ms: the engine's time prefilling the rest
+	usage    chatUsage // the usage chunk, for engines without llama.cpp's timings (Ollama)
 	status   int
 	request  chatRequest
 }
@@ -74,7 +75,7 @@ func (p *engineProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := &timingsWriter{ResponseWriter: w}
 	rec.done = func() {
-		step.prompt, step.cacheN, step.status, step.promptMS = rec.promptN+rec.cacheN, rec.cacheN, rec.status, rec.promptMS
+		step.prompt, step.cacheN, step.status, step.promptMS, step.usage = rec.promptN+rec.cacheN, rec.cacheN, rec.status, rec.promptMS, rec.usage
 		p.record(step)
 	}
 	p.next.ServeHTTP(rec, r)
@@ -125,6 +126,7 @@ type timingsWriter struct {
 	status          int
 	promptN, cacheN int
 	promptMS        float64
+	usage           chatUsage
 	done            func()
 	called          bool
 }
@@ -146,7 +148,8 @@ func (w *timingsWriter) Write(b []byte) (int, error) {
 
 func (w *timingsWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
 
-// scan reads the complete lines buffered so far; a data line with timings ends the step.
+// scan reads the complete lines buffered so far: usage and timings are recorded, and the data
+// line with timings (llama.cpp's last chunk) or [DONE] ends the step.
 func (w *timingsWriter) scan() {
 	for {
 		line, err := w.buf.ReadString('\n')
@@ -156,22 +159,40 @@ func (w *timingsWriter) scan() {
 			return
 		}
 		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
-		if !ok || !strings.Contains(data, `"timings"`) {
+		if !ok {
 			continue
 		}
 		var c struct {
-			Timings struct {
+			Usage   *chatUsage `json:"usage"`
+			Timings *struct {
 				PromptN  int     `json:"prompt_n"`
 				CacheN   int     `json:"cache_n"`
 				PromptMS float64 `json:"prompt_ms"`
 			} `json:"timings"`
 		}
-		if json.Unmarshal([]byte(data), &c) == nil {
+		if data != "[DONE]" && json.Unmarshal([]byte(data), &c) != nil {
+			continue
+		}
+		if c.Usage != nil {
+			w.usage = *c.Usage
+		}
+		if c.Timings != nil {
 			w.promptN, w.cacheN, w.promptMS = c.Timings.PromptN, c.Timings.CacheN, c.Timings.PromptMS
+		}
+		if c.Timings != nil || data == "[DONE]" {
 			w.Flush()
 			w.finish()
 		}
 	}
+}
+
+// chatUsage is a Chat Completions usage object as the engine sent it.
+type chatUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 // finish calls done once.

@@ -61,6 +61,27 @@ func TestEngineResponses(t *testing.T) {
 	}
 
 	create["stream"] = true
+	postSSE(t, front, create)
+
+	mresp, err := http.Get(front + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mresp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(mresp.Body).Decode(&list); err != nil || len(list.Data) != 1 || list.Data[0].ID != llamatest.Model {
+		t.Errorf("GET /v1/models: %+v %v, want the engine's model %q", list, err, llamatest.Model)
+	}
+}
+
+// postSSE POSTs create with stream true and returns its events, each fed to the conformance
+// grammar; the stream must end completed or incomplete.
+func postSSE(t *testing.T, front string, create map[string]any) []conformance.Frame {
+	t.Helper()
 	b, _ := json.Marshal(create)
 	resp, err := http.Post(front+"/v1/responses", "application/json", bytes.NewReader(b))
 	if err != nil {
@@ -69,7 +90,7 @@ func TestEngineResponses(t *testing.T) {
 	defer resp.Body.Close()
 	g := conformance.NewGrammar(conformance.ShapePublic)
 	sr := protocol.NewSSEReader(resp.Body)
-	var last conformance.Frame
+	var events []conformance.Frame
 	for {
 		_, data, err := sr.Next()
 		if errors.Is(err, io.EOF) {
@@ -85,25 +106,16 @@ func TestEngineResponses(t *testing.T) {
 		if err := g.Feed(ev); err != nil {
 			t.Fatalf("SSE grammar: %v", err)
 		}
-		last = ev
+		events = append(events, ev)
+	}
+	var last conformance.Frame
+	if len(events) > 0 {
+		last = events[len(events)-1]
 	}
 	if err := g.Done(); err != nil || (last.Type() != "response.completed" && last.Type() != "response.incomplete") {
 		t.Fatalf("SSE ended with %s: %v", last.Type(), err)
 	}
-
-	mresp, err := http.Get(front + "/v1/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mresp.Body.Close()
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(mresp.Body).Decode(&list); err != nil || len(list.Data) != 1 || list.Data[0].ID != llamatest.Model {
-		t.Errorf("GET /v1/models: %+v %v, want the engine's model %q", list, err, llamatest.Model)
-	}
+	return events
 }
 
 // TestEngineSlotsChecked refuses more slots than the engine has.

@@ -1,11 +1,6 @@
 package chat_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -15,7 +10,6 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
-	"github.com/tetherd/tether/protocol"
 )
 
 // ollamaFront starts Tether with the chat backend in front of a real Ollama (behind an
@@ -65,38 +59,13 @@ func TestOllamaResponses(t *testing.T) {
 	checkOllamaUsage(t, "json", conformance.Frame(f.Obj("response", "usage")), px.waitSteps(t, 1)[0])
 
 	create["stream"] = true
-	b, _ := json.Marshal(create)
-	resp, err := http.Post(front+"/v1/responses", "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	g := conformance.NewGrammar(conformance.ShapePublic)
-	sr := protocol.NewSSEReader(resp.Body)
-	var last conformance.Frame
+	events := postSSE(t, front, create)
+	last := events[len(events)-1]
 	deltas := 0
-	for {
-		_, data, err := sr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev conformance.Frame
-		if err := json.Unmarshal(data, &ev); err != nil {
-			t.Fatalf("SSE data is not JSON: %q", data)
-		}
-		if err := g.Feed(ev); err != nil {
-			t.Fatalf("SSE grammar: %v", err)
-		}
+	for _, ev := range events {
 		if ev.Type() == "response.output_text.delta" {
 			deltas++
 		}
-		last = ev
-	}
-	if err := g.Done(); err != nil || (last.Type() != "response.completed" && last.Type() != "response.incomplete") {
-		t.Fatalf("SSE ended with %s: %v", last.Type(), err)
 	}
 	if deltas < 2 {
 		t.Errorf("%d text deltas: want the answer streamed", deltas)

@@ -231,36 +231,26 @@ func TestEngineTransports(t *testing.T) {
 		prev = f.Str("response", "id")
 	}
 
-	ws := wstest.Dial(t, base, nil)
-	prev = ""
-	for turn := range 3 {
-		c := create(turn, prev)
-		c["type"] = "response.create"
-		ws.Send(c)
-		fs := ws.Until("response.completed", "response.incomplete", "response.failed")
-		last := fs[len(fs)-1]
-		if last.Type() != "response.completed" {
-			t.Fatalf("ws turn %d: %v", turn, last)
-		}
-		check("ws", turn, conformance.Frame(last.Obj("response", "usage")))
-		prev = last.Str("response", "id")
-	}
-
 	h := http.Header{}
 	h.Add("OpenAI-Beta", "responses_append=v1")
-	ap := wstest.Dial(t, base, h)
-	prev = ""
-	for turn := range 3 {
-		c := create(turn, prev)
-		c["type"] = "response.create"
-		ap.Send(c)
-		fs := ap.Until("response.completed", "response.incomplete", "response.failed")
-		last := fs[len(fs)-1]
-		if last.Type() != "response.completed" {
-			t.Fatalf("append turn %d: %v", turn, last)
+	for _, tr := range []struct {
+		name, shape string
+		header      http.Header
+	}{{"ws", conformance.ShapePublic, nil}, {"append", conformance.ShapeAppend, h}} {
+		c := wstest.Dial(t, base, tr.header)
+		prev = ""
+		for turn := range 3 {
+			cr := create(turn, prev)
+			cr["type"] = "response.create"
+			c.Send(cr)
+			fs := c.Until("response.completed", "response.incomplete", "response.failed")
+			last := fs[len(fs)-1]
+			if last.Type() != "response.completed" {
+				t.Fatalf("%s turn %d: %v", tr.name, turn, last)
+			}
+			wstest.CheckGrammar(t, tr.shape, fs)
+			check(tr.name, turn, conformance.Frame(last.Obj("response", "usage")))
+			prev = last.Str("response", "id")
 		}
-		wstest.CheckGrammar(t, conformance.ShapeAppend, fs)
-		check("append", turn, conformance.Frame(last.Obj("response", "usage")))
-		prev = last.Str("response", "id")
 	}
 }

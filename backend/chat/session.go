@@ -82,7 +82,7 @@ func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Ou
 		s.move(ctx)
 	}
 	for tries := 1; ; tries++ {
-		res, err, unreached := s.step(ctx, out)
+		res, unreached, err := s.step(ctx, out)
 		if !unreached || tries >= len(s.m.engines) {
 			return res, err
 		}
@@ -100,12 +100,12 @@ func (s *session) move(ctx context.Context) {
 
 // step sends one request to the session's replica. unreached reports a failure before the
 // engine answered (refused, reset, 5xx): the step may be sent to another replica.
-func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.StepResult, err error, unreached bool) {
+func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.StepResult, unreached bool, err error) {
 	e := s.eng
 	slot := -1
 	if s.lease != nil {
 		if slot, err = e.slots.acquire(ctx, s.lease); err != nil {
-			return res, err, false
+			return res, false, err
 		}
 		defer e.slots.release(s.lease)
 	}
@@ -114,7 +114,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 	e.total.Add(1)
 	body, err := json.Marshal(s.request(slot))
 	if err != nil {
-		return res, err, false
+		return res, false, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	s.cancel = cancel
@@ -123,7 +123,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 	defer timer.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
-		return res, err, false
+		return res, false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -138,9 +138,9 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errSilent) {
 			s.m.failure(e, kindOf(err), err)
 			e.failed(err)
-			return res, err, true
+			return res, true, err
 		}
-		return res, err, false
+		return res, false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -151,10 +151,10 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 			// 502, 503 and 504 say the engine behind a gateway did not take the request (or
 			// is not ready): another replica may serve the step. A 500 is the engine's own
 			// failure on this request and is not sent again.
-			return res, err, resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
-				resp.StatusCode == http.StatusGatewayTimeout
+			return res, resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
+				resp.StatusCode == http.StatusGatewayTimeout, err
 		}
-		return res, err, false
+		return res, false, err
 	}
 	rd := s.newReader(out, timer)
 	res, err = rd.read(resp.Body)
@@ -163,12 +163,12 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errSilent) {
 			s.m.failure(e, rd.failKind(err), err)
 		}
-		return res, err, false
+		return res, false, err
 	}
 	e.ok()
 	e.input.Add(int64(res.InputTokens))
 	e.cached.Add(int64(res.CachedTokens))
-	return res, nil, false
+	return res, false, nil
 }
 
 // cause explains an error of a request whose context may have ended: the silence timeout, or

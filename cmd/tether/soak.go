@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
+	"github.com/tetherd/tether/internal/progress"
 	"github.com/tetherd/tether/internal/soak"
 )
 
@@ -56,25 +56,20 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *suspended == 0 {
 		cfg.Suspended = -1
 	}
-	width := 0
+	var line *progress.Line
 	if !*quiet {
+		line = progress.New(stderr, "soak")
+		phase := ""
 		cfg.Progress = func(p soak.Progress) {
-			line := fmt.Sprintf("soak %s %5.1fs/%s  conns %d  rollouts %d  steps %d  errors %d  lost %d  dup %d  violations %d  goroutines %d  rss %.0f MiB",
+			force := p.Phase != phase // a new phase always shows
+			phase = p.Phase
+			line.Show(fmt.Sprintf("%s %.0fs/%s  conns %d  rollouts %d  steps %d  errors %d  lost %d  dup %d  violations %d  goroutines %d  rss %.0f MiB",
 				p.Phase, p.Elapsed.Seconds(), p.Duration, p.Connections, p.Rollouts, p.Steps, p.Errors, p.Lost, p.Duplicated, p.Violations,
-				p.Goroutines, float64(p.RSS)/(1<<20))
-			pad := ""
-			if n := width - len(line); n > 0 {
-				pad = strings.Repeat(" ", n)
-			}
-			width = len(line)
-			fmt.Fprint(stderr, "\r"+line+pad)
+				p.Goroutines, float64(p.RSS)/(1<<20)), force)
 		}
 	}
-	start := time.Now()
 	rep, err := soak.Run(ctx, cfg)
-	if width > 0 {
-		fmt.Fprintf(stderr, "\r%s\rsoak: done in %.1fs\n", strings.Repeat(" ", width), time.Since(start).Seconds())
-	}
+	line.Done()
 	if err != nil {
 		return err
 	}

@@ -171,7 +171,7 @@ type bencher struct {
 	cpu     bool      // server CPU is read from /proc
 	floor   *echoClient
 	clients []*transportClient
-	prog    *progress
+	prog    *benchProgress
 }
 
 // transportClient is the client side of one transport, kept across its rollouts.

@@ -95,7 +95,7 @@ type Config struct {
 
 	// Timeout bounds the whole run.
 	Timeout time.Duration
-	// Progress receives a progress line (rewritten with \r); nil means none.
+	// Progress receives progress lines (see package internal/progress); nil means none.
 	Progress io.Writer
 	// OnTurn, when set, is called with each turn's sample as soon as the turn has been
 	// measured (its floor included), from the goroutine running the transport: transport is

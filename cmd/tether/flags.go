@@ -88,8 +88,14 @@ func printUsage(fs *flag.FlagSet, summary string, groups []flagGroup) {
 // printFlag writes one flag of printUsage.
 func printFlag(w io.Writer, sub string, f *flag.Flag) {
 	typ, usage := flag.UnquoteUsage(f)
-	if _, ok := f.Value.(*byteSize); ok {
+	switch v := f.Value.(type) {
+	case *byteSize:
 		typ = "size"
+	case *storeQuota:
+		typ = "int"
+		if v.bytes {
+			typ = "size"
+		}
 	}
 	if typ != "" {
 		typ = " " + typ

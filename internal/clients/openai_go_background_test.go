@@ -26,7 +26,9 @@ func TestGoBackground(t *testing.T) {
 	}})
 	ctx := testContext(t)
 	client := goClient(f)
-	slow := func(tokens string) shared.Metadata { return shared.Metadata{"sim.speed": "1000", "sim.answer_tokens": tokens} }
+	slow := func(tokens string) shared.Metadata {
+		return shared.Metadata{"sim.speed": "1000", "sim.answer_tokens": tokens}
+	}
 
 	// Poll.
 	r, err := client.Responses.New(ctx, responses.ResponseNewParams{

@@ -182,7 +182,7 @@ type bgEvent struct {
 }
 
 // emit keeps ev (the rollout goroutine calls it): the oldest events go when the kept ones
-// exceed max, but the newest is always kept.
+// exceed max or the Budget has no room for ev, but the newest is always kept.
 func (run *bgRun) emit(ev *protocol.Event) error {
 	data := protocol.AppendEvent(nil, ev)
 	run.mu.Lock()
@@ -194,14 +194,22 @@ func (run *bgRun) emit(ev *protocol.Event) error {
 	run.next = ev.SequenceNumber + 1
 	add := int64(len(data)) + bgEventOverhead
 	run.bytes += add
-	run.budget.Grow(add)
-	for run.bytes > run.max && len(run.events) > 1 {
+	// Over the bound, or when the budget has no room for the new event, the oldest events go;
+	// the newest is kept (counted over the budget if need be).
+	reserved := run.budget.TryReserve(add)
+	for (run.bytes > run.max || !reserved) && len(run.events) > 1 {
 		n := int64(len(run.events[0].data)) + bgEventOverhead
 		run.events[0] = bgEvent{}
 		run.events = run.events[1:]
 		run.first++
 		run.bytes -= n
-		run.budget.Grow(-n)
+		run.budget.Release(n)
+		if !reserved {
+			reserved = run.budget.TryReserve(add)
+		}
+	}
+	if !reserved {
+		run.budget.Grow(add)
 	}
 	if ev.Response != nil {
 		run.resp, run.begun = *ev.Response, true
@@ -268,6 +276,11 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 	if closed {
 		res.Release()
 		h.fail(w, protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeShuttingDown, "", "The server is shutting down."))
+		return
+	}
+	if max := h.Budget.Max(); max > 0 && h.Budget.InUse() >= max {
+		res.Release()
+		h.fail(w, session.OverloadedError("the server's memory budget is in use"))
 		return
 	}
 	sess := h.Session

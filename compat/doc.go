@@ -4,7 +4,7 @@
 //
 // Entry points: [ServeWebSocket] runs response.create over a WebSocket;
 // [HTTP] serves POST /v1/responses (JSON, or SSE with stream:true), GET and DELETE
-// /v1/responses/{id} and GET /v1/responses/{id}/input_items. Stored responses
+// /v1/responses/{id}, GET /v1/responses/{id}/input_items and POST /v1/responses/{id}/cancel. Stored responses
 // (store:true) live in a store.Store ([Options.Store]): a store:true segment is written before
 // its terminal event is sent, and when the store fails or times out the segment ends
 // response.failed with store_unavailable instead (the connection and its segments stay
@@ -43,7 +43,11 @@
 //   - Continuations are checked with protocol.CheckContinuation: tool_call_not_found,
 //     duplicate_tool_output, missing_tool_output ("No tool output found for function call
 //     <call_id>.").
-//   - background:true is rejected (unsupported_parameter); generate and stream_id are
+//   - background:true is served over HTTP only (background.go, [Background]): the response
+//     runs on its own connection core detached from the request, GET polls it,
+//     GET ?stream=true&starting_after=N replays its kept events and follows it, POST
+//     /v1/responses/{id}/cancel cancels it; store:false with it is invalid_value, and a
+//     WebSocket create with it unsupported_parameter. generate and stream_id are
 //     WebSocket-only; response.processed is accepted silently; stream, stream_options, event_id,
 //     client_metadata, prompt_cache_key, include and unknown top-level fields are ignored.
 //     Unknown tool types are echoed in the Response unchanged.

@@ -37,7 +37,6 @@ func fidelityRejections() []rejection {
 		rejection{"prompt", `{"model":"sim","input":"hi","prompt":{"id":"pmpt_1"}}`, "unsupported_parameter", "prompt"},
 		rejection{"context_management", `{"model":"sim","input":"hi","context_management":[{"type":"compaction","compact_threshold":1000}]}`, "unsupported_parameter", "context_management"},
 		rejection{"prompt_cache_retention", `{"model":"sim","input":"hi","prompt_cache_retention":"24h"}`, "unsupported_parameter", "prompt_cache_retention"},
-		rejection{"background", `{"model":"sim","input":"hi","background":true}`, "unsupported_parameter", "background"},
 		rejection{"named tool not offered", `{"model":"sim","input":"hi",` + time + `,"tool_choice":{"type":"function","name":"get_weather"}}`, "invalid_value", "tool_choice.name"},
 		rejection{"allowed tool not offered", `{"model":"sim","input":"hi",` + time + `,"tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"get_time"},{"type":"function","name":"get_weather"}]}}`, "invalid_value", "tool_choice.tools[1].name"},
 		rejection{"invalid schema", `{"model":"sim","input":"hi","text":{"format":{"type":"json_schema","name":"person","schema":{"type":"object","properties":{"age":{"type":"integr"}}}}}}`, "invalid_json_schema", "text.format.schema"},

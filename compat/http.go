@@ -41,6 +41,9 @@ type HTTP struct {
 	// that a server shutdown can drain it (its response then ends within the grace period);
 	// the returned function is called when the request ends.
 	Track func(*session.Conn) (untrack func())
+	// Background, if set, serves background:true creates (background.go); nil answers them
+	// unsupported_parameter.
+	Background *Background
 }
 
 // Create serves POST /v1/responses for the key owner ("" when the server is open).
@@ -54,6 +57,15 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	if perr != nil {
 		res.Release()
 		h.fail(w, perr)
+		return
+	}
+	if p.Background != nil && *p.Background {
+		if err := protocol.CheckCreate(p, protocol.PublicHTTP); err != nil {
+			res.Release()
+			h.fail(w, err)
+			return
+		}
+		h.createBackground(w, r, p, res, owner)
 		return
 	}
 	sess := h.Session
@@ -275,8 +287,12 @@ func storeError(w http.ResponseWriter, id string, err error) {
 	WriteError(w, session.StoreUnavailable())
 }
 
-// Get serves GET /v1/responses/{id}: the stored Response, or 404.
+// Get serves GET /v1/responses/{id}: the stored Response, or 404; for a background response
+// of this server its snapshot while it runs, and with stream its events (getBackground).
 func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
+	if h.getBackground(w, r, id, owner) {
+		return
+	}
 	st := h.Options.Store
 	if st == nil {
 		WriteError(w, notFound(id))

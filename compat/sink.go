@@ -198,6 +198,9 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	if ps.warmup {
 		usage = protocol.Usage{}
 	}
+	if bg, ok := ps.emitter.(*bgRun); ok && status == protocol.ResponseIncomplete && reason == protocol.ReasonCancelled && bg.cancelled() {
+		status, reason = protocol.ResponseCancelled, "" // POST /v1/responses/{id}/cancel
+	}
 	now := time.Now().Unix()
 	final := protocol.Finish(ps.resp, status, reason, rerr, output, usage, now)
 	r := s.owner

@@ -120,6 +120,20 @@ func (t *T) postSSE(create M, g *Grammar) *Turn {
 		t.fail(&Failure{Message: "POST /responses with stream:true", Expected: "200 text/event-stream",
 			Received: fmt.Sprintf("%d %s %s", status, ctype, clip(string(data), 400))})
 	}
+	fs := t.sseEvents(data, g)
+	id := fs[0].Str("response", "id")
+	tu := &Turn{ID: id, Stop: fs[len(fs)-1], Frames: fs, req: create}
+	for _, v := range g.state(id).stop {
+		m, _ := v.(map[string]any)
+		tu.Items = append(tu.Items, Frame(m))
+	}
+	return tu
+}
+
+// sseEvents decodes a Server-Sent Events stream: each event checked against the public grammar
+// g (nil: none, for a stream resumed in the middle of a response) and the schema, LF line ends only, each event named after its type, no [DONE] line, the
+// last event terminal.
+func (t *T) sseEvents(data []byte, g *Grammar) []Frame {
 	if bytes.Contains(data, []byte("\r")) {
 		t.Fatalf("the SSE stream has CR characters (LF only)")
 	}
@@ -161,8 +175,10 @@ func (t *T) postSSE(create M, g *Grammar) *Turn {
 					failSSE("schema: "+err.Error(), "", clip(payload, 600))
 				}
 			}
-			if v := g.feed(f); v != "" {
-				failSSE("grammar: "+v, "", clip(payload, 600))
+			if g != nil {
+				if v := g.feed(f); v != "" {
+					failSSE("grammar: "+v, "", clip(payload, 600))
+				}
 			}
 			fs = append(fs, f)
 		case strings.HasPrefix(line, ":"): // comment
@@ -173,13 +189,7 @@ func (t *T) postSSE(create M, g *Grammar) *Turn {
 	if len(fs) == 0 || !isTerminal(fs[len(fs)-1].Type()) {
 		failSSE("the SSE stream does not end with a terminal event", "response.completed, response.incomplete or response.failed last", fmt.Sprintf("%d events", len(fs)))
 	}
-	id := fs[0].Str("response", "id")
-	tu := &Turn{ID: id, Stop: fs[len(fs)-1], Frames: fs, req: create}
-	for _, v := range g.state(id).stop {
-		m, _ := v.(map[string]any)
-		tu.Items = append(tu.Items, Frame(m))
-	}
-	return tu
+	return fs
 }
 
 // httpContinuation is the create that continues tu over HTTP: previous_response_id and the

@@ -105,6 +105,7 @@ var scenarios = []*scenario{
 	{name: "hot-and-cold", shapes: onPublic, sim: "cached_tokens of the hot and cold path and the context fingerprint", run: hotAndCold},
 	{name: "http-json-rollout", shapes: onPublic, run: httpRollout(false)},
 	{name: "http-sse-rollout", shapes: onPublic, run: httpRollout(true)},
+	{name: "background", shapes: onPublic, run: background},
 	{name: "steer", shapes: onPublic, run: steer},
 	{name: "steer/interrupt", shapes: onPublic, sim: "a long, slow answer to steer (metadata sim.speed) and a model that steers", run: steerInterrupt},
 	{name: "steer/failures", shapes: onPublic, run: steerFailures},

@@ -109,7 +109,7 @@ func errInvalidValue(t *T) {
 	p.stillUsable()
 }
 
-// errUnsupportedParameter: background:true; generate:false on the append shape; an empty
+// errUnsupportedParameter: background:true on a WebSocket; generate:false on the append shape; an empty
 // stream_id is invalid_stream_id.
 func errUnsupportedParameter(t *T) {
 	p := t.dial()
@@ -319,7 +319,7 @@ func errHTTP(t *T) {
 	check("POST of text that is not JSON", "hello", 400, "invalid_json", "")
 	check("POST with an unknown parent", M{"model": t.cfg.Model, "input": "hi", "store": false, "previous_response_id": unknownID},
 		400, "previous_response_not_found", "previous_response_id")
-	check("POST with background:true", M{"model": t.cfg.Model, "input": "hi", "background": true}, 400, "unsupported_parameter", "background")
+	check("POST with background:true and store:false", M{"model": t.cfg.Model, "input": "hi", "background": true, "store": false}, 400, "invalid_value", "store")
 	check("POST with a misspelt field", M{"model": t.cfg.Model, "input": "hi", "temprature": 0.5}, 400, "unknown_parameter", "temprature")
 	status, f, raw := t.httpJSON("GET", "/responses/"+unknownID, nil)
 	t.expectHTTPError("GET of an unknown response", status, f, raw, http.StatusNotFound, "", "")

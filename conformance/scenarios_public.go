@@ -2,7 +2,11 @@ package conformance
 
 // The scenarios of the public shape only.
 
-import "strings"
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
 
 // warmUp: generate:false prepares a response without running the model (created, completed,
 // output [], zero usage); input:[] chained on it then runs the model on the warm-up's input.
@@ -112,4 +116,48 @@ func steer(t *T) {
 		t.check(strings.HasPrefix(f.Type(), "response.steer."), "want a response.steer.* answer, got %s", f.Type())
 	}
 	p.stillUsable()
+}
+
+// background: a POST with background:true answers at once with its Response (background
+// true, status queued or in_progress); GET ?stream=true replays its events from
+// sequence_number 0 to the terminal event (grammar-checked), ?starting_after=N exactly the
+// events after N; GET then answers the finished Response; cancelling it is 400 (only a
+// queued or running background response can be cancelled).
+func background(t *T) {
+	st, created, raw := t.httpJSON("POST", "/responses", M{"model": t.cfg.Model, "input": "Answer in the background.", "background": true})
+	if st != http.StatusOK {
+		t.fail(&Failure{Message: "POST with background:true", Expected: "200 and the Response", Received: fmt.Sprintf("%d %s", st, clip(string(raw), 400))})
+	}
+	status := created.Str("status")
+	t.check(created.Get("background") == true && (status == "queued" || status == "in_progress" || status == "completed"),
+		"the background create answered background %v, status %q", created.Get("background"), status)
+	id := created.Str("id")
+	stream := func(query string) []Frame {
+		st, ctype, data := t.httpDo("GET", "/responses/"+id+"?stream=true"+query, nil)
+		if st != http.StatusOK || !strings.HasPrefix(ctype, "text/event-stream") {
+			t.fail(&Failure{Message: "GET /responses/{id}?stream=true" + query, Expected: "200 text/event-stream",
+				Received: fmt.Sprintf("%d %s %s", st, ctype, clip(string(data), 400))})
+		}
+		if query == "" {
+			return t.sseEvents(data, NewGrammar(ShapePublic))
+		}
+		return t.sseEvents(data, nil)
+	}
+	all := stream("")
+	for i, f := range all {
+		n, _ := f.Int("sequence_number")
+		t.check(n == i, "replayed event %d (%s) has sequence_number %d", i, f.Type(), n)
+	}
+	t.check(all[len(all)-1].Type() == "response.completed", "the background response ended %s", all[len(all)-1].Type())
+	tail := stream("&starting_after=1")
+	t.check(len(tail) == len(all)-2, "starting_after=1 replayed %d events, want %d", len(tail), len(all)-2)
+	for i, f := range tail {
+		n, _ := f.Int("sequence_number")
+		t.check(n == i+2 && f.Type() == all[i+2].Type(), "resumed event %d: %s %d, want %s %d", i, f.Type(), n, all[i+2].Type(), i+2)
+	}
+	st, got, raw := t.httpJSON("GET", "/responses/"+id, nil)
+	t.check(st == http.StatusOK && got.Str("status") == "completed" && got.Get("background") == true,
+		"GET of the finished background response: %d %s", st, clip(string(raw), 400))
+	st, f, raw := t.httpJSON("POST", "/responses/"+id+"/cancel", nil)
+	t.expectHTTPError("cancel of a completed background response", st, f, raw, http.StatusBadRequest, "", "")
 }

@@ -30,16 +30,22 @@ const (
 )
 
 // CheckCreate rejects what a create may not carry where it arrives, all
-// unsupported_parameter (400) with the field as param: background:true everywhere;
-// generate:false on an append connection; generate and stream_id at all over HTTP. A stream_id
+// unsupported_parameter (400) with the field as param: background:true on a WebSocket (both
+// shapes; a background response runs detached from any connection and is followed over HTTP);
+// generate:false on an append connection; generate and stream_id at all over HTTP. Over HTTP,
+// background:true with store:false is invalid_value (400, param store): a background
+// response is polled and resumed from the store. A stream_id
 // on a WebSocket must pass CheckStreamID (invalid_stream_id). It also
 // does not compile a text.format schema (that needs a JSON Schema library): callers run
 // session.CheckFormat first. The backend's own checks are session.Conn.CheckModel.
 func CheckCreate(p *CreateParams, where Where) error {
 	switch {
-	case p.Background != nil && *p.Background:
+	case p.Background != nil && *p.Background && where != PublicHTTP:
 		return Errorf(http.StatusBadRequest, CodeUnsupportedParameter, "background",
-			"background:true is not supported by this server.")
+			"background:true is not supported over WebSocket: create background responses with POST /v1/responses.")
+	case p.Background != nil && *p.Background && !p.Stored():
+		return Errorf(http.StatusBadRequest, CodeInvalidValue, "store",
+			"background:true requires store:true: a background response is polled and resumed from the store.")
 	case where == PublicHTTP && p.StreamID != nil:
 		return Errorf(http.StatusBadRequest, CodeUnsupportedParameter, "stream_id",
 			"stream_id is a WebSocket-only parameter (lanes of one WebSocket connection).")

@@ -24,13 +24,19 @@ func TestCheckCreate(t *testing.T) {
 		param string // "" for no error
 	}{
 		{"plain", CreateParams{}, PublicHTTP, ""},
-		{"background", CreateParams{Background: &yes}, PublicWebSocket, "background"},
+		{"background on a public ws", CreateParams{Background: &yes}, PublicWebSocket, "background"},
+		{"background on append", CreateParams{Background: &yes}, AppendWebSocket, "background"},
+		{"background over http", CreateParams{Background: &yes}, PublicHTTP, ""},
+		{"background false on a ws", CreateParams{Background: &no}, PublicWebSocket, ""},
 		{"stream_id over http", CreateParams{StreamID: &lane}, PublicHTTP, "stream_id"},
 		{"stream_id on a websocket", CreateParams{StreamID: &lane}, AppendWebSocket, ""},
 		{"stream_id and warm-up on append", CreateParams{StreamID: &lane, Generate: &no}, AppendWebSocket, "generate"},
 		{"warm-up on append", CreateParams{Generate: &no}, AppendWebSocket, "generate"},
 		{"warm-up on public ws", CreateParams{Generate: &no}, PublicWebSocket, ""},
 		{"generate over http", CreateParams{Generate: &yes}, PublicHTTP, "generate"},
+	}
+	if err := CheckCreate(&CreateParams{Background: &yes, Store: &no}, PublicHTTP); !isErr(err, CodeInvalidValue, "store") {
+		t.Errorf("background without store: %v, want invalid_value on store", err)
 	}
 	for _, c := range cases {
 		err := CheckCreate(&c.p, c.where)

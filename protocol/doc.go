@@ -106,9 +106,10 @@
 //	  of 65 characters; an empty call_id)                      string_below_min_length
 //	array over / under its length (tool_choice.tools)   400    array_above_max_length /             the path
 //	                                                           array_below_min_length
-//	background:true, stream_id over HTTP,               400    unsupported_parameter                the field
-//	  generate:false (append), and every value CreateFields rejects
+//	background:true on a WebSocket, stream_id over      400    unsupported_parameter                the field
+//	  HTTP, generate:false (append), and every value CreateFields rejects
 //	  (top_logprobs > 0, conversation, …)
+//	background:true with store:false (HTTP)             400    invalid_value                        store
 //	a top-level member the event does not have          400    unknown_parameter                    the member
 //	  ("temprature"; for a create: no row of
 //	  CreateFields)

@@ -70,6 +70,13 @@ const (
 
 	// CodeAlreadyCompleted: response.cancel for a rollout that has ended. 409, param response_id.
 	CodeAlreadyCompleted = "response_already_completed"
+	// CodeNotBackground: POST /v1/responses/{id}/cancel for a response that was not created
+	// with background:true ("Cannot cancel a synchronous response."). 400, param null.
+	CodeNotBackground = "response_not_background"
+	// CodeEventsExpired: GET /v1/responses/{id}?stream=true with a starting_after older than
+	// the events kept for the background response (a bounded tail), or none are kept any more.
+	// 400, param starting_after.
+	CodeEventsExpired = "response_events_expired"
 	// CodeResponseInProgress: previous_response_id names a rollout of this connection that has
 	// not ended (append shape). 409, param previous_response_id.
 	CodeResponseInProgress = "response_in_progress"

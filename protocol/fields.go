@@ -55,7 +55,7 @@ var CreateFields = []FieldStatus{
 	{"store", FieldHonoured, "false keeps the response out of the store (GET 404, not resolvable over HTTP)."},
 	{"stream", FieldHonoured, "HTTP: SSE when true; WebSocket: always streamed."},
 	{"stream_options", FieldRejected, "include_obfuscation is true (no obfuscation field is sent); false or absent is what Tether does."},
-	{"background", FieldRejected, "true (no background mode)."},
+	{"background", FieldHonoured, "HTTP: the response runs detached from the request (GET polls it, POST …/cancel cancels it, GET ?stream=true&starting_after=N resumes its events); requires store:true; rejected over WebSocket."},
 	{"service_tier", FieldEchoed, "auto, default, flex or priority; echoed as requested; one tier serves all."},
 	{"safety_identifier", FieldEchoed, "At most 64 characters; echoed (the caller's label)."},
 	{"prompt_cache_key", FieldEchoed, "At most 64 characters; echoed; Tether caches per rollout, keyed by the chain itself."},

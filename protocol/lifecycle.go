@@ -20,6 +20,7 @@ func NewResponse(id string, p *CreateParams, createdAt int64) Response {
 		SafetyIdentifier:   p.SafetyIdentifier,
 		ServiceTier:        "auto",
 		Store:              p.Stored(),
+		Background:         p.Background != nil && *p.Background,
 		Temperature:        1,
 		ToolChoice:         p.ToolChoice,
 		Tools:              p.Tools,

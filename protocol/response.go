@@ -8,6 +8,10 @@ const (
 	ResponseCompleted  = "completed"
 	ResponseIncomplete = "incomplete"
 	ResponseFailed     = "failed"
+	// ResponseQueued: a background response accepted and not yet started (POST answer, GET).
+	ResponseQueued = "queued"
+	// ResponseCancelled: a background response ended by POST /v1/responses/{id}/cancel.
+	ResponseCancelled = "cancelled"
 )
 
 // Incomplete reasons carried in incomplete_details.reason.

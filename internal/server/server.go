@@ -77,6 +77,11 @@ type Options struct {
 	MaxSuspended      int
 	MaxSuspendedTotal int64
 	MaxRolloutBytes   int64
+	// BackgroundEventBytes and BackgroundKeep bound the events kept per background response
+	// (bytes, counted in the memory budget) and how long they stay after it ended; see
+	// compat.Background. 0 means 4 MiB and 10 minutes.
+	BackgroundEventBytes int64
+	BackgroundKeep       time.Duration
 	// KeepAlive is the longest silence a client sees while its response samples before a
 	// keepalive frame (a repeated response.in_progress) is sent, on WebSocket and SSE; see
 	// session.Options.KeepAlive. 0 means 5 seconds; negative means none.
@@ -230,7 +235,8 @@ func New(opts Options) *Server {
 	}
 	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions("", ""), MaxBody: opts.MaxFrame,
 		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP,
-		ReadTimeout: positive(opts.ReadTimeout, DefaultReadTimeout), Budget: s.budget}
+		ReadTimeout: positive(opts.ReadTimeout, DefaultReadTimeout), Budget: s.budget,
+		Background: &compat.Background{MaxEventBytes: opts.BackgroundEventBytes, Keep: opts.BackgroundKeep}}
 	if opts.Slots <= 0 {
 		opts.Slots = 4
 	}
@@ -262,6 +268,9 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("POST /v1/responses/compact", s.auth(s.http.Compact))
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.Get(w, r, r.PathValue("id"), owner)
+	}))
+	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
+		s.http.Cancel(w, r, r.PathValue("id"), owner)
 	}))
 	s.mux.HandleFunc("DELETE /v1/responses/{id}", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		s.http.Delete(w, r, r.PathValue("id"), owner)
@@ -306,6 +315,9 @@ func keyShare(v float64) float64 {
 
 // Metrics returns the counters of the server's connections.
 func (s *Server) Metrics() *session.Metrics { return &s.metrics }
+
+// Background returns the server's background responses (background:true over HTTP).
+func (s *Server) Background() *compat.Background { return s.http.Background }
 
 // Counters reports how public-shape continuations ran (hot path, cold path, new chains,
 // warm-ups) since the server started.
@@ -624,6 +636,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		s.http.Background.Close() // every background response has drained with its core
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -1,0 +1,550 @@
+package compat
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session"
+)
+
+// Defaults of [Background].
+const (
+	// DefaultBackgroundEventBytes is the default bound of the encoded events kept per
+	// background response: 4 MiB.
+	DefaultBackgroundEventBytes = 4 << 20
+	// DefaultBackgroundKeep is how long the events of a finished background response stay by
+	// default after its terminal event: 10 minutes.
+	DefaultBackgroundKeep = 10 * time.Minute
+)
+
+// bgEventOverhead is what Background counts in the Budget per kept event besides its
+// encoding (the slice entry and the event type).
+const bgEventOverhead = 64
+
+// Background keeps the background responses (background:true over HTTP) of one server. Each
+// runs on its own connection core, detached from the request that created it: the client may
+// go, the response runs on. Its events are kept — the newest MaxEventBytes of them, counted in
+// the Budget — so that a client can follow them or resume after any sequence_number
+// (GET /v1/responses/{id}?stream=true&starting_after=N) while it runs and for Keep after its
+// terminal event; its terminal Response is in the store (background requires store:true).
+// The zero value works; call Close when the server has drained.
+type Background struct {
+	// MaxEventBytes bounds the encoded events kept per response, in bytes: over it the oldest
+	// are dropped, and a resume from before the first kept one is answered
+	// response_events_expired. 0 means DefaultBackgroundEventBytes.
+	MaxEventBytes int64
+	// Keep is how long the events of a finished response stay after its terminal event. 0
+	// means DefaultBackgroundKeep.
+	Keep time.Duration
+
+	mu     sync.Mutex // guards runs and closed
+	runs   map[string]*bgRun
+	closed bool
+	wg     sync.WaitGroup // one per watcher goroutine (watch)
+}
+
+// Running reports how many background responses have not ended (for tests and metrics).
+func (b *Background) Running() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, run := range b.runs {
+		select {
+		case <-run.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// Done returns a channel closed once the background response id of owner has ended (its
+// terminal event kept, its connection core closed), or nil when this server keeps no
+// background response id of owner.
+func (b *Background) Done(id, owner string) <-chan struct{} {
+	if run := b.lookup(id, owner); run != nil {
+		return run.done
+	}
+	return nil
+}
+
+// Close ends every background response still running (without a terminal event, like a
+// client that goes), waits for them, and gives the bytes of their kept events back to the
+// Budget (followers still reading finish; the events go with the Background). A server drains its
+// connection cores first (they end within the shutdown grace), so that Close finds none
+// running. Later creates are refused server_shutting_down.
+func (b *Background) Close() {
+	b.mu.Lock()
+	b.closed = true
+	runs := make([]*bgRun, 0, len(b.runs))
+	for _, run := range b.runs {
+		runs = append(runs, run)
+	}
+	b.mu.Unlock()
+	for _, run := range runs {
+		run.conn.Close()
+	}
+	b.wg.Wait()
+	for _, run := range runs {
+		// The events stay for the followers still reading them; the server's budget ends
+		// with it.
+		run.mu.Lock()
+		if run.expiry != nil {
+			run.expiry.Stop()
+		}
+		run.budget.Grow(-run.bytes)
+		run.bytes = 0
+		run.mu.Unlock()
+	}
+}
+
+// lookup returns the run id of owner, or nil.
+func (b *Background) lookup(id, owner string) *bgRun {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if run := b.runs[id]; run != nil && run.owner == owner {
+		return run
+	}
+	return nil
+}
+
+// forget drops run and gives its events' bytes back to the Budget.
+func (b *Background) forget(run *bgRun) {
+	b.mu.Lock()
+	if b.runs[run.id] == run {
+		delete(b.runs, run.id)
+	}
+	b.mu.Unlock()
+	run.mu.Lock()
+	if run.expiry != nil {
+		run.expiry.Stop()
+	}
+	run.budget.Grow(-run.bytes)
+	run.bytes, run.events = 0, nil
+	run.first = run.next
+	run.mu.Unlock()
+}
+
+// watch closes run's connection core once its response has ended, and forgets its events
+// Keep later. untrack is the server's.
+func (b *Background) watch(run *bgRun, ps *pendingSegment, untrack func()) {
+	defer b.wg.Done()
+	select {
+	case <-ps.done:
+	case <-run.conn.Done():
+	}
+	run.conn.Close() // a rollout suspended behind the terminal event ends with it
+	untrack()
+	keep := b.Keep
+	if keep <= 0 {
+		keep = DefaultBackgroundKeep
+	}
+	run.mu.Lock()
+	run.ended = true
+	run.expiry = time.AfterFunc(keep, func() { b.forget(run) })
+	run.wakeLocked()
+	run.mu.Unlock()
+	close(run.done)
+}
+
+// bgRun is one background response: the emitter of its segment, which keeps its events.
+type bgRun struct {
+	// Immutable once registered
+	id     string
+	owner  string
+	conn   *session.Conn
+	budget *session.Budget
+	max    int64
+	done   chan struct{} // closed by watch once the response has ended
+
+	mu     sync.Mutex // guards the fields below
+	events []bgEvent  // the kept events; events[i] has sequence_number first+i
+	first  int
+	next   int   // the sequence_number of the next event
+	bytes  int64 // counted in budget: encodings plus bgEventOverhead each
+	resp   protocol.Response
+	begun  bool // response.created has been sent
+	final  *protocol.Response
+	ended  bool // no more events will come
+	cancel bool // POST …/cancel was accepted
+	wake   chan struct{}
+	expiry *time.Timer
+}
+
+type bgEvent struct {
+	typ  string
+	data []byte
+}
+
+// emit keeps ev (the rollout goroutine calls it): the oldest events go when the kept ones
+// exceed max or the Budget has no room for ev, but the newest is always kept.
+func (run *bgRun) emit(ev *protocol.Event) error {
+	data := protocol.AppendEvent(nil, ev)
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.ended {
+		return nil
+	}
+	run.events = append(run.events, bgEvent{typ: string(ev.Type), data: data})
+	run.next = ev.SequenceNumber + 1
+	add := int64(len(data)) + bgEventOverhead
+	run.bytes += add
+	// Over the bound, or when the budget has no room for the new event, the oldest events go;
+	// the newest is kept (counted over the budget if need be).
+	reserved := run.budget.TryReserve(add)
+	for (run.bytes > run.max || !reserved) && len(run.events) > 1 {
+		n := int64(len(run.events[0].data)) + bgEventOverhead
+		run.events[0] = bgEvent{}
+		run.events = run.events[1:]
+		run.first++
+		run.bytes -= n
+		run.budget.Release(n)
+		if !reserved {
+			reserved = run.budget.TryReserve(add)
+		}
+	}
+	if !reserved {
+		run.budget.Grow(add)
+	}
+	if ev.Response != nil {
+		run.resp, run.begun = *ev.Response, true
+		switch ev.Type {
+		case protocol.EventCompleted, protocol.EventIncomplete, protocol.EventFailed:
+			final := *ev.Response
+			run.final = &final
+		}
+	}
+	run.wakeLocked()
+	return nil
+}
+
+func (run *bgRun) errorFrame(*protocol.Error) {}
+
+// cancelled reports whether the response was cancelled by POST …/cancel: the sink then ends
+// it with status cancelled rather than incomplete.
+func (run *bgRun) cancelled() bool {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.cancel
+}
+
+func (run *bgRun) wakeLocked() {
+	close(run.wake)
+	run.wake = make(chan struct{})
+}
+
+// snapshot is what GET answers for a run: the terminal Response once there is one, else the
+// latest one sent (status in_progress), or queued before response.created.
+func (run *bgRun) snapshot() protocol.Response {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.final != nil {
+		return *run.final
+	}
+	r := run.resp
+	if !run.begun {
+		r.Status = protocol.ResponseQueued
+	}
+	return r
+}
+
+// backgroundUnavailable answers background:true on a server without background mode.
+func backgroundUnavailable() *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "background",
+		"background:true is not supported by this server (no store).")
+}
+
+// createBackground serves a POST /v1/responses with background:true: the response starts on
+// its own connection core and the request answers at once — its Response (status queued or
+// in_progress) as JSON, or with stream:true its events as they come, like a follower from
+// the first one. The request's going does not stop the response.
+func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *protocol.CreateParams, res *session.Reservation, owner string) {
+	b := h.Background
+	if b == nil || h.Options.Store == nil {
+		res.Release()
+		h.fail(w, backgroundUnavailable())
+		return
+	}
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		res.Release()
+		h.fail(w, protocol.Errorf(http.StatusServiceUnavailable, protocol.CodeShuttingDown, "", "The server is shutting down."))
+		return
+	}
+	if max := h.Budget.Max(); max > 0 && h.Budget.InUse() >= max {
+		res.Release()
+		h.fail(w, session.OverloadedError("the server's memory budget is in use"))
+		return
+	}
+	sess := h.Session
+	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
+	conn := session.NewConn(idleTransport{}, sess)
+	untrack := func() {}
+	if h.Track != nil {
+		untrack = h.Track(conn)
+	}
+	opts := h.Options
+	opts.Owner = owner
+	opts.Quota = sess.QuotaKey
+	max := b.MaxEventBytes
+	if max <= 0 {
+		max = DefaultBackgroundEventBytes
+	}
+	run := &bgRun{owner: owner, conn: conn, budget: h.Budget, max: max, done: make(chan struct{}), wake: make(chan struct{})}
+	ps, err := opts.registry(conn).create(p, run, false, opts.counters())
+	res.Release()
+	if err != nil {
+		conn.Close()
+		untrack()
+		h.fail(w, err)
+		return
+	}
+	run.id = ps.seg.id
+	run.mu.Lock()
+	if !run.begun {
+		run.resp = ps.resp
+	}
+	run.mu.Unlock()
+	b.mu.Lock()
+	if b.runs == nil {
+		b.runs = make(map[string]*bgRun)
+	}
+	b.runs[run.id] = run
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go b.watch(run, ps, untrack)
+	if p.Stream {
+		run.follow(w, r, -1, h.WriteTimeout)
+		return
+	}
+	writeJSON(w, http.StatusOK, run.snapshot())
+}
+
+// getBackground serves GET /v1/responses/{id} for a background response of this server: with
+// stream (the query stream=true, or a JSON body {"stream":true} as openai-go sends it) its
+// events after starting_after (a sequence_number; all when absent) and then the live ones
+// until the terminal event; without, the running response's snapshot. It reports false when
+// the request is the store's to answer (a plain GET of no running background response).
+func (h *HTTP) getBackground(w http.ResponseWriter, r *http.Request, id, owner string) bool {
+	q := r.URL.Query()
+	stream, err := wantsStream(r)
+	if err != nil {
+		h.fail(w, err)
+		return true
+	}
+	after := -1
+	if v := q.Get("starting_after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			h.fail(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "starting_after",
+				"starting_after must be a non-negative integer (a sequence_number)."))
+			return true
+		}
+		after = n
+	}
+	var run *bgRun
+	if h.Background != nil {
+		run = h.Background.lookup(id, owner)
+	}
+	if !stream {
+		if run == nil {
+			return false
+		}
+		select {
+		case <-run.done:
+			return false // the store has its terminal Response
+		default:
+		}
+		writeJSON(w, http.StatusOK, run.snapshot())
+		return true
+	}
+	if run == nil {
+		if st := h.Options.Store; st != nil {
+			if _, err := st.Get(r.Context(), id, owner); err == nil {
+				h.fail(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeEventsExpired, "stream",
+					"No events are kept for response '%s': it was not created with background:true, or its events expired; GET it without stream.", id))
+				return true
+			}
+		}
+		WriteError(w, notFound(id))
+		return true
+	}
+	run.follow(w, r, after, h.WriteTimeout)
+	return true
+}
+
+// wantsStream reads stream from the query or from a small JSON body of a GET.
+func wantsStream(r *http.Request) (bool, *protocol.Error) {
+	if v := r.URL.Query().Get("stream"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "stream", "stream must be true or false.")
+		}
+		return b, nil
+	}
+	if r.ContentLength == 0 || r.Body == nil {
+		return false, nil
+	}
+	const maxBody = 4096
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(body) == 0 {
+		return false, nil
+	}
+	if len(body) > maxBody {
+		return false, bodyTooLarge(maxBody)
+	}
+	var v struct {
+		Stream *bool `json:"stream"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return false, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The body of a GET must be a JSON object.")
+	}
+	return v.Stream != nil && *v.Stream, nil
+}
+
+// follow streams run's events after sequence_number after as SSE: the kept ones at once,
+// then each as it comes, until the terminal event (or the run's end) or until the client
+// goes. A resume from before the first kept event is answered response_events_expired (400)
+// before the stream starts, or with an error event and the stream's end when a slow follower
+// falls behind the kept events; a starting_after past the last event of an ended response is
+// invalid_value.
+func (run *bgRun) follow(w http.ResponseWriter, r *http.Request, after int, timeout time.Duration) {
+	next := after + 1
+	rc := http.NewResponseController(w)
+	started := false
+	var buf []byte
+	for {
+		run.mu.Lock()
+		first, last, ended, wake := run.first, run.next, run.ended, run.wake
+		var batch []bgEvent
+		if next >= first && next < last {
+			batch = append(batch, run.events[next-first:]...)
+		}
+		run.mu.Unlock()
+		var fail *protocol.Error
+		switch {
+		case next < first:
+			fail = protocol.Errorf(http.StatusBadRequest, protocol.CodeEventsExpired, "starting_after",
+				"Events of response '%s' before sequence_number %d are no longer kept (at most %d bytes of events are kept per background response): resume with starting_after %d or later, or GET the response without stream.",
+				run.id, first, run.max, first-1)
+		case !started && ended && next > last:
+			fail = protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "starting_after",
+				"starting_after %d is past the last event of response '%s' (sequence_number %d).", after, run.id, last-1)
+		}
+		if fail != nil && !started {
+			WriteError(w, fail)
+			return
+		}
+		if !started {
+			started = true
+			hd := w.Header()
+			hd.Set("Content-Type", "text/event-stream")
+			hd.Set("Cache-Control", "no-cache")
+			hd.Set("X-Accel-Buffering", "no")
+			w.WriteHeader(http.StatusOK)
+		}
+		if fail != nil {
+			data := protocol.AppendError(nil, fail)
+			_ = writeSSE(w, rc, timeout, protocol.AppendSSE(buf[:0], string(protocol.EventError), data))
+			return
+		}
+		for _, ev := range batch {
+			buf = protocol.AppendSSE(buf[:0], ev.typ, ev.data)
+			if writeSSE(w, rc, timeout, buf) != nil {
+				return
+			}
+		}
+		next += len(batch)
+		if len(batch) == 0 {
+			_ = rc.Flush()
+		}
+		if ended && next >= last {
+			return
+		}
+		select {
+		case <-wake:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// writeSSE writes one encoded SSE event within timeout (0: none) and flushes it.
+func writeSSE(w http.ResponseWriter, rc *http.ResponseController, timeout time.Duration, b []byte) error {
+	if timeout > 0 {
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return rc.Flush()
+}
+
+// Cancel serves POST /v1/responses/{id}/cancel: a background response that is queued or in
+// progress ends with status cancelled (its stream with response.incomplete carrying that
+// status) and its Response is the answer; cancelling a cancelled one answers it again. A
+// background response that ended otherwise is 400 response_already_completed ("Cannot cancel
+// a completed response."), a response created without background:true is 400
+// response_not_background ("Cannot cancel a synchronous response."), an unknown one 404.
+func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) {
+	var run *bgRun
+	if h.Background != nil {
+		run = h.Background.lookup(id, owner)
+	}
+	if run != nil {
+		run.mu.Lock()
+		live := !run.ended && run.final == nil
+		if live {
+			run.cancel = true
+		}
+		run.mu.Unlock()
+		if live {
+			_ = run.conn.Cancel(id, protocol.ReasonCancelled) // an error: it is ending anyway
+		}
+		select {
+		case <-run.done:
+		case <-r.Context().Done():
+			return
+		}
+		final := run.snapshot()
+		answerCancel(w, &final)
+		return
+	}
+	st := h.Options.Store
+	if st == nil {
+		WriteError(w, notFound(id))
+		return
+	}
+	sr, err := st.Get(r.Context(), id, owner)
+	if err != nil {
+		storeError(w, id, err)
+		return
+	}
+	if !sr.Response.Background {
+		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeNotBackground, "",
+			"Cannot cancel a synchronous response."))
+		return
+	}
+	answerCancel(w, &sr.Response)
+}
+
+// answerCancel answers a cancel of the background response resp, which has ended.
+func answerCancel(w http.ResponseWriter, resp *protocol.Response) {
+	if resp.Status == protocol.ResponseCancelled {
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	article := "a"
+	if resp.Status == protocol.ResponseIncomplete || resp.Status == protocol.ResponseInProgress {
+		article = "an"
+	}
+	WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeAlreadyCompleted, "",
+		"Cannot cancel %s %s response.", article, resp.Status))
+}

@@ -86,7 +86,7 @@ func (pc *publicCreate) Rejected(cr *session.Create) {
 	r := pc.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if parent := r.segs.byID[cr.Parent]; parent != nil && parent.lane == cr.Lane {
+	if parent := r.segs.peek(cr.Parent); parent != nil && parent.lane == cr.Lane {
 		r.evictLocked(parent.id)
 	}
 }
@@ -118,7 +118,7 @@ func (pc *publicCreate) Route(cr *session.Create) session.Route {
 	if cr.Parent == "" {
 		ps.path = &pc.counters.New
 	} else if cr.Cold == nil {
-		parent := r.segs.byID[cr.Parent]
+		parent := r.segs.peek(cr.Parent)
 		if parent == nil {
 			cr.Cold = coldFor(protocol.ColdNotSuspended) // evicted since Parent
 		} else if cr.Cold = r.coldLocked(parent, ps, p); cr.Cold == nil {

@@ -9,12 +9,16 @@ import (
 func (r *registry) segmentItem(id string) (protocol.Item, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, seg := range r.segs.byID {
+	var it protocol.Item
+	found := false
+	r.segs.ended.Each(func(seg *segment) bool {
 		for j := range seg.chain {
 			if seg.chain[j].ID == id {
-				return seg.chain[j], true
+				it, found = seg.chain[j], true
+				return false
 			}
 		}
-	}
-	return protocol.Item{}, false
+		return true
+	})
+	return it, found
 }

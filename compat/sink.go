@@ -214,7 +214,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	if status == protocol.ResponseFailed {
 		// A failed continuation evicts its parent, unless it forked from another lane
 		// (a failed fork keeps its parent).
-		if parent := r.segs.byID[ps.parent]; parent != nil && parent.lane == ps.seg.lane && !storeFailed {
+		if parent := r.segs.peek(ps.parent); parent != nil && parent.lane == ps.seg.lane && !storeFailed {
 			r.evictLocked(ps.parent)
 		}
 	} else {

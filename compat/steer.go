@@ -55,7 +55,7 @@ func (r *registry) steerTarget(id string) (ps *pendingSegment, lane string, ende
 	if ps = r.inflight[id]; ps != nil {
 		return ps, ps.seg.lane, false
 	}
-	seg := r.segs.byID[id]
+	seg := r.segs.peek(id)
 	if seg == nil {
 		return nil, "", false
 	}

@@ -179,9 +179,10 @@ type Conn struct {
 	closed   chan struct{} // closed by Close
 	opened   time.Time     // when NewConn returned (Snapshot)
 
-	mu         sync.Mutex // guards reg, lanes, stamp, draining, drainWhy, closing, graceEnded
+	mu         sync.Mutex // guards reg, ended, lanes, stamp, draining, drainWhy, closing, graceEnded
 	reg        map[string]*rollout
-	lanes      map[string]*gate // by stream_id; "" is the default lane
+	ended      *Recent[*rollout] // the ended rollouts of reg, least recently used first: evicted from here
+	lanes      map[string]*gate  // by stream_id; "" is the default lane
 	stamp      uint64
 	draining   bool
 	drainWhy   string
@@ -218,6 +219,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		closed:   make(chan struct{}),
 		lanes:    make(map[string]*gate),
 		reg:      make(map[string]*rollout),
+		ended:    NewRecent[*rollout](),
 		changed:  make(chan struct{}, 1),
 		opened:   time.Now(),
 	}
@@ -493,6 +495,7 @@ func (c *Conn) Close() {
 	c.mu.Lock()
 	c.opts.Budget.Release(c.heldLocked())
 	c.reg = nil
+	c.ended = NewRecent[*rollout]()
 	c.mu.Unlock()
 	close(c.closed)
 }

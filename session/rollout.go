@@ -277,6 +277,9 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 	}
 	c.stamp++
 	h.stamp = c.stamp
+	if h.final {
+		c.ended.Get(key) // a use: the most recently used ended rollout
+	}
 	return h.items[:len(h.items):len(h.items)], h.final, true
 }
 
@@ -370,20 +373,13 @@ func ItemsBytes(items []protocol.Item) int64 { return store.ItemsBytes(items) }
 // evictLocked drops the least recently used ended rollouts until the registry is within its
 // bounds. Live rollouts are never evicted.
 func (c *Conn) evictLocked() {
-	for {
-		var count int
-		var bytes int64
-		var oldest *rollout
-		for _, h := range c.reg {
-			count++
-			bytes += h.bytes
-			if h.final && (oldest == nil || h.stamp < oldest.stamp) {
-				oldest = h
-			}
-		}
-		if oldest == nil || (count <= c.opts.CacheResponses && bytes <= c.opts.CacheBytes) {
+	count, bytes := len(c.reg), c.heldLocked()
+	for count > c.opts.CacheResponses || bytes > c.opts.CacheBytes {
+		oldest := c.oldestEndedLocked()
+		if oldest == nil {
 			return
 		}
+		count, bytes = count-1, bytes-oldest.bytes
 		c.dropLocked(oldest)
 		if m := c.opts.Metrics; m != nil {
 			m.Evictions.Add(1)
@@ -493,6 +489,9 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	h.final = true
 	h.items = e.Context
 	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
+	if c.reg != nil {
+		c.ended.Put(h.key, h, h.bytes) // the most recently used ended rollout
+	}
 	t := h.turn
 	h.record(e.Usage, e.StepUsage)
 	c.mu.Unlock()

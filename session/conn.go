@@ -60,9 +60,9 @@ type Options struct {
 	// 0 means 30 seconds; negative means no grace (they are ended at once).
 	ShutdownGrace time.Duration
 	// Store keeps stored responses: it resolves a previous_response_id that is
-	// not in the connection's registry (Store.Chain), and every store:true append-shape rollout
-	// that ends completed or incomplete is written to it (Store.Put) before its terminal event
-	// is sent. Nil means none. Calls run with the connection's context: wrap the store with
+	// not in the shape's registry on the connection (Store.Chain), and every store:true
+	// response of either shape that ends completed or incomplete is written to it (Store.Put,
+	// Conn.Persist, counted against QuotaKey) before its terminal event is sent. Nil means none. Calls run with the connection's context: wrap the store with
 	// store.Guard for a timeout (the server does, -store-timeout).
 	Store store.Store
 	// Owner is the API key of the connection ("" when the server is open): the scope of its

@@ -284,6 +284,7 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 		return
 	}
 	sess := h.Session
+	sess.Owner = owner
 	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
 	conn := session.NewConn(idleTransport{}, sess)
 	untrack := func() {}
@@ -291,8 +292,6 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 		untrack = h.Track(conn)
 	}
 	opts := h.Options
-	opts.Owner = owner
-	opts.Quota = sess.QuotaKey
 	max := b.MaxEventBytes
 	if max <= 0 {
 		max = DefaultBackgroundEventBytes

@@ -2,13 +2,11 @@ package compat
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
 )
 
 // CompactResource is the reply of POST /v1/responses/compact (Open Responses
@@ -75,16 +73,9 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 	st := h.Options.Store
 	var chain []protocol.Item
 	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
-		parent := *p.PreviousResponseID
-		err := store.ErrNotFound
-		if st != nil {
-			chain, err = st.Chain(ctx, parent, owner)
-		}
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return nil, session.PreviousNotFound(parent, err)
-		case err != nil:
-			return nil, session.StoreUnavailable()
+		var err error
+		if chain, err = session.StoredChain(ctx, st, *p.PreviousResponseID, owner); err != nil {
+			return nil, err
 		}
 	}
 	input := p.Input

@@ -1,15 +1,11 @@
 package compat
 
 import (
-	"errors"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
 )
 
 // Counters count how public continuations ran: Hot resumed a suspended
@@ -36,75 +32,137 @@ func (c *Counters) countCold(reason string) {
 	}
 }
 
-// create handles one response.create (WebSocket) or POST body (HTTP). It returns a
-// request-scoped error, in which case nothing was started and no event was sent, or the
-// segment, whose done channel closes once its terminal event has been sent.
+// create handles one response.create (WebSocket) or POST body (HTTP) through the
+// connection's one create pipeline (session.Conn.Create), with this registry as its shape. It
+// returns a request-scoped error, in which case nothing was started and no event was sent, or
+// the segment, whose done channel closes once its terminal event has been sent.
 func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counters *Counters) (*pendingSegment, error) {
-	where := protocol.PublicHTTP
+	pc := &publicCreate{r: r, em: em, where: protocol.PublicHTTP, counters: counters}
 	if ws {
-		where = protocol.PublicWebSocket
+		pc.where = protocol.PublicWebSocket
 	}
-	lane := p.LaneOf() // every error but invalid_stream_id carries the lane
-	if !ws {
-		lane = "" // HTTP has no lanes (stream_id is unsupported_parameter there)
+	if err := r.conn.Create(p, pc); err != nil {
+		return nil, err
 	}
-	if err := session.CheckFormat(p); err != nil {
-		return nil, protocol.InLane(err, lane)
-	}
-	if err := protocol.CheckCreate(p, where); err != nil {
-		return nil, protocol.InLane(err, lane)
-	}
-	ps, err := r.createIn(p, em, ws, counters, lane)
-	return ps, protocol.InLane(err, lane)
+	return pc.ps, nil
 }
 
-// createIn is create after the checks that cannot be attributed to a lane; lane is the
-// create's stream_id.
-func (r *registry) createIn(p *protocol.CreateParams, em emitter, ws bool, counters *Counters, lane string) (*pendingSegment, error) {
-	input, err := r.resolveRefs(p.Input)
-	if err == nil {
-		input, err = r.conn.ExpandCompactions(input)
+// publicCreate is the public shape's part in one create (session.Shape): its segments are
+// the registry on the connection, and its segment, once routed, answers with em.
+type publicCreate struct {
+	r        *registry
+	em       emitter
+	where    protocol.Where
+	counters *Counters
+	ps       *pendingSegment // set by Route
+}
+
+// Where implements session.Shape.
+func (pc *publicCreate) Where() protocol.Where { return pc.where }
+
+// Item implements session.Shape: the items of the connection's cached segments.
+func (pc *publicCreate) Item(id string) (protocol.Item, bool) { return pc.r.segmentItem(id) }
+
+// Parent implements session.Shape: an ended segment of this connection; a segment still in
+// flight is response_in_progress (409).
+func (pc *publicCreate) Parent(cr *session.Create) ([]protocol.Item, bool, error) {
+	r := pc.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parent := r.segs.get(cr.Parent)
+	if parent == nil && r.inflight[cr.Parent] != nil {
+		return nil, false, protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
+			"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", cr.Parent)
 	}
-	if err != nil {
-		return nil, err
+	if parent == nil {
+		return nil, false, nil
 	}
-	p.Input = input
-	if err := r.conn.CheckModel(p); err != nil { // the backend sees the items it will get
-		return nil, err
+	return parent.chain, true, nil
+}
+
+// Rejected implements session.Shape: a failed continuation evicts its parent, unless it
+// forked from another lane (a failed fork keeps its parent).
+func (pc *publicCreate) Rejected(cr *session.Create) {
+	r := pc.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if parent := r.segs.peek(cr.Parent); parent != nil && parent.lane == cr.Lane {
+		r.evictLocked(parent.id)
 	}
-	id := protocol.NewID("resp")
-	ps := &pendingSegment{
-		seg:     &segment{id: id, settings: settingsKey(p), lane: lane},
-		resp:    protocol.NewResponse(id, p, time.Now().Unix()),
-		input:   p.Input,
-		store:   p.Stored(),
-		warmup:  !p.Generates(),
-		emitter: em,
-		done:    make(chan struct{}),
-	}
-	ps.counters = counters
-	parentID := ""
-	if p.PreviousResponseID != nil {
-		parentID = *p.PreviousResponseID
-	}
-	if parentID == "" {
-		if err := protocol.CheckContinuation(nil, p.Input); err != nil {
-			return nil, err
+}
+
+// Route implements session.Shape. It takes the hot path when the parent is the latest
+// segment of a suspended rollout of this connection, the input answers exactly its pending
+// calls (then messages) and the settings are unchanged (coldLocked); otherwise the segment
+// runs on a new rollout. Either way the segment is recorded as in flight and as the next one
+// of its rollout; Undo forgets it.
+func (pc *publicCreate) Route(cr *session.Create) session.Route {
+	r, p := pc.r, cr.Params
+	ps := pc.ps
+	if ps == nil {
+		ps = &pendingSegment{
+			seg:      &segment{id: cr.ID, settings: settingsKey(p), lane: cr.Lane},
+			resp:     cr.Response,
+			input:    p.Input,
+			store:    p.Stored(),
+			warmup:   !p.Generates(),
+			parent:   cr.Parent,
+			emitter:  pc.em,
+			counters: pc.counters,
+			done:     make(chan struct{}),
 		}
-		ps.path = &counters.New
-		return ps, r.start(ps, p, nil)
+		pc.ps = ps
 	}
-	ps.parent = parentID
-	chain, cold, err := r.resolve(ps, p)
-	if err != nil {
-		return nil, err
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cr.Parent == "" {
+		ps.path = &pc.counters.New
+	} else if cr.Cold == nil {
+		parent := r.segs.peek(cr.Parent)
+		if parent == nil {
+			cr.Cold = coldFor(protocol.ColdNotSuspended) // evicted since Parent
+		} else if cr.Cold = r.coldLocked(parent, ps, p); cr.Cold == nil {
+			return r.hotLocked(ps, parent.rollout)
+		} else if len(parent.steered) > 0 { // steers held for this continuation follow its tool outputs
+			p.Input = append(append([]protocol.Item(nil), p.Input...), parent.steered...)
+			ps.input = p.Input
+		}
 	}
-	if cold == nil {
-		return ps, nil // counted Hot by resolve
+	if cr.Cold != nil {
+		ps.path, ps.cold = &pc.counters.Cold, cr.Cold
 	}
-	ps.path, ps.cold = &counters.Cold, cold
-	r.conn.LogCold(id, parentID, cold)
-	return ps, r.start(ps, p, chain)
+	key := ps.seg.id
+	ps.seg.rollout = key
+	r.next[key] = ps
+	r.acceptLocked(ps)
+	return session.Route{Sink: &rolloutSink{owner: r, key: key}, SuspendOnAnswer: true, StartSuspended: ps.warmup,
+		Undo: func() bool {
+			r.mu.Lock()
+			delete(r.next, key)
+			delete(r.inflight, ps.seg.id)
+			r.mu.Unlock()
+			return false
+		}}
+}
+
+// hotLocked routes ps to resume the suspended rollout key. Its Undo reports whether the
+// rollout ended meanwhile and its sink answered ps.
+func (r *registry) hotLocked(ps *pendingSegment, key string) session.Route {
+	delete(r.segs.latest, key)
+	ps.seg.rollout = key
+	ps.path = &ps.counters.Hot
+	r.next[key] = ps
+	r.acceptLocked(ps)
+	return session.Route{Resume: key, Undo: func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.next[key] != ps {
+			return true // the rollout ended meanwhile and answered this segment
+		}
+		delete(r.next, key)
+		delete(r.inflight, ps.seg.id)
+		return false
+	}}
 }
 
 // runningLocked reports whether a segment of rollout key is in flight.
@@ -124,68 +182,6 @@ func coldFor(reason string) *protocol.Continuation {
 
 // acceptLocked records ps as in flight until its terminal event.
 func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = ps }
-
-// resolve finds the parent: the connection's segments first, then the store. It validates
-// the continuation, and takes the hot path when the parent is the latest segment of a
-// suspended rollout, the input answers exactly its pending calls (then messages) and the
-// settings are unchanged. A failed continuation evicts its parent. cold is nil on the hot path,
-// else it says why the continuation is rebuilt from chain.
-func (r *registry) resolve(ps *pendingSegment, p *protocol.CreateParams) (chain []protocol.Item, cold *protocol.Continuation, _ error) {
-	r.mu.Lock()
-	parent := r.segs.get(ps.parent)
-	if parent == nil && r.inflight[ps.parent] != nil {
-		r.mu.Unlock()
-		return nil, nil, protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
-			"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", ps.parent)
-	}
-	if parent == nil {
-		r.mu.Unlock()
-		return r.fromStore(ps.parent, p.Input)
-	}
-	chain = parent.chain
-	if err := protocol.CheckContinuation(chain, p.Input); err != nil {
-		if parent.lane == ps.seg.lane { // a failed fork keeps its parent
-			r.evictLocked(parent.id)
-		}
-		r.mu.Unlock()
-		return nil, nil, err
-	}
-	if cold = r.coldLocked(parent, ps, p); cold != nil {
-		if len(parent.steered) > 0 { // steers held for this continuation follow its tool outputs
-			p.Input = append(append([]protocol.Item(nil), p.Input...), parent.steered...)
-			ps.input = p.Input
-		}
-		r.mu.Unlock()
-		return chain, cold, nil
-	}
-	key := parent.rollout
-	delete(r.segs.latest, key)
-	ps.seg.rollout = key
-	ps.path = &ps.counters.Hot
-	r.next[key] = ps
-	r.acceptLocked(ps)
-	r.mu.Unlock()
-	if err := r.conn.Resume(key, p.Input); err != nil {
-		r.mu.Lock()
-		taken := r.next[key] != ps // the rollout ended meanwhile and answered this segment
-		if !taken {
-			delete(r.next, key)
-			delete(r.inflight, ps.seg.id)
-		}
-		r.mu.Unlock()
-		if taken {
-			return nil, nil, nil
-		}
-		if e, ok := protocol.AsError(err); ok {
-			switch e.Code {
-			case protocol.CodeResponseNotSuspended, protocol.CodeResponseNotFound:
-				return chain, coldFor(protocol.ColdNotSuspended), nil // the rollout ended meanwhile: rebuild it
-			}
-		}
-		return nil, nil, err
-	}
-	return nil, nil, nil
-}
 
 // coldLocked says why ps cannot resume parent's rollout (the hot path), or nil when it can:
 // the parent must be the latest segment of a suspended rollout, of the same lane (a fork from
@@ -210,55 +206,8 @@ func (r *registry) coldLocked(parent *segment, ps *pendingSegment, p *protocol.C
 		c.Setting = settingDiff(parent.settings, ps.seg.settings)
 		return c
 	}
-	if sampler.CheckOutputs(parent.pending, nil, p.Input) != nil {
+	if session.CheckOutputs(parent.pending, p.Input) != nil {
 		return coldFor(protocol.ColdInput)
 	}
 	return nil
-}
-
-// fromStore resolves a parent that is not on the connection from the Store (the cold path),
-// in one Chain call under the store's timeout: previous_response_not_found when it is not
-// stored (or not the owner's; naming the missing response of its chain), store_unavailable
-// when the store fails.
-func (r *registry) fromStore(parent string, input []protocol.Item) ([]protocol.Item, *protocol.Continuation, error) {
-	if r.store == nil {
-		return nil, nil, session.PreviousNotFound(parent, nil)
-	}
-	chain, err := r.store.Chain(r.conn.Context(), parent, r.owner)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil, session.PreviousNotFound(parent, err)
-	case err != nil:
-		return nil, nil, session.StoreUnavailable()
-	}
-	if perr := protocol.CheckContinuation(chain, input); perr != nil {
-		return nil, nil, perr
-	}
-	return chain, coldFor(protocol.ColdNotOnConnection), nil
-}
-
-// start runs ps on a new rollout whose context is history (the cold path's chain) + input.
-func (r *registry) start(ps *pendingSegment, p *protocol.CreateParams, history []protocol.Item) error {
-	key := ps.seg.id
-	ps.seg.rollout = key
-	r.mu.Lock()
-	r.next[key] = ps
-	r.acceptLocked(ps)
-	r.mu.Unlock()
-	err := r.conn.Start(session.StartRequest{Key: key, Config: sampler.Config{
-		ID:              key,
-		Settings:        sampler.SettingsFrom(p),
-		History:         history,
-		Input:           p.Input,
-		Sink:            &rolloutSink{owner: r, key: key},
-		SuspendOnAnswer: true,
-		StartSuspended:  ps.warmup,
-	}, SettingsBytes: session.SettingsBytes(p), Lane: ps.seg.lane})
-	if err != nil {
-		r.mu.Lock()
-		delete(r.next, key)
-		delete(r.inflight, ps.seg.id)
-		r.mu.Unlock()
-	}
-	return err
 }

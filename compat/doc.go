@@ -4,8 +4,11 @@
 //
 // Entry points: [ServeWebSocket] runs response.create over a WebSocket;
 // [HTTP] serves POST /v1/responses (JSON, or SSE with stream:true), GET and DELETE
-// /v1/responses/{id}, GET /v1/responses/{id}/input_items and POST /v1/responses/{id}/cancel. Stored responses
-// (store:true) live in a store.Store ([Options.Store]): a store:true segment is written before
+// /v1/responses/{id}, GET /v1/responses/{id}/input_items and POST /v1/responses/{id}/cancel.
+// Every create goes through the connection's one create pipeline (session.Conn.Create); this
+// package is its shape (where segments are kept, how they answer, hot or cold). Stored responses
+// (store:true) live in the connection's store (session.Options.Store; [Options.Store] serves the
+// GET, DELETE, cancel and input_items routes): a store:true segment is written (session.Conn.Persist) before
 // its terminal event is sent, and when the store fails or times out the segment ends
 // response.failed with store_unavailable instead (the connection and its segments stay
 // usable); store:false segments are never written.

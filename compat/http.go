@@ -12,7 +12,6 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
 )
 
 // HTTP serves the HTTP side of the public shape: POST /v1/responses (JSON, or
@@ -69,6 +68,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		return
 	}
 	sess := h.Session
+	sess.Owner = owner
 	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
 	conn := session.NewConn(idleTransport{}, sess)
 	defer conn.Close()
@@ -76,8 +76,6 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		defer h.Track(conn)()
 	}
 	opts := h.Options
-	opts.Owner = owner
-	opts.Quota = session.QuotaKey(owner, r.RemoteAddr)
 	reg := opts.registry(conn)
 	var em emitter
 	var col *collector
@@ -280,7 +278,7 @@ func notFound(id string) *protocol.Error {
 
 // storeError answers a store error: 404 response_not_found, or 503 store_unavailable.
 func storeError(w http.ResponseWriter, id string, err error) {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, session.ErrNotFound) {
 		WriteError(w, notFound(id))
 		return
 	}
@@ -303,7 +301,7 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 		storeError(w, id, err)
 		return
 	}
-	h.writeCounted(w, &sr.Response, store.ResponseBytes(&sr.Response))
+	h.writeCounted(w, &sr.Response, session.ResponseBytes(&sr.Response))
 }
 
 // writeCounted writes v (of about size bytes of text) as a 200 JSON answer while the Budget
@@ -339,7 +337,7 @@ func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) 
 // after (an item id) as OpenAI's API does.
 func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner string) {
 	q := r.URL.Query()
-	page := store.Page{Limit: 20, Desc: true, After: q.Get("after")}
+	page := session.Page{Limit: 20, Desc: true, After: q.Get("after")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
@@ -362,7 +360,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 		return
 	}
 	got, err := st.InputItems(r.Context(), id, owner, page)
-	if errors.Is(err, store.ErrCursorNotFound) {
+	if errors.Is(err, session.ErrCursorNotFound) {
 		WriteError(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "after", "No input item with id '%s' in this response.", page.After))
 		return
 	}
@@ -383,7 +381,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 	if n := len(list.Data); n > 0 {
 		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
 	}
-	h.writeCounted(w, list, store.ItemsBytes(list.Data))
+	h.writeCounted(w, list, session.ItemsBytes(list.Data))
 }
 
 // WriteError writes the HTTP error body {"error":{"message","type","param","code"}} with the

@@ -13,9 +13,10 @@ func seg(id, rollout string, n int64) *segment {
 // ids is the registry's segment ids, sorted.
 func ids(s *segments) []string {
 	var out []string
-	for id := range s.byID {
-		out = append(out, id)
-	}
+	s.ended.Each(func(seg *segment) bool {
+		out = append(out, seg.id)
+		return true
+	})
 	slices.Sort(out)
 	return out
 }
@@ -38,8 +39,8 @@ func TestSegmentsCountBoundEvictsLeastRecentlyUsed(t *testing.T) {
 	if got, want := ids(s), []string{"a", "c", "d"}; !slices.Equal(got, want) {
 		t.Fatalf("segments %v, want %v (b was least recently used)", got, want)
 	}
-	if s.bytes != 30 {
-		t.Fatalf("bytes %d, want 30", s.bytes)
+	if s.ended.Bytes() != 30 {
+		t.Fatalf("bytes %d, want 30", s.ended.Bytes())
 	}
 	if s.get("b") != nil {
 		t.Fatal("get of an evicted segment")
@@ -56,11 +57,11 @@ func TestSegmentsByteBound(t *testing.T) {
 	if _, n := s.put(seg("d", "r", 60)); n != 2 { // 150 bytes: a and b go
 		t.Fatalf("evicted %d, want 2", n)
 	}
-	if got := ids(s); !slices.Equal(got, []string{"c", "d"}) || s.bytes != 70 {
-		t.Fatalf("segments %v, %d bytes; want [c d], 70", got, s.bytes)
+	if got := ids(s); !slices.Equal(got, []string{"c", "d"}) || s.ended.Bytes() != 70 {
+		t.Fatalf("segments %v, %d bytes; want [c d], 70", got, s.ended.Bytes())
 	}
-	if _, n := s.put(seg("e", "r", 30)); n != 0 || s.bytes != 100 {
-		t.Fatalf("a put up to the bound evicted %d (%d bytes)", n, s.bytes)
+	if _, n := s.put(seg("e", "r", 30)); n != 0 || s.ended.Bytes() != 100 {
+		t.Fatalf("a put up to the bound evicted %d (%d bytes)", n, s.ended.Bytes())
 	}
 }
 
@@ -94,7 +95,7 @@ func TestSegmentsOrphans(t *testing.T) {
 	s.put(seg("r1_a", "r1", 1))
 	s.put(seg("r1_b", "r1", 1))
 	s.latest["r1"] = "r1_b" // r1 is suspended after r1_b
-	if !s.isLatest(s.byID["r1_b"]) || s.isLatest(s.byID["r1_a"]) {
+	if !s.isLatest(s.peek("r1_b")) || s.isLatest(s.peek("r1_a")) {
 		t.Fatal("isLatest")
 	}
 	if orphans, n := s.put(seg("r2_a", "r2", 1)); n != 1 || orphans != nil {
@@ -116,7 +117,7 @@ func TestSegmentsOrphans(t *testing.T) {
 	if got, wasLatest := s.remove("r2_a"); got != nil || wasLatest {
 		t.Fatalf("second remove: %v %v", got, wasLatest)
 	}
-	if len(s.byID) != 0 || s.bytes != 0 || len(s.latest) != 0 {
-		t.Fatalf("after removing everything: %v, %d bytes, latest %v", ids(s), s.bytes, s.latest)
+	if s.ended.Len() != 0 || s.ended.Bytes() != 0 || len(s.latest) != 0 {
+		t.Fatalf("after removing everything: %v, %d bytes, latest %v", ids(s), s.ended.Bytes(), s.latest)
 	}
 }

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
 )
 
 // emitter sends one public Response's events: WebSocket frames, SSE events, or (for a JSON
@@ -58,10 +56,7 @@ type rolloutSink struct {
 
 // registry is the state shared by a connection's reader and its rollout sinks.
 type registry struct {
-	conn  *session.Conn
-	store store.Store
-	owner string // API key of the connection
-	quota string // per-key quota key (session.QuotaKey)
+	conn *session.Conn
 
 	mu       sync.Mutex // guards segs, next and inflight
 	segs     *segments
@@ -69,8 +64,8 @@ type registry struct {
 	inflight map[string]*pendingSegment // segments accepted and not yet ended, by id
 }
 
-func newRegistry(conn *session.Conn, st store.Store, owner, quota string, maxCount int, maxBytes int64) *registry {
-	return &registry{conn: conn, store: st, owner: owner, quota: quota, segs: newSegments(maxCount, maxBytes),
+func newRegistry(conn *session.Conn, maxCount int, maxBytes int64) *registry {
+	return &registry{conn: conn, segs: newSegments(maxCount, maxBytes),
 		next: make(map[string]*pendingSegment), inflight: make(map[string]*pendingSegment)}
 }
 
@@ -150,7 +145,7 @@ func (s *rolloutSink) Event(ev *protocol.Event) error {
 	return err
 }
 
-func (s *rolloutSink) Suspended(sp sampler.Suspension) {
+func (s *rolloutSink) Suspended(sp session.Suspension) {
 	if !s.take() {
 		return
 	}
@@ -164,7 +159,7 @@ func (s *rolloutSink) Suspended(sp sampler.Suspension) {
 // Ended answers the rollout's end. The rollout then leaves the connection core's registry
 // (Conn.Forget): the public shape keeps the items of ended segments in its own registry, so
 // one bounded registry holds them, not two.
-func (s *rolloutSink) Ended(e sampler.Ending) {
+func (s *rolloutSink) Ended(e session.Ending) {
 	defer s.owner.conn.Forget(s.key)
 	if !s.take() {
 		// Ended behind a completed segment: silent; its items stay for the cold path.
@@ -205,12 +200,9 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	final := protocol.Finish(ps.resp, status, reason, rerr, output, usage, now)
 	r := s.owner
 	storeFailed := false
-	if ps.store && status != protocol.ResponseFailed && r.store != nil {
-		sr := &store.Response{Response: final, Input: protocol.WithIDs(ps.input), Owner: r.owner, Quota: r.quota}
-		if err := r.store.Put(r.conn.Context(), sr); err != nil {
-			status, storeFailed = protocol.ResponseFailed, true
-			final = protocol.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
-		}
+	if !r.conn.Persist(&final, ps.input, nil) {
+		status, storeFailed = protocol.ResponseFailed, true
+		final = protocol.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
 	}
 	seg := ps.seg
 	seg.chain = chain
@@ -225,7 +217,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	if status == protocol.ResponseFailed {
 		// A failed continuation evicts its parent, unless it forked from another lane
 		// (a failed fork keeps its parent).
-		if parent := r.segs.byID[ps.parent]; parent != nil && parent.lane == ps.seg.lane && !storeFailed {
+		if parent := r.segs.peek(ps.parent); parent != nil && parent.lane == ps.seg.lane && !storeFailed {
 			r.evictLocked(ps.parent)
 		}
 	} else {

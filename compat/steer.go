@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/session"
 )
 
 // steer answers response.steer: the response named by previous_response_id
@@ -33,7 +33,7 @@ func (h *wsHandler) steer(frame json.RawMessage) {
 		h.steerFailed(sp, lane, steerError(protocol.CodeSuccessorFailed, "The connection is shutting down: a steered response could not be continued."))
 	default:
 		id := protocol.NewID("steer")
-		if err := h.c.Steer(ps.seg.rollout, sampler.Steer{ID: id, PreviousResponseID: sp.PreviousResponseID, Input: sp.Input}); err != nil {
+		if err := h.c.Steer(ps.seg.rollout, session.Steer{ID: id, PreviousResponseID: sp.PreviousResponseID, Input: sp.Input}); err != nil {
 			e := *protocol.ErrorOf(err)
 			if e.Code == protocol.CodeResponseNotFound {
 				e.Code = protocol.CodeAlreadyCompleted // the rollout ended meanwhile
@@ -55,7 +55,7 @@ func (r *registry) steerTarget(id string) (ps *pendingSegment, lane string, ende
 	if ps = r.inflight[id]; ps != nil {
 		return ps, ps.seg.lane, false
 	}
-	seg := r.segs.byID[id]
+	seg := r.segs.peek(id)
 	if seg == nil {
 		return nil, "", false
 	}
@@ -78,16 +78,16 @@ func (h *wsHandler) steerFailed(sp protocol.SteerParams, lane string, e *protoco
 	_ = h.c.Write(protocol.AppendEvent(nil, &ev))
 }
 
-// SteerAccepted implements sampler.SteerSink: response.steer.accepted in the sequence of the
+// SteerAccepted implements session.SteerSink: response.steer.accepted in the sequence of the
 // response the steer was sent for (begun first if it has not sent anything yet), or after the
 // terminal event of the one that ended last.
-func (s *rolloutSink) SteerAccepted(st sampler.Steer) {
+func (s *rolloutSink) SteerAccepted(st session.Steer) {
 	s.sendSteer(new(protocol.SteerAccepted(protocol.SteerRef(st.ID, st.PreviousResponseID))))
 }
 
-// SteerPending implements sampler.SteerSink: response.steer.pending after the terminal event
+// SteerPending implements session.SteerSink: response.steer.pending after the terminal event
 // of the response that stopped for tool output.
-func (s *rolloutSink) SteerPending(steers []sampler.Steer, pending []string) {
+func (s *rolloutSink) SteerPending(steers []session.Steer, pending []string) {
 	if s.last != nil {
 		s.owner.mu.Lock()
 		for _, st := range steers {
@@ -115,11 +115,11 @@ func (s *rolloutSink) sendSteer(ev *protocol.Event) {
 	_ = s.last.emitter.emit(ev)
 }
 
-// Steered implements sampler.SteerSink: the response being sampled ends response.incomplete
+// Steered implements session.SteerSink: the response being sampled ends response.incomplete
 // (reason steered) and a successor Response, whose previous_response_id is the steered one,
 // takes the rollout on with the steers' input. The successor begins (response.created) with
 // its first event.
-func (s *rolloutSink) Steered(st sampler.Steering) {
+func (s *rolloutSink) Steered(st session.Steering) {
 	if !s.take() {
 		return
 	}
@@ -152,4 +152,4 @@ func (s *rolloutSink) Steered(st sampler.Steering) {
 	s.cur, s.seq, s.begun = succ, 0, false
 }
 
-var _ sampler.SteerSink = (*rolloutSink)(nil)
+var _ session.SteerSink = (*rolloutSink)(nil)

@@ -5,26 +5,20 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
 )
 
 // Options configures the public shape. The zero value works.
 type Options struct {
-	// Store keeps store:true responses; nil means none (continuations resolve only on the
-	// connection). Each segment is written before its terminal event; wrap the store with
-	// store.Guard for a timeout.
-	Store store.Store
+	// Store serves the stored-response routes of HTTP (GET and DELETE /v1/responses/{id},
+	// input_items, and the chain of a compaction); nil means none. Creates resolve
+	// previous_response_id and write store:true segments through the connection's
+	// session.Options.Store (and its Owner and QuotaKey), which a server sets to the same store.
+	Store session.Store
 	// CacheResponses and CacheBytes bound a connection's registry of segments (entries, bytes of
 	// item text); the latest segment of every suspended rollout is always kept. 0 means 128 and
 	// 64 MiB.
 	CacheResponses int
 	CacheBytes     int64
-	// Owner is the API key of the connection or request ("" when the server is open); stored
-	// responses of another owner are not found.
-	Owner string
-	// Quota is the key of the per-key quotas (session.QuotaKey): stored responses are counted
-	// against it.
-	Quota string
 	// Counters, if set, count hot and cold continuations.
 	Counters *Counters
 }
@@ -37,7 +31,7 @@ func (o *Options) registry(c *session.Conn) *registry {
 	if bytes <= 0 {
 		bytes = session.DefaultCacheBytes
 	}
-	return newRegistry(c, o.Store, o.Owner, o.Quota, count, bytes)
+	return newRegistry(c, count, bytes)
 }
 
 func (o *Options) counters() *Counters {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
-	"github.com/tetherd/tether/store"
 )
 
 // ServeAppend runs the append shape on c through Serve: it reads client
@@ -39,65 +38,35 @@ func (a *appendAdapter) Handle(ev *protocol.ClientEvent) error {
 		"Event type '%s' is not supported on an append connection. Supported types are: %s.", ev.Type, protocol.AppendEventTypes)
 }
 
-// create starts a rollout for a response.create frame. Its errors are attributed to the
-// create's lane (stream_id), except invalid_stream_id.
-func (a *appendAdapter) create(p *protocol.CreateParams) error {
-	lane := p.LaneOf() // every error but invalid_stream_id carries the lane
-	if err := CheckFormat(p); err != nil {
-		return protocol.InLane(err, lane)
+// create starts a rollout for a response.create frame (Conn.Create with the append shape).
+func (a *appendAdapter) create(p *protocol.CreateParams) error { return a.c.Create(p, a) }
+
+// Where implements Shape.
+func (a *appendAdapter) Where() protocol.Where { return protocol.AppendWebSocket }
+
+// Item implements Shape: the items of the connection's ended rollouts.
+func (a *appendAdapter) Item(id string) (protocol.Item, bool) { return a.c.connItem(id) }
+
+// Parent implements Shape: a rollout of this connection, which must have ended
+// (response_in_progress, 409, otherwise: continue it with response.append).
+func (a *appendAdapter) Parent(cr *Create) ([]protocol.Item, bool, error) {
+	items, ended, ok := a.c.Chain(cr.Parent)
+	if ok && !ended {
+		return nil, false, parentInProgress(cr.Parent)
 	}
-	if err := protocol.CheckCreate(p, protocol.AppendWebSocket); err != nil {
-		return protocol.InLane(err, lane)
-	}
-	return protocol.InLane(a.start(p, lane), lane)
+	return items, ok, nil
 }
 
-// start is create after the checks that cannot be attributed to a lane.
-func (a *appendAdapter) start(p *protocol.CreateParams, lane string) error {
-	input, err := a.c.ResolveRefs(p.Input)
-	if err == nil {
-		input, err = a.c.ExpandCompactions(input)
-	}
-	if err != nil {
-		return err
-	}
-	p.Input = input
-	if err := a.c.CheckModel(p); err != nil { // the backend sees the items it will get
-		return err
-	}
-	var history []protocol.Item
-	var cold *protocol.Continuation // a continuation by previous_response_id is always rebuilt
-	if p.PreviousResponseID != nil && *p.PreviousResponseID != "" {
-		h, fromStore, err := a.c.Lookup(*p.PreviousResponseID)
-		if err != nil {
-			return err
-		}
-		history, cold = h, &protocol.Continuation{Path: protocol.ContinuationCold, Reason: protocol.ColdNotSuspended}
-		if fromStore {
-			cold.Reason = protocol.ColdNotOnConnection
-		}
-	}
-	if err := protocol.CheckContinuation(history, p.Input); err != nil {
-		return err
-	}
-	id := protocol.NewID("resp")
-	sink := &appendSink{c: a.c, resp: protocol.NewResponse(id, p, time.Now().Unix()), history: len(history), lane: lane, cold: cold}
-	if cold != nil {
-		a.c.LogCold(id, *p.PreviousResponseID, cold)
-	}
-	return a.c.Start(StartRequest{Key: id, Config: sampler.Config{
-		ID:       id,
-		Settings: sampler.SettingsFrom(p),
-		History:  history,
-		Input:    p.Input,
-		Sink:     sink,
-	}, SettingsBytes: SettingsBytes(p), Lane: lane})
-}
+// Rejected implements Shape: the parent stays.
+func (a *appendAdapter) Rejected(*Create) {}
 
-// CheckModel runs the backend's validation of a create request (sampler.RequestChecker, e.g.
-// the sim's "sim.*" metadata keys): an error holding a 400 *protocol.Error, or nil.
-func (c *Conn) CheckModel(p *protocol.CreateParams) error {
-	return sampler.CheckRequest(c.opts.Model, p)
+// Route implements Shape: a continuation by previous_response_id is always rebuilt on a new
+// rollout (cold; not_suspended when the parent is on this connection).
+func (a *appendAdapter) Route(cr *Create) Route {
+	if cr.Parent != "" && cr.Cold == nil {
+		cr.Cold = cold(protocol.ColdNotSuspended)
+	}
+	return Route{Sink: &appendSink{c: a.c, resp: cr.Response, history: len(cr.History), lane: cr.Lane, cold: cr.Cold}}
 }
 
 // appendSink turns a rollout's happenings into append-shape events: one sequence_number space
@@ -152,12 +121,8 @@ func (s *appendSink) Ended(e sampler.Ending) {
 	}
 	now := time.Now().Unix()
 	final := protocol.Finish(s.resp, e.Status, e.Reason, e.Error, e.Output, e.Usage, now)
-	if st := s.c.opts.Store; st != nil && final.Store && e.Status != protocol.ResponseFailed {
-		r := &store.Response{Response: final, Owner: s.c.opts.Owner, Chain: e.Context,
-			Input: protocol.WithIDs(rolloutInput(e.Context[min(s.history, len(e.Context)):], e.Output))}
-		if err := st.Put(s.c.ctx, r); err != nil {
-			final = protocol.Finish(s.resp, protocol.ResponseFailed, "", StoreFailed(), e.Output, e.Usage, now)
-		}
+	if !s.c.Persist(&final, rolloutInput(e.Context[min(s.history, len(e.Context)):], e.Output), e.Context) {
+		final = protocol.Finish(s.resp, protocol.ResponseFailed, "", StoreFailed(), e.Output, e.Usage, now)
 	}
 	_ = s.emit(new(protocol.Terminal(&final)))
 }

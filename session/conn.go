@@ -60,9 +60,9 @@ type Options struct {
 	// 0 means 30 seconds; negative means no grace (they are ended at once).
 	ShutdownGrace time.Duration
 	// Store keeps stored responses: it resolves a previous_response_id that is
-	// not in the connection's registry (Store.Chain), and every store:true append-shape rollout
-	// that ends completed or incomplete is written to it (Store.Put) before its terminal event
-	// is sent. Nil means none. Calls run with the connection's context: wrap the store with
+	// not in the shape's registry on the connection (Store.Chain), and every store:true
+	// response of either shape that ends completed or incomplete is written to it (Store.Put,
+	// Conn.Persist, counted against QuotaKey) before its terminal event is sent. Nil means none. Calls run with the connection's context: wrap the store with
 	// store.Guard for a timeout (the server does, -store-timeout).
 	Store store.Store
 	// Owner is the API key of the connection ("" when the server is open): the scope of its
@@ -179,9 +179,10 @@ type Conn struct {
 	closed   chan struct{} // closed by Close
 	opened   time.Time     // when NewConn returned (Snapshot)
 
-	mu         sync.Mutex // guards reg, lanes, stamp, draining, drainWhy, closing, graceEnded
+	mu         sync.Mutex // guards reg, ended, lanes, stamp, draining, drainWhy, closing, graceEnded
 	reg        map[string]*rollout
-	lanes      map[string]*gate // by stream_id; "" is the default lane
+	ended      *Recent[*rollout] // the ended rollouts of reg, least recently used first: evicted from here
+	lanes      map[string]*gate  // by stream_id; "" is the default lane
 	stamp      uint64
 	draining   bool
 	drainWhy   string
@@ -218,6 +219,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		closed:   make(chan struct{}),
 		lanes:    make(map[string]*gate),
 		reg:      make(map[string]*rollout),
+		ended:    NewRecent[*rollout](),
 		changed:  make(chan struct{}, 1),
 		opened:   time.Now(),
 	}
@@ -493,6 +495,7 @@ func (c *Conn) Close() {
 	c.mu.Lock()
 	c.opts.Budget.Release(c.heldLocked())
 	c.reg = nil
+	c.ended = NewRecent[*rollout]()
 	c.mu.Unlock()
 	close(c.closed)
 }

@@ -1,9 +1,11 @@
 // Package session is Tether's shape-neutral connection core and the append-shape adapter.
 //
-// A [Conn] owns one client connection's rollouts: it starts them ([Conn.Start]), resumes
+// A [Conn] owns one client connection's rollouts: it runs every create of both shapes
+// ([Conn.Create], the one create pipeline), starts rollouts ([Conn.Start]), resumes
 // suspended ones with tool outputs ([Conn.Resume]), cancels them ([Conn.Cancel]), keeps a
 // bounded registry of rollouts and their chain items under opaque string keys
-// ([Conn.Lookup], [Conn.Chain], [Conn.Forget]), and drains on shutdown or at the connection
+// ([Conn.Chain], [Conn.Forget]; ended ones in a [Recent], evicted least recently used first),
+// writes stored responses ([Conn.Persist], the one store writer), and drains on shutdown or at the connection
 // age limit ([Conn.Drain]). Each rollout is a [sampler.Rollout] whose one goroutine Conn starts
 // and counts; its phase is asked of it (sampler.Rollout.State). Conn hands it a ticket of its
 // lane's FIFO sampling slot (a lane is a create's stream_id; "" is the default
@@ -36,11 +38,15 @@
 // MaxRolloutBytes (ended rollouts are evicted first). [KeyLimit] bounds what one quota key
 // ([QuotaKey]) holds at once.
 //
-// Every create, on either shape, passes [CheckFormat] (it compiles a text.format JSON schema)
-// and [protocol.CheckCreate], then has its item_reference items replaced by the items they name
-// ([Conn.ResolveRefs], [FindStoredItem]) and its compaction items by the window they stand for
-// ([Conn.ExpandCompactions]; [Compactor.Compact] issues them for POST /v1/responses/compact,
-// signed with [Options.Compaction]'s key, by default a per-process one). See docs/fields.md.
+// Every create, on either shape, goes through [Conn.Create]: it passes [CheckFormat] (it
+// compiles a text.format JSON schema) and [protocol.CheckCreate], then has its item_reference
+// items replaced by the items they name ([ResolveItemRefs], [FindStoredItem]) and its
+// compaction items by the window they stand for ([Compactor.Expand]; [Compactor.Compact] issues
+// them for POST /v1/responses/compact, signed with [Options.Compaction]'s key, by default a
+// per-process one), the backend's checks ([Conn.CheckModel]), and the one resolver of
+// previous_response_id: the shape's registry on the connection ([Shape.Parent]), then
+// [Options.Store] ([StoredChain]). The [Shape] chooses only the sink and hot vs cold
+// ([Shape.Route]). See docs/fields.md.
 //
 // # How rollouts end
 //

@@ -54,17 +54,13 @@ func (c *Conn) resizeLocked(h *rollout, n int64) {
 // dropLocked removes h from the registry and returns its bytes to the Budget.
 func (c *Conn) dropLocked(h *rollout) {
 	delete(c.reg, h.key)
+	c.ended.Remove(h.key)
 	c.opts.Budget.Release(h.bytes)
 	h.bytes = 0
 }
 
 // oldestEndedLocked returns the least recently used ended rollout, or nil.
 func (c *Conn) oldestEndedLocked() *rollout {
-	var oldest *rollout
-	for _, h := range c.reg {
-		if h.final && (oldest == nil || h.stamp < oldest.stamp) {
-			oldest = h
-		}
-	}
-	return oldest
+	_, h, _ := c.ended.Oldest()
+	return h
 }

@@ -10,20 +10,6 @@ import (
 	"github.com/tetherd/tether/store"
 )
 
-// ResolveRefs returns input with every item_reference replaced by the item it names: an item
-// of one of the connection's rollouts, else one of the owner's stored responses
-// (store.FindItem). An id found nowhere is invalid_item_reference (400, param "input[i]"); a
-// failing store is store_unavailable. input is returned as is when it holds no reference.
-func (c *Conn) ResolveRefs(input []protocol.Item) ([]protocol.Item, error) {
-	return ResolveItemRefs(c.ctx, input, c.connItem, c.opts.Store, c.opts.Owner)
-}
-
-// ExpandCompactions returns input with its compaction items replaced by the windows they
-// stand for, under the connection's Options.Compaction (see Compactor.Expand).
-func (c *Conn) ExpandCompactions(input []protocol.Item) ([]protocol.Item, error) {
-	return c.opts.Compaction.Expand(input)
-}
-
 // ResolveItemRefs replaces every item_reference of input by the item it names: local's (the
 // connection's own items, looked up first), else owner's stored items in st (FindStoredItem).
 // input is returned as is when it holds no reference. Both shapes use it.

@@ -277,40 +277,14 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 	}
 	c.stamp++
 	h.stamp = c.stamp
+	if h.final {
+		c.ended.Get(key) // a use: the most recently used ended rollout
+	}
 	return h.items[:len(h.items):len(h.items)], h.final, true
 }
 
-// Lookup resolves a previous_response_id: the connection's registry first, then
-// Options.Store (stored responses of Options.Owner). It returns previous_response_not_found
-// (400) when neither knows id or a response of its stored chain is missing (naming it),
-// response_in_progress (409) for a rollout of this connection that has not ended (continue it with response.append instead), and store_unavailable (503)
-// when the store fails. fromStore reports that the chain was read from the store (id is not
-// on this connection).
-func (c *Conn) Lookup(id string) (_ []protocol.Item, fromStore bool, _ error) {
-	items, ended, ok := c.Chain(id)
-	if ok && !ended {
-		return nil, false, protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
-			"Response %s has not ended: continue it with response.append, or cancel it first.", id)
-	}
-	if ok {
-		return items, false, nil
-	}
-	var err error
-	if s := c.opts.Store; s != nil {
-		var items []protocol.Item
-		items, err = s.Chain(c.ctx, id, c.opts.Owner)
-		if err == nil {
-			return items, true, nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return nil, false, StoreUnavailable()
-		}
-	}
-	return nil, false, PreviousNotFound(id, err)
-}
-
-// LogCold logs at debug level that the create resp continues prev on the cold path, and why.
-func (c *Conn) LogCold(resp, prev string, cont *protocol.Continuation) {
+// logCold logs at debug level that the create resp continues prev on the cold path, and why.
+func (c *Conn) logCold(resp, prev string, cont *protocol.Continuation) {
 	if cont.Setting != "" {
 		c.log.Debug("continuation went cold", "response", resp, "previous_response_id", prev, "reason", cont.Reason, "setting", cont.Setting)
 		return
@@ -399,20 +373,13 @@ func ItemsBytes(items []protocol.Item) int64 { return store.ItemsBytes(items) }
 // evictLocked drops the least recently used ended rollouts until the registry is within its
 // bounds. Live rollouts are never evicted.
 func (c *Conn) evictLocked() {
-	for {
-		var count int
-		var bytes int64
-		var oldest *rollout
-		for _, h := range c.reg {
-			count++
-			bytes += h.bytes
-			if h.final && (oldest == nil || h.stamp < oldest.stamp) {
-				oldest = h
-			}
-		}
-		if oldest == nil || (count <= c.opts.CacheResponses && bytes <= c.opts.CacheBytes) {
+	count, bytes := len(c.reg), c.heldLocked()
+	for count > c.opts.CacheResponses || bytes > c.opts.CacheBytes {
+		oldest := c.oldestEndedLocked()
+		if oldest == nil {
 			return
 		}
+		count, bytes = count-1, bytes-oldest.bytes
 		c.dropLocked(oldest)
 		if m := c.opts.Metrics; m != nil {
 			m.Evictions.Add(1)
@@ -522,6 +489,9 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	h.final = true
 	h.items = e.Context
 	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
+	if c.reg != nil {
+		c.ended.Put(h.key, h, h.bytes) // the most recently used ended rollout
+	}
 	t := h.turn
 	h.record(e.Usage, e.StepUsage)
 	c.mu.Unlock()

@@ -233,7 +233,7 @@ func New(opts Options) *Server {
 	if writeTimeout == 0 {
 		writeTimeout = session.DefaultWriteTimeout
 	}
-	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions("", ""), MaxBody: opts.MaxFrame,
+	s.http = &compat.HTTP{Session: httpSession, Options: s.publicOptions(), MaxBody: opts.MaxFrame,
 		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP,
 		ReadTimeout: positive(opts.ReadTimeout, DefaultReadTimeout), Budget: s.budget,
 		Background: &compat.Background{MaxEventBytes: opts.BackgroundEventBytes, Keep: opts.BackgroundKeep}}
@@ -323,13 +323,13 @@ func (s *Server) Background() *compat.Background { return s.http.Background }
 // warm-ups) since the server started.
 func (s *Server) Counters() *compat.Counters { return &s.counters }
 
-func (s *Server) publicOptions(owner, quota string) compat.Options {
+func (s *Server) publicOptions() compat.Options {
 	cache := s.opts.CacheResponses
 	if cache <= 0 {
 		cache = session.DefaultCacheResponses
 	}
 	return compat.Options{Store: s.store, CacheResponses: cache,
-		CacheBytes: s.opts.CacheBytes, Counters: &s.counters, Owner: owner, Quota: quota}
+		CacheBytes: s.opts.CacheBytes, Counters: &s.counters}
 }
 
 // ServeHTTP implements http.Handler: the access log and the key check (serveLogged), then
@@ -508,7 +508,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	if appendShape {
 		err = session.ServeAppend(c)
 	} else {
-		err = compat.ServeWebSocket(c, s.publicOptions(owner, quota))
+		err = compat.ServeWebSocket(c, s.publicOptions())
 	}
 	_ = ws.CloseNow()
 	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))

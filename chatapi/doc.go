@@ -44,7 +44,18 @@
 // KV cache (the sim, or a chat backend pinned to an engine slot) reports the prefix as
 // cached_tokens; otherwise (or with "cache_prompt": false) the slot's session is closed and a
 // new one opened. A busy slot makes the request wait, as llama.cpp defers a task. A slot keeps
-// at most NewSlots' maxBytes of items (the server passes -max-rollout-bytes; larger contexts
-// are answered but not kept) and is freed after NewSlots' idle time unused (the server passes
+// at most SlotOptions.MaxBytes of items (the server passes -max-rollout-bytes; larger contexts
+// are answered but not kept) and is freed after SlotOptions.Idle unused (the server passes
 // -suspend-timeout). GET /slots lists the slots (Handler.ServeSlots).
+//
+// # Limits
+//
+// A chat completion reports to the same accountant as /v1/responses: its body is read under
+// the server's memory budget and decoding bound (Handler.ReadBody: 503 server_overloaded),
+// the items a slot keeps are counted in that budget (SlotOptions.Budget; a context that does
+// not fit is answered but not kept), its sampling step waits for the server-wide admission
+// (Handler.Admission, -max-sampling), and the server counts the running request as a live
+// rollout of its key (429 quota_exceeded past -key-rollouts). A backend that panics fails the
+// request with a 500 server_error; the value and stack are logged (Handler.Logger,
+// SlotOptions.Logger).
 package chatapi

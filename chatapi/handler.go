@@ -162,7 +162,7 @@ func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *
 		return err
 	})
 	if err != nil {
-		h.logPanic(err)
+		logPanic(h.Logger, "opening or reusing a slot's session", err)
 		writeFailure(w, err)
 		return
 	}
@@ -178,9 +178,9 @@ func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *
 		res, err = s.ms.Sample(ctx, step, a)
 		return err
 	})
-	s.done(items, a.items, err == nil, h.Slots.maxBytes)
+	s.done(items, a.items, err == nil)
 	if err != nil {
-		h.logPanic(err)
+		logPanic(h.Logger, "sampling", err)
 		if a.started {
 			_ = a.write(errorJSON(failure(err)))
 		} else if ctx.Err() == nil {
@@ -231,17 +231,17 @@ func guard(call func() error) (err error) {
 	return call()
 }
 
-// logPanic logs the value and stack of a panicking backend (err a *sampler.PanicError).
-func (h *Handler) logPanic(err error) {
+// logPanic logs the value and stack of a panicking backend when err is a *sampler.PanicError;
+// during says what the backend was doing. A nil log means slog.Default().
+func logPanic(log *slog.Logger, during string, err error) {
 	var pe *sampler.PanicError
 	if !errors.As(err, &pe) {
 		return
 	}
-	log := h.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	log.Error("chat completion: the model backend panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+	log.Error("chat completion: the model backend panicked", "during", during, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 }
 
 // failure is the API error for a failed step or slot wait: a *protocol.Error as it is, else a
@@ -283,7 +283,7 @@ func WriteError(w http.ResponseWriter, e *protocol.Error) {
 }
 
 // ServeSlots serves GET /slots: the slots' state as a JSON array (llama.cpp's endpoint, with
-// Tether's fields id, is_processing and n_items).
+// Tether's fields id, is_processing, n_items and n_bytes).
 func (h *Handler) ServeSlots(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(h.Slots.Info())

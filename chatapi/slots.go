@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
@@ -120,7 +121,7 @@ var errClosed = &protocol.Error{Status: http.StatusServiceUnavailable, Type: pro
 // key (session.QuotaKey; "" has no share), within key's share (SlotOptions.KeyShare).
 func (p *Slots) acquire(ctx context.Context, key string, id int, items []protocol.Item) (*slot, error) {
 	if id >= len(p.slots) {
-		return nil, badRequest(protocol.CodeInvalidValue, "id_slot", "id_slot %d: this server has slots 0 to %d.", id, len(p.slots)-1)
+		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "id_slot", "id_slot %d: this server has slots 0 to %d.", id, len(p.slots)-1)
 	}
 	waiting := false
 	defer func() {
@@ -345,7 +346,7 @@ func sameItem(a, b *protocol.Item) bool {
 	case protocol.ItemFunctionCall:
 		return a.Name == b.Name && a.Arguments == b.Arguments
 	case protocol.ItemFunctionCallOutput:
-		return outputText(a) == outputText(b)
+		return chatwire.OutputText(a) == chatwire.OutputText(b)
 	}
 	return string(a.Raw) == string(b.Raw)
 }

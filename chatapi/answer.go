@@ -144,7 +144,7 @@ func (a *answer) message() chatwire.AnswerMessage {
 
 // usage converts a step's result to chat usage and llama.cpp timings.
 func usage(res *sampler.StepResult) (chatwire.Usage, chatwire.Timings) {
-	cached := min(res.CachedTokens, res.InputTokens)
+	cached := protocol.CachedTokens(res.CachedTokens, res.InputTokens)
 	u := chatwire.Usage{PromptTokens: res.InputTokens, CompletionTokens: res.OutputTokens, TotalTokens: res.InputTokens + res.OutputTokens,
 		PromptTokensDetails: &chatwire.PromptTokensDetails{CachedTokens: cached}}
 	return u, chatwire.Timings{CacheN: cached, PromptN: res.InputTokens - cached, PredictedN: res.OutputTokens}

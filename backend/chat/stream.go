@@ -201,5 +201,5 @@ func (r *reader) usage(c *chatwire.Chunk) {
 			r.res.CachedTokens = t.CacheN
 		}
 	}
-	r.res.CachedTokens = min(r.res.CachedTokens, r.res.InputTokens)
+	r.res.CachedTokens = protocol.CachedTokens(r.res.CachedTokens, r.res.InputTokens)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 )
@@ -30,14 +31,15 @@ type answer struct {
 // Text implements sampler.Output.
 func (a *answer) Text(delta string) error {
 	if n := len(a.items); n == 0 || a.items[n-1].Type != protocol.ItemMessage {
-		a.items = append(a.items, message(protocol.RoleAssistant, protocol.PartOutputText, ""))
+		a.items = append(a.items, protocol.Item{Type: protocol.ItemMessage, Role: protocol.RoleAssistant, Status: protocol.StatusCompleted,
+			Content: []protocol.ContentPart{{Type: protocol.PartOutputText}}})
 	}
 	part := &a.items[len(a.items)-1].Content[0]
 	part.Text += delta
 	if !a.stream || delta == "" {
 		return nil
 	}
-	return a.chunk(Delta{Content: &delta}, nil)
+	return a.chunk(chatwire.Delta{Content: &delta}, nil)
 }
 
 // Call implements sampler.Output: the engine's callID is kept when new, else one is made.
@@ -52,7 +54,7 @@ func (a *answer) Call(name, callID string) error {
 		return nil
 	}
 	idx := a.calls - 1
-	return a.chunk(Delta{ToolCalls: []ToolCall{{Index: &idx, ID: callID, Type: protocol.ToolFunction, Function: FunctionCall{Name: name}}}}, nil)
+	return a.chunk(chatwire.Delta{ToolCalls: []chatwire.ToolCall{{Index: &idx, ID: callID, Type: protocol.ToolFunction, Function: chatwire.FunctionCall{Name: name}}}}, nil)
 }
 
 // Arguments implements sampler.Output.
@@ -66,7 +68,7 @@ func (a *answer) Arguments(delta string) error {
 		return nil
 	}
 	idx := a.calls - 1
-	return a.chunk(Delta{ToolCalls: []ToolCall{{Index: &idx, Function: FunctionCall{Arguments: delta}}}}, nil)
+	return a.chunk(chatwire.Delta{ToolCalls: []chatwire.ToolCall{{Index: &idx, Function: chatwire.FunctionCall{Arguments: delta}}}}, nil)
 }
 
 // begin writes the stream's headers and its role chunk, once.
@@ -79,20 +81,20 @@ func (a *answer) begin() error {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	a.w.WriteHeader(http.StatusOK)
-	return a.send(&Chunk{Choices: []ChunkChoice{{Delta: Delta{Role: protocol.RoleAssistant}}}})
+	return a.send(&chatwire.Chunk{Choices: []chatwire.ChunkChoice{{Delta: chatwire.Delta{Role: protocol.RoleAssistant}}}})
 }
 
 // chunk writes one delta (with a finish reason when non-nil).
-func (a *answer) chunk(d Delta, finish *string) error {
+func (a *answer) chunk(d chatwire.Delta, finish *string) error {
 	if err := a.begin(); err != nil {
 		return err
 	}
-	return a.send(&Chunk{Choices: []ChunkChoice{{Delta: d, FinishReason: finish}}})
+	return a.send(&chatwire.Chunk{Choices: []chatwire.ChunkChoice{{Delta: d, FinishReason: finish}}})
 }
 
 // send writes c as one SSE data event and flushes it.
-func (a *answer) send(c *Chunk) error {
-	c.ID, c.Object, c.Created, c.Model = a.id, ObjectChunk, a.created, a.model
+func (a *answer) send(c *chatwire.Chunk) error {
+	c.ID, c.Object, c.Created, c.Model = a.id, chatwire.ObjectChunk, a.created, a.model
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
@@ -112,17 +114,17 @@ func (a *answer) write(data []byte) error {
 func (a *answer) finishReason(res *sampler.StepResult) string {
 	switch {
 	case res.Incomplete != "":
-		return FinishLength
+		return chatwire.FinishLength
 	case a.calls > 0:
-		return FinishToolCalls
+		return chatwire.FinishToolCalls
 	}
-	return FinishStop
+	return chatwire.FinishStop
 }
 
 // message returns the completion's assistant message: the text of its messages joined, and
 // its calls.
-func (a *answer) message() AnswerMessage {
-	m := AnswerMessage{Role: protocol.RoleAssistant}
+func (a *answer) message() chatwire.AnswerMessage {
+	m := chatwire.AnswerMessage{Role: protocol.RoleAssistant}
 	text, has := "", false
 	for i := range a.items {
 		it := &a.items[i]
@@ -130,8 +132,8 @@ func (a *answer) message() AnswerMessage {
 		case protocol.ItemMessage:
 			text, has = text+it.Text(), true
 		case protocol.ItemFunctionCall:
-			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: it.CallID, Type: protocol.ToolFunction,
-				Function: FunctionCall{Name: it.Name, Arguments: it.Arguments}})
+			m.ToolCalls = append(m.ToolCalls, chatwire.ToolCall{ID: it.CallID, Type: protocol.ToolFunction,
+				Function: chatwire.FunctionCall{Name: it.Name, Arguments: it.Arguments}})
 		}
 	}
 	if has || len(m.ToolCalls) == 0 {
@@ -141,11 +143,11 @@ func (a *answer) message() AnswerMessage {
 }
 
 // usage converts a step's result to chat usage and llama.cpp timings.
-func usage(res *sampler.StepResult) (Usage, Timings) {
-	cached := min(res.CachedTokens, res.InputTokens)
-	u := Usage{PromptTokens: res.InputTokens, CompletionTokens: res.OutputTokens, TotalTokens: res.InputTokens + res.OutputTokens,
-		PromptTokensDetails: &PromptTokensDetails{CachedTokens: cached}}
-	return u, Timings{CacheN: cached, PromptN: res.InputTokens - cached, PredictedN: res.OutputTokens}
+func usage(res *sampler.StepResult) (chatwire.Usage, chatwire.Timings) {
+	cached := protocol.CachedTokens(res.CachedTokens, res.InputTokens)
+	u := chatwire.Usage{PromptTokens: res.InputTokens, CompletionTokens: res.OutputTokens, TotalTokens: res.InputTokens + res.OutputTokens,
+		PromptTokensDetails: &chatwire.PromptTokensDetails{CachedTokens: cached}}
+	return u, chatwire.Timings{CacheN: cached, PromptN: res.InputTokens - cached, PredictedN: res.OutputTokens}
 }
 
 // newID returns prefix followed by 32 hex digits.

@@ -1,11 +1,7 @@
-// Package chatapi is Tether's side of the OpenAI Chat Completions wire format
-// (POST /v1/chat/completions): the request, message, tool call, chunk and completion shapes
-// (Request, Message, Chunk, Completion), the conversion between chat messages and Response
-// items (ItemsFromMessages, MessagesFromItems) and between a request's fields and
-// sampler.Settings (SettingsFromRequest, Request.SetSettings), and Handler, which serves the
-// endpoint from any sampler.Model with llama.cpp-compatible slot emulation (Slots).
-//
-// Package backend/chat uses the same types as a client of an upstream engine.
+// Package chatapi is Tether's POST /v1/chat/completions (OpenAI Chat Completions): Handler
+// serves the endpoint from any sampler.Model with llama.cpp-compatible slot emulation (Slots).
+// The wire shapes and the conversion between chat messages and Response items are package
+// internal/chatwire's, which package backend/chat shares as a client of an upstream engine.
 //
 // # Serving /v1/chat/completions
 //
@@ -22,16 +18,8 @@
 // the stream began is sent as one "data: {"error":…}" event and the stream ends without
 // [DONE].
 //
-// Conversion (messages → items): the first message, when its role is "system", becomes the
-// instructions; later system and all developer messages are message items of their role;
-// user messages are user messages (string content, or "text" and "image_url" parts, which
-// become input_text and input_image parts in order; other part types are rejected); an assistant message becomes an assistant message item (when it has text) then
-// one function_call item per tool_calls entry (call_id = the entry's id); a "tool" message
-// becomes a function_call_output (call_id = tool_call_id). max_completion_tokens (else
-// max_tokens) becomes max_output_tokens; response_format becomes text.format; metadata,
-// tools, tool_choice, parallel_tool_calls, temperature, top_p, presence_penalty,
-// frequency_penalty, verbosity (text.verbosity) and reasoning_effort map one to one. Any
-// method but POST is 405 (the server's route).
+// Messages become items and the other fields sampler.Settings as package chatwire documents.
+// Any method but POST is 405 (the server's route).
 //
 // # llama.cpp-compatible slot emulation
 //
@@ -44,7 +32,18 @@
 // KV cache (the sim, or a chat backend pinned to an engine slot) reports the prefix as
 // cached_tokens; otherwise (or with "cache_prompt": false) the slot's session is closed and a
 // new one opened. A busy slot makes the request wait, as llama.cpp defers a task. A slot keeps
-// at most NewSlots' maxBytes of items (the server passes -max-rollout-bytes; larger contexts
-// are answered but not kept) and is freed after NewSlots' idle time unused (the server passes
+// at most SlotOptions.MaxBytes of items (the server passes -max-rollout-bytes; larger contexts
+// are answered but not kept) and is freed after SlotOptions.Idle unused (the server passes
 // -suspend-timeout). GET /slots lists the slots (Handler.ServeSlots).
+//
+// # Limits
+//
+// A chat completion reports to the same accountant as /v1/responses: its body is read under
+// the server's memory budget and decoding bound (Handler.ReadBody: 503 server_overloaded),
+// the items a slot keeps are counted in that budget (SlotOptions.Budget; a context that does
+// not fit is answered but not kept), its sampling step waits for the server-wide admission
+// (Handler.Admission, -max-sampling), and the server counts the running request as a live
+// rollout of its key (429 quota_exceeded past -key-rollouts). A backend that panics fails the
+// request with a 500 server_error; the value and stack are logged (Handler.Logger,
+// SlotOptions.Logger).
 package chatapi

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
@@ -43,12 +44,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
-	instructions, items, err := ItemsFromMessages(req.Messages)
+	instructions, items, err := chatwire.ItemsFromMessages(req.Messages)
 	if err != nil {
 		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
-	settings, err := SettingsFromRequest(req, instructions)
+	settings, err := chatwire.SettingsFromRequest(req, instructions)
 	if err != nil {
 		WriteError(w, protocol.ErrorOf(err))
 		return
@@ -73,7 +74,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // decode reads and decodes the body; the reservation (nil without ReadBody) is to be released
 // once the request has been answered.
-func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Request, *session.Reservation, error) {
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*chatwire.Request, *session.Reservation, error) {
 	body, res, err := h.read(w, r)
 	if err != nil {
 		return nil, nil, err
@@ -107,8 +108,8 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, *session
 }
 
 // decodeRequest decodes and checks a request body.
-func decodeRequest(body []byte) (*Request, *protocol.Error) {
-	var req Request
+func decodeRequest(body []byte) (*chatwire.Request, *protocol.Error) {
+	var req chatwire.Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
@@ -132,7 +133,7 @@ func decodeRequest(body []byte) (*Request, *protocol.Error) {
 }
 
 // createParams is the request as a create, for the backend's RequestChecker.
-func createParams(req *Request, s *sampler.Settings, items []protocol.Item) *protocol.CreateParams {
+func createParams(req *chatwire.Request, s *sampler.Settings, items []protocol.Item) *protocol.CreateParams {
 	p := &protocol.CreateParams{Model: req.Model, Input: items, Tools: s.Tools, ToolChoice: s.ToolChoice,
 		ParallelToolCalls: req.ParallelToolCalls, Metadata: req.Metadata, Temperature: req.Temperature, TopP: req.TopP,
 		PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty}
@@ -149,7 +150,7 @@ func createParams(req *Request, s *sampler.Settings, items []protocol.Item) *pro
 }
 
 // run samples one step on slot s and writes the answer.
-func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *Request, settings *sampler.Settings, items []protocol.Item) {
+func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *chatwire.Request, settings *sampler.Settings, items []protocol.Item) {
 	if err := h.Admission.Acquire(ctx); err != nil {
 		writeFailure(w, err)
 		return
@@ -162,7 +163,7 @@ func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *
 		return err
 	})
 	if err != nil {
-		h.logPanic(err)
+		logPanic(h.Logger, "opening or reusing a slot's session", err)
 		writeFailure(w, err)
 		return
 	}
@@ -178,9 +179,9 @@ func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *
 		res, err = s.ms.Sample(ctx, step, a)
 		return err
 	})
-	s.done(items, a.items, err == nil, h.Slots.maxBytes)
+	s.done(items, a.items, err == nil)
 	if err != nil {
-		h.logPanic(err)
+		logPanic(h.Logger, "sampling", err)
 		if a.started {
 			_ = a.write(errorJSON(failure(err)))
 		} else if ctx.Err() == nil {
@@ -192,8 +193,8 @@ func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *
 	finish := a.finishReason(&res)
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(&Completion{ID: a.id, Object: ObjectCompletion, Created: a.created, Model: a.model,
-			Choices: []CompletionChoice{{Message: a.message(), FinishReason: finish, Logprobs: json.RawMessage("null")}},
+		_ = json.NewEncoder(w).Encode(&chatwire.Completion{ID: a.id, Object: chatwire.ObjectCompletion, Created: a.created, Model: a.model,
+			Choices: []chatwire.CompletionChoice{{Message: a.message(), FinishReason: finish, Logprobs: json.RawMessage("null")}},
 			Usage:   u, Timings: &t})
 		return
 	}
@@ -201,11 +202,11 @@ func (h *Handler) run(w http.ResponseWriter, ctx context.Context, s *slot, req *
 }
 
 // finish writes the stream's finish chunk, usage chunk and [DONE].
-func (h *Handler) finish(a *answer, req *Request, finish string, u *Usage, t *Timings) {
+func (h *Handler) finish(a *answer, req *chatwire.Request, finish string, u *chatwire.Usage, t *chatwire.Timings) {
 	if err := a.begin(); err != nil {
 		return
 	}
-	last := &Chunk{Choices: []ChunkChoice{{FinishReason: &finish}}}
+	last := &chatwire.Chunk{Choices: []chatwire.ChunkChoice{{FinishReason: &finish}}}
 	if req.StreamOptions == nil || !req.StreamOptions.IncludeUsage {
 		last.Timings = t
 	}
@@ -213,7 +214,7 @@ func (h *Handler) finish(a *answer, req *Request, finish string, u *Usage, t *Ti
 		return
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		if a.send(&Chunk{Choices: []ChunkChoice{}, Usage: u, Timings: t}) != nil {
+		if a.send(&chatwire.Chunk{Choices: []chatwire.ChunkChoice{}, Usage: u, Timings: t}) != nil {
 			return
 		}
 	}
@@ -231,17 +232,17 @@ func guard(call func() error) (err error) {
 	return call()
 }
 
-// logPanic logs the value and stack of a panicking backend (err a *sampler.PanicError).
-func (h *Handler) logPanic(err error) {
+// logPanic logs the value and stack of a panicking backend when err is a *sampler.PanicError;
+// during says what the backend was doing. A nil log means slog.Default().
+func logPanic(log *slog.Logger, during string, err error) {
 	var pe *sampler.PanicError
 	if !errors.As(err, &pe) {
 		return
 	}
-	log := h.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	log.Error("chat completion: the model backend panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+	log.Error("chat completion: the model backend panicked", "during", during, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 }
 
 // failure is the API error for a failed step or slot wait: a *protocol.Error as it is, else a
@@ -283,7 +284,7 @@ func WriteError(w http.ResponseWriter, e *protocol.Error) {
 }
 
 // ServeSlots serves GET /slots: the slots' state as a JSON array (llama.cpp's endpoint, with
-// Tether's fields id, is_processing and n_items).
+// Tether's fields id, is_processing, n_items and n_bytes).
 func (h *Handler) ServeSlots(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(h.Slots.Info())
@@ -292,7 +293,7 @@ func (h *Handler) ServeSlots(w http.ResponseWriter, _ *http.Request) {
 // checkRanges holds the numeric fields to OpenAI's documented ranges, with its codes (as
 // protocol.CreateBounds does for /v1/responses): temperature 0–2, top_p 0–1, max_tokens and
 // max_completion_tokens at least 1.
-func checkRanges(req *Request) *protocol.Error {
+func checkRanges(req *chatwire.Request) *protocol.Error {
 	decimal := func(param string, v *float64, lo, hi float64) *protocol.Error {
 		switch {
 		case v == nil:

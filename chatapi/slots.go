@@ -3,11 +3,13 @@ package chatapi
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"sync"
 	"time"
 
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
@@ -16,15 +18,18 @@ import (
 // Slots is the llama.cpp-compatible slot emulation of Handler (see the package doc): N slots,
 // each keeping one ModelSession open with the items it has seen. Safe for concurrent use.
 type Slots struct {
+	// Immutable
 	model sampler.Model
 	// maxBytes bounds the items one slot keeps (session.ItemsBytes); 0 means no bound.
 	maxBytes int64
 	// idle frees a slot's session after this long unused; 0 means never.
 	idle time.Duration
-
 	// share is the fraction of the slots one key may hold while another key holds or waits
-	// for one (SetKeyShare); 0 means no share.
+	// for one; 0 means no share.
 	share float64
+	// budget counts the bytes of the items the slots keep; nil counts nothing.
+	budget *session.Budget
+	log    *slog.Logger
 
 	mu       sync.Mutex // guards everything below and each slot's fields
 	slots    []*slot
@@ -37,6 +42,7 @@ type Slots struct {
 
 // slot is one slot: an open session (nil when free) and what it holds.
 type slot struct {
+	p        *Slots // immutable
 	id       int
 	busy     bool
 	key      string // the key of the request holding it, while busy
@@ -47,30 +53,50 @@ type slot struct {
 	steps    int               // sampling steps run on ms
 	used     int64             // Slots.clock at the last release
 	n        int               // items held at the last release (for Info; guarded by mu)
+	nBytes   int64             // their bytes (for Info; guarded by mu)
 	timer    *time.Timer       // frees the session after the idle timeout
+	bytes    int64             // reserved in Slots.budget for fed and gen
 }
 
-// NewSlots returns n slots (at least 1) over model; a slot keeps at most maxBytes of items
-// (0: no bound) and frees its session after idle unused (0: never).
-func NewSlots(model sampler.Model, n int, maxBytes int64, idle time.Duration) *Slots {
-	p := &Slots{model: model, maxBytes: maxBytes, idle: idle, released: make(chan struct{}),
-		byKey: map[string]int{}, waiting: map[string]int{}}
-	for i := range max(n, 1) {
-		p.slots = append(p.slots, &slot{id: i})
-	}
-	return p
+// SlotOptions configures Slots. The zero value works: one slot, no bounds, no share.
+type SlotOptions struct {
+	// N is the number of slots; at least 1 (0 means 1).
+	N int
+	// MaxBytes bounds the items one slot keeps (session.ItemsBytes: items and their parts, in
+	// bytes); a larger context is answered but not kept. 0 means no bound.
+	MaxBytes int64
+	// Idle frees a slot's session after this long unused. 0 means never.
+	Idle time.Duration
+	// KeyShare gives each key (session.QuotaKey) a share of the slots: while a request of
+	// another key holds a slot or waits for one, a key holding ⌈KeyShare·N⌉ slots or more
+	// waits for one of its own to be released instead of taking a free one, so that one key
+	// cannot hold every slot while another waits longer than one of its requests. ≤ 0 or ≥ 1
+	// means no share.
+	KeyShare float64
+	// Budget is the server's memory budget, which counts the bytes of the items each slot
+	// keeps (as it counts a rollout's), from the end of a step until the slot is freed; a
+	// context that does not fit in it is answered but not kept. Nil counts nothing.
+	Budget *session.Budget
+	// Logger receives the value and stack of a backend that panics when a slot's session is
+	// closed. Nil means slog.Default().
+	Logger *slog.Logger
 }
 
-// SetKeyShare gives each key (session.QuotaKey) a share of the slots: while a request of
-// another key holds a slot or waits for one, a key holding ⌈share·N⌉ slots or more waits for
-// one of its own to be released instead of taking a free one, so that one key cannot hold
-// every slot while another waits longer than one of its requests. share ≤ 0 or ≥ 1 means no
-// share. Call it before the Slots are used.
-func (p *Slots) SetKeyShare(share float64) {
+// NewSlots returns the slots of opts over model.
+func NewSlots(model sampler.Model, opts SlotOptions) *Slots {
+	share := opts.KeyShare
 	if share <= 0 || share >= 1 {
 		share = 0
 	}
-	p.share = share
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	p := &Slots{model: model, maxBytes: opts.MaxBytes, idle: max(opts.Idle, 0), share: share, budget: opts.Budget,
+		log: opts.Logger, released: make(chan struct{}), byKey: map[string]int{}, waiting: map[string]int{}}
+	for i := range max(opts.N, 1) {
+		p.slots = append(p.slots, &slot{p: p, id: i})
+	}
+	return p
 }
 
 // Waiting returns the number of requests waiting for a slot.
@@ -92,10 +118,10 @@ var errClosed = &protocol.Error{Status: http.StatusServiceUnavailable, Type: pro
 	Code: protocol.CodeShuttingDown, Message: "The server is shutting down."}
 
 // acquire waits for slot id (≥ 0) or for the best idle slot (id < 0) and marks it busy for
-// key (session.QuotaKey; "" has no share), within key's share (SetKeyShare).
+// key (session.QuotaKey; "" has no share), within key's share (SlotOptions.KeyShare).
 func (p *Slots) acquire(ctx context.Context, key string, id int, items []protocol.Item) (*slot, error) {
 	if id >= len(p.slots) {
-		return nil, badRequest(protocol.CodeInvalidValue, "id_slot", "id_slot %d: this server has slots 0 to %d.", id, len(p.slots)-1)
+		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "id_slot", "id_slot %d: this server has slots 0 to %d.", id, len(p.slots)-1)
 	}
 	waiting := false
 	defer func() {
@@ -218,7 +244,7 @@ func (p *Slots) release(s *slot) {
 	if p.closed {
 		s.free()
 	}
-	s.n = len(s.fed) + len(s.gen)
+	s.n, s.nBytes = len(s.fed)+len(s.gen), s.bytes
 	if !p.closed && p.idle > 0 && s.ms != nil {
 		used := s.used
 		s.timer = time.AfterFunc(p.idle, func() { p.expire(s, used) })
@@ -232,7 +258,7 @@ func (p *Slots) expire(s *slot, used int64) {
 	defer p.mu.Unlock()
 	if !s.busy && s.used == used {
 		s.free()
-		s.n = 0
+		s.n, s.nBytes = 0, 0
 	}
 }
 
@@ -249,7 +275,7 @@ func (p *Slots) Close() {
 		}
 		if !s.busy {
 			s.free()
-			s.n = 0
+			s.n, s.nBytes = 0, 0
 		}
 	}
 	close(p.released)
@@ -261,13 +287,18 @@ func (s *slot) held() []protocol.Item {
 	return append(s.fed[:len(s.fed):len(s.fed)], s.gen...)
 }
 
-// free closes s's session (a panicking Close is contained) and forgets its items.
+// free closes s's session and forgets its items, giving their bytes back to the budget. A
+// panicking Close is contained and logged with its stack.
 func (s *slot) free() {
 	ms := s.ms
 	s.ms, s.settings, s.fed, s.gen, s.steps = nil, nil, nil, nil, 0
-	if ms != nil {
-		defer func() { _ = recover() }()
-		ms.Close()
+	s.p.budget.Release(s.bytes)
+	s.bytes = 0
+	if ms == nil {
+		return
+	}
+	if err := guard(func() error { ms.Close(); return nil }); err != nil {
+		logPanic(s.p.log, "closing a chat slot's session", err)
 	}
 }
 
@@ -278,6 +309,9 @@ type SlotInfo struct {
 	// Items is the number of items the slot's session held when it was last released (0: no
 	// session).
 	Items int `json:"n_items"`
+	// Bytes is the size of those items (session.ItemsBytes), counted in the server's memory
+	// budget while the slot keeps them.
+	Bytes int64 `json:"n_bytes"`
 }
 
 // Info returns the slots' state.
@@ -286,7 +320,7 @@ func (p *Slots) Info() []SlotInfo {
 	defer p.mu.Unlock()
 	out := make([]SlotInfo, len(p.slots))
 	for i, s := range p.slots {
-		out[i] = SlotInfo{ID: s.id, IsProcessing: s.busy, Items: s.n}
+		out[i] = SlotInfo{ID: s.id, IsProcessing: s.busy, Items: s.n, Bytes: s.nBytes}
 	}
 	return out
 }
@@ -312,7 +346,7 @@ func sameItem(a, b *protocol.Item) bool {
 	case protocol.ItemFunctionCall:
 		return a.Name == b.Name && a.Arguments == b.Arguments
 	case protocol.ItemFunctionCallOutput:
-		return outputText(a) == outputText(b)
+		return chatwire.OutputText(a) == chatwire.OutputText(b)
 	}
 	return string(a.Raw) == string(b.Raw)
 }
@@ -336,15 +370,31 @@ func (s *slot) prepare(ctx context.Context, model sampler.Model, settings *sampl
 	return &sampler.Step{Input: items, Context: items}, nil
 }
 
-// done records a step's outcome: the items it generated are held when the step succeeded and
-// the slot stays within maxBytes; otherwise the session is freed.
-func (s *slot) done(items, generated []protocol.Item, ok bool, maxBytes int64) {
+// done records a step's outcome: the items it generated are held when the step succeeded, the
+// slot stays within maxBytes and the budget takes their bytes; otherwise the session is freed.
+func (s *slot) done(items, generated []protocol.Item, ok bool) {
 	s.steps++
 	s.fed = items
 	s.gen = generated
-	if !ok || (maxBytes > 0 && session.ItemsBytes(items)+session.ItemsBytes(generated) > maxBytes) {
+	n := session.ItemsBytes(items) + session.ItemsBytes(generated)
+	if !ok || (s.p.maxBytes > 0 && n > s.p.maxBytes) || !s.keep(n) {
 		s.free()
 	}
+}
+
+// keep counts n bytes held by s in the budget instead of s.bytes; false when the growth does
+// not fit (s.bytes unchanged).
+func (s *slot) keep(n int64) bool {
+	switch {
+	case n > s.bytes:
+		if !s.p.budget.TryReserve(n - s.bytes) {
+			return false
+		}
+	case n < s.bytes:
+		s.p.budget.Release(s.bytes - n)
+	}
+	s.bytes = n
+	return true
 }
 
 func countCalls(items []protocol.Item) int {

@@ -32,10 +32,11 @@
 //
 // # Types
 //
-// The package has its own small wire types ([Item], [Response], [Usage], [Event]) and imports
-// nothing of the server: it is a standalone client that can be copied into other modules along
-// with internal/wsguard, which turns a message cut off by the end of the connection into a read
-// error (the WebSocket library alone returns it as a whole, empty or truncated message).
+// The package has its own small wire types ([Item], [Response], [Event]), decoded leniently,
+// and uses package protocol's where the shape is the same ([Usage]). It imports nothing of the
+// server but protocol (the wire vocabulary, standard library only) and internal/wsguard, which
+// turns a message cut off by the end of the connection into a read error (the WebSocket
+// library alone returns it as a whole, empty or truncated message).
 // [Item], [Response] and [Event] keep the JSON they were decoded from in Raw, for members the
 // types do not name.
 //

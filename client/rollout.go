@@ -138,7 +138,7 @@ func (r *Rollout) Response() *Response {
 func (r *Rollout) Usage() Usage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.priorUsage.add(r.usage)
+	return r.priorUsage.Add(r.usage)
 }
 
 // Events iterates the rollout's events up to and including the next suspension

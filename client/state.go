@@ -51,7 +51,7 @@ func (r *Rollout) suspend(ev Event, pending []string, output []Item) {
 	for _, it := range output {
 		r.history = append(r.history, itemJSON(it))
 	}
-	s := &Suspension{ResponseID: r.id, Output: output, Usage: r.priorUsage.add(r.usage)}
+	s := &Suspension{ResponseID: r.id, Output: output, Usage: r.priorUsage.Add(r.usage)}
 	for _, id := range pending {
 		c := Call{CallID: id}
 		for _, it := range output {
@@ -95,7 +95,7 @@ func (r *Rollout) terminal(l *link, ev Event) bool {
 	r.usage = u
 	merged := *resp
 	merged.Output = append(slices.Clone(r.prior), resp.Output...)
-	total := r.priorUsage.add(u)
+	total := r.priorUsage.Add(u)
 	merged.Usage = &total
 	r.end(ev, &merged)
 	return true
@@ -103,7 +103,7 @@ func (r *Rollout) terminal(l *link, ev Event) bool {
 
 // absorb records an ended Response of the rollout's chain: its output and usage.
 func (r *Rollout) absorb(output []Item, u Usage) {
-	r.prior, r.priorUsage = append(r.prior, output...), r.priorUsage.add(u)
+	r.prior, r.priorUsage = append(r.prior, output...), r.priorUsage.Add(u)
 	r.cur, r.usage, r.ended = nil, Usage{}, true
 }
 
@@ -116,7 +116,7 @@ func (r *Rollout) end(ev Event, final *Response) {
 
 // endLocally ends a suspended rollout without the server: response.incomplete with reason.
 func (r *Rollout) endLocally(reason string) {
-	total := r.priorUsage.add(r.usage)
+	total := r.priorUsage.Add(r.usage)
 	final := &Response{ID: r.id, Status: "incomplete", Output: append(slices.Clone(r.prior), r.cur...),
 		Usage: &total, IncompleteDetails: &IncompleteDetails{Reason: reason}}
 	r.end(Event{Type: "response.incomplete", SequenceNumber: -1, ResponseID: r.id, Response: final}, final)
@@ -130,7 +130,7 @@ func (r *Rollout) linkEnded(reconnect bool, cause error) {
 		r.endLocally("cancelled")
 	case r.state == stSuspended && reconnect:
 		// No terminal event: the Response was not stored, so a continuation replays.
-		r.prior, r.priorUsage = append(r.prior, r.cur...), r.priorUsage.add(r.usage)
+		r.prior, r.priorUsage = append(r.prior, r.cur...), r.priorUsage.Add(r.usage)
 		r.cur, r.usage = nil, Usage{}
 		r.state = stDetached
 	default:

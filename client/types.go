@@ -3,11 +3,15 @@ package client
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/tetherd/tether/protocol"
 )
 
 // Item is one item of a Response's output or of a request's input: a "message", a
 // "function_call" or a "function_call_output" (other types keep their JSON in Raw). Build
-// input items with [UserMessage] and [Call.Output].
+// input items with [UserMessage] and [Call.Output]. It is not protocol.Item: a client decodes
+// leniently (members it does not name are kept in Raw and sent back as they came), where the
+// server's item decodes strictly and rejects them.
 type Item struct {
 	Type      string          `json:"type,omitempty"`
 	ID        string          `json:"id,omitempty"`
@@ -136,35 +140,16 @@ func (q CreateRequest) settings() (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-// Usage is a Response's token usage. In the append shape it is cumulative over the rollout.
-type Usage struct {
-	InputTokens         int                 `json:"input_tokens"`
-	InputTokensDetails  InputTokensDetails  `json:"input_tokens_details"`
-	OutputTokens        int                 `json:"output_tokens"`
-	OutputTokensDetails OutputTokensDetails `json:"output_tokens_details"`
-	TotalTokens         int                 `json:"total_tokens"`
-}
+// Usage is a Response's token usage (protocol.Usage: the same wire shape). In the append
+// shape it is cumulative over the rollout.
+type Usage = protocol.Usage
 
-// InputTokensDetails splits Usage.InputTokens.
-type InputTokensDetails struct {
-	CachedTokens     int `json:"cached_tokens"`      // context tokens the server did not render or prefill again
-	CacheWriteTokens int `json:"cache_write_tokens"` // Tether reports 0
-}
+// InputTokensDetails splits Usage.InputTokens: CachedTokens are context tokens the server did
+// not render or prefill again; Tether reports CacheWriteTokens as 0.
+type InputTokensDetails = protocol.InputTokensDetails
 
 // OutputTokensDetails splits Usage.OutputTokens.
-type OutputTokensDetails struct {
-	ReasoningTokens int `json:"reasoning_tokens"`
-}
-
-func (u Usage) add(v Usage) Usage {
-	u.InputTokens += v.InputTokens
-	u.InputTokensDetails.CachedTokens += v.InputTokensDetails.CachedTokens
-	u.InputTokensDetails.CacheWriteTokens += v.InputTokensDetails.CacheWriteTokens
-	u.OutputTokens += v.OutputTokens
-	u.OutputTokensDetails.ReasoningTokens += v.OutputTokensDetails.ReasoningTokens
-	u.TotalTokens += v.TotalTokens
-	return u
-}
+type OutputTokensDetails = protocol.OutputTokensDetails
 
 // Response is a Response object: status "in_progress", "completed", "incomplete" or "failed".
 type Response struct {

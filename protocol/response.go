@@ -118,6 +118,13 @@ type OutputTokensDetails struct {
 	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
+// CachedTokens is the cached_tokens to report for input tokens of which an engine said cached
+// were reused: at most input, since engines count reused tokens their own way (a prefix cache
+// may match more tokens than the prompt it was sent).
+func CachedTokens(cached, input int) int {
+	return min(cached, input)
+}
+
 // Add returns the sum of two usages (a Response's usage is the sum over its sampling steps).
 func (u Usage) Add(v Usage) Usage {
 	u.InputTokens += v.InputTokens

@@ -359,7 +359,7 @@ func (r *Rollout) sample() (e Ending, end, cut bool) {
 	r.appendItems(newItems)
 	r.stepOut = len(newItems)
 	r.stepUsage = protocol.Usage{InputTokens: res.InputTokens, OutputTokens: res.OutputTokens}
-	r.stepUsage.InputTokensDetails.CachedTokens = min(res.CachedTokens, res.InputTokens)
+	r.stepUsage.InputTokensDetails.CachedTokens = protocol.CachedTokens(res.CachedTokens, res.InputTokens)
 	r.stepUsage.TotalTokens = res.InputTokens + res.OutputTokens
 	r.usage = r.usage.Add(r.stepUsage)
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/backend/chat"
-	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
@@ -26,7 +26,7 @@ import (
 // request's body and injects the fault its mode names ("" forwards).
 type proxy struct {
 	mu      sync.Mutex
-	bodies  []chatapi.Request
+	bodies  []chatwire.Request
 	aborted int // forwarded requests whose client went away before the upstream finished
 	mode    string
 	next    *httputil.ReverseProxy
@@ -44,15 +44,15 @@ func (p *proxy) abortedCount() int {
 	return p.aborted
 }
 
-func (p *proxy) requests() []chatapi.Request {
+func (p *proxy) requests() []chatwire.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]chatapi.Request(nil), p.bodies...)
+	return append([]chatwire.Request(nil), p.bodies...)
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	var req chatapi.Request
+	var req chatwire.Request
 	_ = json.Unmarshal(body, &req)
 	p.mu.Lock()
 	p.bodies = append(p.bodies, req)
@@ -202,7 +202,7 @@ func TestChainHotTurn(t *testing.T) {
 
 // describe renders messages as "role:content[:tool_call_id]" or, for tool calls,
 // "role:content:id name arguments".
-func describe(msgs []chatapi.Message) []string {
+func describe(msgs []chatwire.Message) []string {
 	var out []string
 	for _, m := range msgs {
 		s := m.Role + ":" + string(m.Content)

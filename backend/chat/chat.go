@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 )
@@ -118,7 +118,7 @@ func (m *Model) Pinned() int {
 func (m *Model) Open(ctx context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
 	s := &session{m: m, id: info.ID, settings: info.Settings}
 	if info.Settings.Instructions != "" {
-		s.msgs = append(s.msgs, chatapi.Message{Role: protocol.RoleSystem, Content: chatapi.TextContent(info.Settings.Instructions)})
+		s.msgs = append(s.msgs, chatwire.Message{Role: protocol.RoleSystem, Content: chatwire.TextContent(info.Settings.Instructions)})
 	}
 	s.attach(ctx, nil)
 	return s, nil
@@ -128,7 +128,7 @@ func (m *Model) Open(ctx context.Context, info sampler.RolloutInfo) (sampler.Mod
 // are rejected with a 400 naming them. A request that leaves temperature or top_p unset gets
 // the engine's defaults (when Probe learnt them), so its Response echoes what ran.
 func (m *Model) CheckRequest(p *protocol.CreateParams) error {
-	if err := chatapi.CheckItems(p.Input); err != nil {
+	if err := chatwire.CheckItems(p.Input); err != nil {
 		return err
 	}
 	m.fillDefaults(p)

@@ -5,7 +5,7 @@
 // # Conversion
 //
 // A session keeps the rollout's converted message list; each Sample converts only
-// step.Output and step.Input (chatapi.MessagesFromItems) and sends the whole list.
+// step.Output and step.Input (chatwire.MessagesFromItems) and sends the whole list.
 // instructions → a first "system" message; user / assistant / system messages keep their role,
 // developer messages are sent as "system"; function_call items → assistant tool_calls
 // (consecutive calls, and the assistant text right before them, merge into one assistant

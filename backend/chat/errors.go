@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/protocol"
 )
 
@@ -43,7 +43,7 @@ func statusError(resp *http.Response) error {
 // text, cut to 512 bytes.
 func upstreamMessage(body io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(body, 64<<10))
-	var env chatapi.ErrorEnvelope
+	var env chatwire.ErrorEnvelope
 	if json.Unmarshal(b, &env) == nil && env.Error != nil && env.Error.Message != "" {
 		return cut(env.Error.Message)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 )
@@ -22,7 +22,7 @@ type session struct {
 	m        *Model
 	id       string
 	settings *sampler.Settings
-	msgs     []chatapi.Message
+	msgs     []chatwire.Message
 	eng      *engine
 	lease    *lease // nil when the replica's slots are not owned
 	cancel   context.CancelCauseFunc
@@ -61,7 +61,7 @@ func (s *session) detach() {
 // Sample (a chat engine has no prefill-only request).
 func (s *session) Prefill(_ context.Context, input []protocol.Item) error {
 	var err error
-	s.msgs, err = chatapi.MessagesFromItems(s.msgs, input)
+	s.msgs, err = chatwire.MessagesFromItems(s.msgs, input)
 	return err
 }
 
@@ -69,9 +69,9 @@ func (s *session) Prefill(_ context.Context, input []protocol.Item) error {
 // session's replica and slot. When the replica is down or cannot be reached, the step goes to
 // another replica with the whole conversation (prefilled there: its cached_tokens say so).
 func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
-	msgs, err := chatapi.MessagesFromItems(s.msgs, step.Output)
+	msgs, err := chatwire.MessagesFromItems(s.msgs, step.Output)
 	if err == nil {
-		msgs, err = chatapi.MessagesFromItems(msgs, step.Input)
+		msgs, err = chatwire.MessagesFromItems(msgs, step.Input)
 	}
 	s.msgs = msgs
 	if err != nil { // e.g. an image in a continuation's message: the client's input
@@ -185,8 +185,8 @@ func (s *session) cause(ctx context.Context, err error) error {
 
 // request builds the upstream request of the session's messages on slot (-1: the engine's
 // choice).
-func (s *session) request(slot int) *chatapi.Request {
-	r := &chatapi.Request{Messages: s.msgs, Stream: true, StreamOptions: &chatapi.StreamOptions{IncludeUsage: true}}
+func (s *session) request(slot int) *chatwire.Request {
+	r := &chatwire.Request{Messages: s.msgs, Stream: true, StreamOptions: &chatwire.StreamOptions{IncludeUsage: true}}
 	r.SetSettings(s.settings, s.m.opts.LegacyMaxTokens)
 	if s.m.opts.Model != "" {
 		r.Model = s.m.opts.Model

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 )
@@ -81,7 +81,7 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 		if string(data) == "[DONE]" {
 			break
 		}
-		var c chatapi.Chunk
+		var c chatwire.Chunk
 		if err := json.Unmarshal(data, &c); err != nil {
 			return r.res, fmt.Errorf("the upstream engine sent a malformed chunk: %v", err)
 		}
@@ -98,7 +98,7 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 	if r.finish == "" {
 		return r.res, errors.New("the upstream stream ended without a finish_reason")
 	}
-	if r.finish == chatapi.FinishLength {
+	if r.finish == chatwire.FinishLength {
 		r.res.Incomplete = protocol.ReasonContextLength
 		if r.maxOutput > 0 && (r.res.OutputTokens == 0 || r.res.OutputTokens >= r.maxOutput) {
 			r.res.Incomplete = protocol.ReasonMaxOutputTokens
@@ -127,7 +127,7 @@ func (r *reader) failKind(err error) string {
 }
 
 // chunk applies one chunk.
-func (r *reader) chunk(c *chatapi.Chunk) error {
+func (r *reader) chunk(c *chatwire.Chunk) error {
 	if c.Error != nil {
 		return fmt.Errorf("the upstream engine reported an error in the stream: %s", cut(c.Error.Message))
 	}
@@ -156,7 +156,7 @@ func (r *reader) chunk(c *chatapi.Chunk) error {
 
 // toolCall applies one tool_calls delta: a new index (or a new id at the open index) starts a
 // call, arguments extend the open one.
-func (r *reader) toolCall(tc *chatapi.ToolCall) error {
+func (r *reader) toolCall(tc *chatwire.ToolCall) error {
 	idx := 0
 	if tc.Index != nil {
 		idx = *tc.Index
@@ -186,7 +186,7 @@ func (r *reader) toolCall(tc *chatapi.ToolCall) error {
 }
 
 // usage records the chunk's usage and llama.cpp timings, when present.
-func (r *reader) usage(c *chatapi.Chunk) {
+func (r *reader) usage(c *chatwire.Chunk) {
 	if u := c.Usage; u != nil {
 		r.res.InputTokens, r.res.OutputTokens = u.PromptTokens, u.CompletionTokens
 		if u.PromptTokensDetails != nil {
@@ -201,5 +201,5 @@ func (r *reader) usage(c *chatapi.Chunk) {
 			r.res.CachedTokens = t.CacheN
 		}
 	}
-	r.res.CachedTokens = min(r.res.CachedTokens, r.res.InputTokens)
+	r.res.CachedTokens = protocol.CachedTokens(r.res.CachedTokens, r.res.InputTokens)
 }

@@ -184,7 +184,7 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 	}
 	if u := r.Usage; u != nil {
 		res.InputTokens = u.InputTokens
-		res.CachedTokens = min(u.InputTokensDetails.CachedTokens, u.InputTokens)
+		res.CachedTokens = protocol.CachedTokens(u.InputTokensDetails.CachedTokens, u.InputTokens)
 		res.OutputTokens = u.OutputTokens
 	}
 	switch typ {

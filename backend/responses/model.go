@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherd/tether/internal/simmeta"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
-	"github.com/tetherd/tether/sampler/sim"
 )
 
 // Options configure the backend. URL is required.
@@ -123,11 +123,11 @@ func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.Model
 }
 
 // CheckRequest implements sampler.RequestChecker: "sim.*" metadata keys are checked as the
-// sim checks them (sim.CheckMetadata). They are forwarded upstream, where a Tether running the
+// sim checks them (simmeta.Check). They are forwarded upstream, where a Tether running the
 // sim would reject a bad one only after this server had started the response; other
 // upstreams ignore them. Everything else is the upstream's to judge.
 func (m *Model) CheckRequest(p *protocol.CreateParams) error {
-	return sim.CheckMetadata(p.Metadata)
+	return simmeta.Check(p.Metadata)
 }
 
 // release drops a session's reference to its connection's upstream; the last one closes it.

@@ -413,20 +413,45 @@ func TestLimitMaxFrame(t *testing.T) {
 	}
 }
 
+// slotBytes is the bytes the chat completion slots keep (GET /slots n_bytes), which
+// -max-memory counts as long as they keep them.
+func slotBytes(t *testing.T, base string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/slots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var slots []struct {
+		Bytes float64 `json:"n_bytes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&slots); err != nil {
+		t.Fatalf("GET /slots: %v", err)
+	}
+	var n float64
+	for _, s := range slots {
+		n += s.Bytes
+	}
+	return n
+}
+
 // TestLimitMaxMemory: a body in progress on any route holds 4 × its Content-Length of
 // -max-memory, so that another request is refused 503 server_overloaded until it is gone.
+// The stalled body takes what the chat slots' kept contexts leave of the budget.
 func TestLimitMaxMemory(t *testing.T) {
 	base := limitServer(t, "-max-frame", "1MiB", "-max-memory", "4MiB")
 	for _, r := range bodyRoutes {
-		stalled := rawPost(t, base, r.path, 1<<20, `{"model":"sim",`)
-		waitUntil(t, r.path+" holding the budget", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") >= 4<<20 })
+		kept := slotBytes(t, base)
+		n := int((4<<20 - kept) / 4) // 4 bytes of budget per byte of body (session.DecodeFactor)
+		stalled := rawPost(t, base, r.path, n, `{"model":"sim",`)
+		waitUntil(t, r.path+" holding the budget", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") >= kept+float64(4*n) })
 		for _, v := range bodyRoutes {
 			if code, m := call(t, "POST", base+v.path, "", v.body); code != 503 || errCode(m) != "server_overloaded" {
 				t.Fatalf("%s while %s holds the budget: %d %v", v.path, r.path, code, m)
 			}
 		}
 		stalled.Close()
-		waitUntil(t, "the budget released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
+		waitUntil(t, "the budget released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == slotBytes(t, base) })
 		for _, v := range bodyRoutes {
 			if code, m := call(t, "POST", base+v.path, "", v.body); code != 200 {
 				t.Fatalf("%s after the budget was released: %d %v", v.path, code, m)
@@ -444,14 +469,14 @@ func TestLimitMaxDecoding(t *testing.T) {
 	}
 	for _, r := range bodyRoutes {
 		stalled := rawPost(t, base, r.path, 1000, `{"model":"sim",`)
-		waitUntil(t, r.path+" holding the slot", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") > 0 })
+		waitUntil(t, r.path+" holding the slot", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") > slotBytes(t, base) })
 		for _, v := range bodyRoutes {
 			if code, m := call(t, "POST", base+v.path, "", v.body); code != 503 || errCode(m) != "server_overloaded" {
 				t.Fatalf("%s while %s is being read: %d %v", v.path, r.path, code, m)
 			}
 		}
 		stalled.Close()
-		waitUntil(t, "the slot released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == 0 })
+		waitUntil(t, "the slot released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == slotBytes(t, base) })
 		for _, v := range bodyRoutes {
 			if code, m := call(t, "POST", base+v.path, "", v.body); code != 200 {
 				t.Fatalf("%s after the slot was released: %d %v", v.path, code, m)

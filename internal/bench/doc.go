@@ -3,7 +3,7 @@
 //
 // The bench is a client. It speaks raw JSON over github.com/coder/websocket and net/http, and
 // imports no server package: only sampler (the sim's cost model, and the tokenizer for the
-// floor), protocol (the item type the tokenizer takes) and chatapi (the Chat Completions wire
+// floor), protocol (the item type the tokenizer takes) and internal/chatwire (the Chat Completions wire
 // types of the engine transport). `tether bench` spawns `tether serve`
 // as a child process ([Spawn]) so that it can read the server's CPU time from /proc; [Run]
 // itself only needs a base URL, which is how the tests drive an in-process server.

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/chatwire"
 )
 
 // Engine mode: the server samples with a real model (its GET /v1/models does not list the sim,
@@ -34,7 +34,7 @@ const defaultModel = "sim"
 const followUp = "Output of the next check:\n"
 
 // engineTool is shellTool in Chat Completions form.
-var engineTool = func() chatapi.Tool {
+var engineTool = func() chatwire.Tool {
 	var t struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
@@ -43,7 +43,7 @@ var engineTool = func() chatapi.Tool {
 	if err := json.Unmarshal(shellTool, &t); err != nil {
 		panic(err)
 	}
-	return chatapi.Tool{Type: "function", Function: chatapi.ToolFunction{Name: t.Name, Description: &t.Description, Parameters: t.Parameters}}
+	return chatwire.Tool{Type: "function", Function: chatwire.ToolFunction{Name: t.Name, Description: &t.Description, Parameters: t.Parameters}}
 }()
 
 // detectModel asks the server's GET /v1/models: "sim" when it lists the sim (or does not
@@ -127,8 +127,8 @@ func (d *engineDriver) turn(ctx context.Context, payload []byte) (turnResult, er
 		text   strings.Builder
 		calls  []*engineCall
 		finish string
-		u      *chatapi.Usage
-		tm     *chatapi.Timings
+		u      *chatwire.Usage
+		tm     *chatwire.Timings
 	)
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
@@ -139,7 +139,7 @@ func (d *engineDriver) turn(ctx context.Context, payload []byte) (turnResult, er
 			break
 		}
 		if ok && len(data) > 0 {
-			var c chatapi.Chunk
+			var c chatwire.Chunk
 			if err := json.Unmarshal(data, &c); err != nil {
 				return res, fmt.Errorf("bad chunk %.200s: %w", data, err)
 			}
@@ -216,22 +216,22 @@ func (d *engineDriver) turn(ctx context.Context, payload []byte) (turnResult, er
 	}
 	// The assistant message as the agent keeps it; calls only when the engine finished them
 	// (a call cut off by max_tokens has partial arguments and is not run).
-	msg := chatapi.Message{Role: "assistant"}
+	msg := chatwire.Message{Role: "assistant"}
 	if text.Len() > 0 {
-		msg.Content = chatapi.TextContent(text.String())
+		msg.Content = chatwire.TextContent(text.String())
 	}
 	if finish == "tool_calls" {
 		for _, c := range calls {
 			if c.id == "" || c.name == "" {
 				return res, fmt.Errorf("a tool call without id or name (id %q, name %q)", c.id, c.name)
 			}
-			msg.ToolCalls = append(msg.ToolCalls, chatapi.ToolCall{ID: c.id, Type: "function",
-				Function: chatapi.FunctionCall{Name: c.name, Arguments: c.args.String()}})
+			msg.ToolCalls = append(msg.ToolCalls, chatwire.ToolCall{ID: c.id, Type: "function",
+				Function: chatwire.FunctionCall{Name: c.name, Arguments: c.args.String()}})
 			res.calls = append(res.calls, call{id: c.id})
 		}
 	}
 	if msg.Content == nil && len(msg.ToolCalls) == 0 {
-		msg.Content = chatapi.TextContent("")
+		msg.Content = chatwire.TextContent("")
 	}
 	res.message = msg
 	return res, nil
@@ -241,10 +241,10 @@ func (d *engineDriver) turn(ctx context.Context, payload []byte) (turnResult, er
 func chatURL(base string) string { return strings.TrimRight(base, "/") + "/chat/completions" }
 
 // engineRequest is the engine transport's request of one turn.
-func (b *bencher) engineRequest(msgs []chatapi.Message) ([]byte, error) {
+func (b *bencher) engineRequest(msgs []chatwire.Message) ([]byte, error) {
 	maxTok, temp := b.cfg.MaxOutputTokens, 0.0
-	return json.Marshal(chatapi.Request{Model: b.model, Messages: msgs, Tools: []chatapi.Tool{engineTool},
-		MaxTokens: &maxTok, Temperature: &temp, Stream: true, StreamOptions: &chatapi.StreamOptions{IncludeUsage: true}})
+	return json.Marshal(chatwire.Request{Model: b.model, Messages: msgs, Tools: []chatwire.Tool{engineTool},
+		MaxTokens: &maxTok, Temperature: &temp, Stream: true, StreamOptions: &chatwire.StreamOptions{IncludeUsage: true}})
 }
 
 // followUpInput is the user message that follows turn n's answer when it made no tool call:
@@ -271,15 +271,15 @@ func (b *bencher) engineRollout(ctx context.Context, tc *transportClient, rollou
 	maxOut, temp := b.cfg.MaxOutputTokens, 0.0
 	var (
 		samples  []TurnSample
-		history  []json.RawMessage // http: the whole conversation so far
-		msgs     []chatapi.Message // engine: the whole conversation so far
+		history  []json.RawMessage  // http: the whole conversation so far
+		msgs     []chatwire.Message // engine: the whole conversation so far
 		prevID   string
 		live     bool // append: the rollout on the socket is suspended (continue with response.append)
 		nOut     int  // tool outputs and follow-ups sent so far
 		in       = userInput()
 		bytesPrv = tc.cnt.n.Load()
 	)
-	msgs = append(msgs, chatapi.Message{Role: "user", Content: chatapi.TextContent(userPrompt)})
+	msgs = append(msgs, chatwire.Message{Role: "user", Content: chatwire.TextContent(userPrompt)})
 	for turn := 1; turn <= calls+1; turn++ {
 		var payload []byte
 		var err error
@@ -352,8 +352,8 @@ func (b *bencher) engineRollout(ctx context.Context, tc *transportClient, rollou
 			in = outputsFor(seed, &nOut, res.calls, b.cfg.ToolOutputBytes)
 			if tc.name == Engine {
 				for i, c := range res.calls {
-					msgs = append(msgs, chatapi.Message{Role: "tool", ToolCallID: c.id,
-						Content: chatapi.TextContent(toolOutput(seed, first+i+1, b.cfg.ToolOutputBytes))})
+					msgs = append(msgs, chatwire.Message{Role: "tool", ToolCallID: c.id,
+						Content: chatwire.TextContent(toolOutput(seed, first+i+1, b.cfg.ToolOutputBytes))})
 				}
 			}
 			continue
@@ -362,7 +362,7 @@ func (b *bencher) engineRollout(ctx context.Context, tc *transportClient, rollou
 		var text string
 		text, in = followUpInput(seed, nOut, b.cfg.ToolOutputBytes)
 		if tc.name == Engine {
-			msgs = append(msgs, chatapi.Message{Role: "user", Content: chatapi.TextContent(text)})
+			msgs = append(msgs, chatwire.Message{Role: "user", Content: chatwire.TextContent(text)})
 		}
 	}
 	return samples, nil

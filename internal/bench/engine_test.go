@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/backend/chat"
-	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
@@ -110,7 +110,7 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	var req chatapi.Request
+	var req chatwire.Request
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || !req.Stream || req.StreamOptions == nil || !req.StreamOptions.IncludeUsage {
 		http.Error(w, "want a streamed request with usage", http.StatusBadRequest)
 		return

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/tetherd/tether/chatapi"
+	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/internal/peer"
 )
 
@@ -89,7 +89,7 @@ type turnResult struct {
 	output     []json.RawMessage // public shape: the Response's output items
 	incomplete string            // the turn ended incomplete: the reason
 	suspended  bool              // append: the rollout is suspended at the calls (response.done)
-	message    chatapi.Message   // engine transport: the assistant message of the turn
+	message    chatwire.Message  // engine transport: the assistant message of the turn
 }
 
 // driver runs one rollout's turns over one transport.

@@ -140,7 +140,7 @@ type Options struct {
 	// slots and the MaxMemory bytes of frames and bodies being read and decoded (503
 	// server_overloaded past it, though room is left; session.Budget.SetKeyShare), and the chat
 	// completion Slots (a key past its share waits while a request of another key holds or
-	// waits for a slot: chatapi.Slots.SetKeyShare). 0 means session.DefaultKeyShare; a
+	// waits for a slot: chatapi.SlotOptions.KeyShare). 0 means session.DefaultKeyShare; a
 	// negative value, or 1 and more, means no share.
 	KeyShare float64
 }
@@ -245,8 +245,8 @@ func New(opts Options) *Server {
 		idle = session.DefaultSuspendTimeout
 	}
 	s.chat = &chatapi.Handler{MaxBody: opts.MaxFrame, ReadBody: s.http.ReadBody, Admission: s.adm, Logger: opts.Logger,
-		Slots: chatapi.NewSlots(opts.Model, opts.Slots, opts.MaxRolloutBytes, max(idle, 0))}
-	s.chat.Slots.SetKeyShare(keyShare(opts.KeyShare))
+		Slots: chatapi.NewSlots(opts.Model, chatapi.SlotOptions{N: opts.Slots, MaxBytes: opts.MaxRolloutBytes, Idle: idle,
+			KeyShare: keyShare(opts.KeyShare), Budget: s.budget, Logger: opts.Logger})}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -1,10 +1,14 @@
 package sim
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/tetherd/tether/internal/simmeta"
+)
 
 var (
 	// ErrUnknownSpeed is returned by ParseSpeed for a name that is not a preset.
-	ErrUnknownSpeed = errors.New("sim: unknown speed preset")
+	ErrUnknownSpeed = simmeta.ErrUnknownSpeed
 
 	// ErrInjectedFailure is the error of a sim step failed on purpose (metadata "sim.fail").
 	ErrInjectedFailure = errors.New("sim: injected model failure")

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tetherd/tether/internal/simmeta"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 )
@@ -29,17 +30,8 @@ const (
 // ParseSpeed parses a preset name: "instant" (or "0"), "65", "1000", "4000". Other names
 // return an error wrapping ErrUnknownSpeed.
 func ParseSpeed(s string) (Speed, error) {
-	switch strings.TrimSpace(s) {
-	case "instant", "0":
-		return SpeedInstant, nil
-	case "65":
-		return Speed65, nil
-	case "1000":
-		return Speed1000, nil
-	case "4000":
-		return Speed4000, nil
-	}
-	return 0, fmt.Errorf("%w %q (want instant, 65, 1000 or 4000)", ErrUnknownSpeed, s)
+	rate, err := simmeta.ParseSpeed(s)
+	return Speed(rate), err
 }
 
 // String returns the preset's name, as ParseSpeed accepts it.
@@ -118,81 +110,20 @@ var (
 	_ sampler.Lister         = (*Sim)(nil)
 )
 
-// simParams are the sim's knobs, from metadata "sim.*" (see CheckMetadata).
-type simParams struct {
-	calls        int // sequential tool-call steps per user turn
-	parallel     int // calls per step
-	tool         string
-	failStep     int // -1: never
-	speed        Speed
-	answerTokens int // pad the answer to about this many tokens
-}
-
-// Metadata keys read by the sim.
+// Metadata keys read by the sim (package internal/simmeta parses them).
 const (
-	MetaCalls        = "sim.calls"
-	MetaParallel     = "sim.parallel"
-	MetaTool         = "sim.tool"
-	MetaFail         = "sim.fail"
-	MetaSpeed        = "sim.speed"
-	MetaAnswerTokens = "sim.answer_tokens"
+	MetaCalls        = simmeta.Calls
+	MetaParallel     = simmeta.Parallel
+	MetaTool         = simmeta.Tool
+	MetaFail         = simmeta.Fail
+	MetaSpeed        = simmeta.Speed
+	MetaAnswerTokens = simmeta.AnswerTokens
 )
-
-// maxAnswerTokens bounds sim.answer_tokens.
-const maxAnswerTokens = 1 << 20
-
-func parseParams(md map[string]string, def Speed) (simParams, error) {
-	p := simParams{calls: 1, parallel: 1, failStep: -1, speed: def}
-	bad := func(key, want string) *protocol.Error {
-		return protocol.Errorf(400, protocol.CodeInvalidValue, "metadata."+key,
-			"Invalid value for metadata key %s: %q (want %s).", key, md[key], want)
-	}
-	num := func(key string, lo, hi int, dst *int) *protocol.Error {
-		v, ok := md[key]
-		if !ok {
-			return nil
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < lo || n > hi {
-			return bad(key, fmt.Sprintf("an integer from %d to %d", lo, hi))
-		}
-		*dst = n
-		return nil
-	}
-	if err := num(MetaCalls, 0, 1<<20, &p.calls); err != nil {
-		return p, err
-	}
-	if err := num(MetaParallel, 1, 128, &p.parallel); err != nil {
-		return p, err
-	}
-	if err := num(MetaAnswerTokens, 0, maxAnswerTokens, &p.answerTokens); err != nil {
-		return p, err
-	}
-	p.tool = md[MetaTool]
-	if v, ok := md[MetaFail]; ok {
-		n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(v), "step:"))
-		if err != nil || n < 0 {
-			return p, bad(MetaFail, `"step:N" with N >= 0`)
-		}
-		p.failStep = n
-	}
-	if v, ok := md[MetaSpeed]; ok {
-		s, err := ParseSpeed(v)
-		if err != nil {
-			return p, bad(MetaSpeed, "instant, 65, 1000 or 4000")
-		}
-		p.speed = s
-	}
-	return p, nil
-}
 
 // CheckMetadata validates the sim's "sim.*" metadata keys; it returns invalid_value (400) with
 // param "metadata.<key>" for a bad value, nil otherwise. The sim itself ignores bad values
 // (uses the defaults), so calling it is optional.
-func CheckMetadata(md map[string]string) error {
-	_, err := parseParams(md, SpeedInstant)
-	return err
-}
+func CheckMetadata(md map[string]string) error { return simmeta.Check(md) }
 
 // CanSteer implements sampler.Steerable: a step cut short by response.steer leaves its items
 // in the context, and the next step samples on from them and the steer's input.
@@ -213,15 +144,19 @@ func (s *Sim) Models(context.Context) ([]string, error) { return ModelIDs, nil }
 
 // sample runs one sampling step of req.
 func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sampler.StepResult, error) {
-	p, perr := parseParams(req.Settings.Metadata, s.opts.Speed)
+	p, perr := simmeta.Parse(req.Settings.Metadata)
 	if perr != nil {
-		p = simParams{calls: 1, parallel: 1, failStep: -1, speed: s.opts.Speed}
+		p = simmeta.Defaults
+	}
+	speed := s.opts.Speed
+	if p.HasSpeed {
+		speed = Speed(p.Speed)
 	}
 	st := simStep{
 		ctx:      ctx,
 		out:      out,
-		cost:     p.speed.Cost(),
-		realtime: s.opts.Realtime && p.speed != SpeedInstant,
+		cost:     speed.Cost(),
+		realtime: s.opts.Realtime && speed != SpeedInstant,
 		budget:   req.Settings.MaxOutputTokens,
 	}
 	prefill := req.Context.Len() - req.Cached
@@ -237,7 +172,7 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 	if err := st.wait(); err != nil {
 		return result(), err
 	}
-	if p.failStep == req.Step {
+	if p.FailStep == req.Step {
 		return result(), fmt.Errorf("%w (metadata sim.fail at step %d)", ErrInjectedFailure, req.Step)
 	}
 	calls := planCalls(req, &p)
@@ -262,7 +197,7 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 	if len(calls) > 0 {
 		return result(), nil
 	}
-	text, cut := formatAnswer(req.Settings.TextFormat, req.Context, p.answerTokens, limit)
+	text, cut := formatAnswer(req.Settings.TextFormat, req.Context, p.AnswerTokens, limit)
 	err := st.stream(text, out.Text)
 	if err == nil && cut && st.incomplete == "" {
 		st.incomplete = protocol.ReasonMaxOutputTokens
@@ -310,7 +245,7 @@ func formatAnswer(format json.RawMessage, c *Context, padTokens, limit int) (ans
 }
 
 // planCalls returns the tools to call in this step, in order; none means answer.
-func planCalls(req *request, p *simParams) []*protocol.Tool {
+func planCalls(req *request, p *simmeta.Params) []*protocol.Tool {
 	set := req.Settings
 	var tools []*protocol.Tool
 	for i := range set.Tools {
@@ -330,10 +265,10 @@ func planCalls(req *request, p *simParams) []*protocol.Tool {
 		}
 	}
 	forced := choice == protocol.ToolChoiceRequired || choice == "function"
-	if !forced && req.Context.TurnCallSteps() >= p.calls {
+	if !forced && req.Context.TurnCallSteps() >= p.Calls {
 		return nil
 	}
-	k := p.parallel
+	k := p.Parallel
 	if !set.ParallelToolCalls {
 		k = 1
 	}
@@ -354,8 +289,8 @@ func planCalls(req *request, p *simParams) []*protocol.Tool {
 		if only = find(set.ToolChoice.Name); only == nil {
 			return nil // the named function is not offered: nothing callable
 		}
-	case p.tool != "" && find(p.tool) != nil:
-		only = find(p.tool)
+	case p.Tool != "" && find(p.Tool) != nil:
+		only = find(p.Tool)
 	default:
 		for _, t := range tools {
 			if isShellTool(t) {

@@ -1,4 +1,4 @@
-package chatapi
+package chatwire
 
 import "encoding/json"
 

@@ -1,4 +1,4 @@
-package chatapi
+package chatwire
 
 import (
 	"encoding/json"
@@ -43,7 +43,7 @@ func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error)
 			msgs = append(msgs, Message{Role: protocol.RoleAssistant, Content: json.RawMessage("null"), ToolCalls: []ToolCall{tc}})
 			merge = true
 		case protocol.ItemFunctionCallOutput:
-			msgs = append(msgs, Message{Role: "tool", ToolCallID: it.CallID, Content: TextContent(outputText(it))})
+			msgs = append(msgs, Message{Role: "tool", ToolCallID: it.CallID, Content: TextContent(OutputText(it))})
 			merge = false
 		case protocol.ItemReasoning:
 		default:
@@ -145,8 +145,8 @@ func messageContent(it *protocol.Item) json.RawMessage {
 	return b
 }
 
-// outputText is a function_call_output's text: Output, or its text parts joined.
-func outputText(it *protocol.Item) string {
+// OutputText is a function_call_output's text: Output, or its text parts joined.
+func OutputText(it *protocol.Item) string {
 	if it.OutputParts == nil {
 		return it.Output
 	}

@@ -285,8 +285,11 @@ func (c *Conn) pinger(p Pinger, interval time.Duration) {
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, interval)
 		err := p.Ping(ctx)
+		// The ping's own deadline passing is a missed pong even when the transport, closed by
+		// the late write, has already ended the connection (its read loop may get there first).
+		missed := err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
-		if err != nil && c.ctx.Err() == nil {
+		if missed || err != nil && c.ctx.Err() == nil {
 			c.dropPeer("no pong within " + interval.String())
 			return
 		}

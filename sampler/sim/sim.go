@@ -113,9 +113,11 @@ type Sim struct {
 func NewSim(opts SimOptions) *Sim { return &Sim{opts: opts} }
 
 var (
-	_ sampler.Model          = (*Sim)(nil)
-	_ sampler.RequestChecker = (*Sim)(nil)
-	_ sampler.Lister         = (*Sim)(nil)
+	_ sampler.Model           = (*Sim)(nil)
+	_ sampler.RequestChecker  = (*Sim)(nil)
+	_ sampler.Lister          = (*Sim)(nil)
+	_ sampler.Unparker        = (*Sim)(nil)
+	_ sampler.ParkableSession = (*session)(nil)
 )
 
 // simParams are the sim's knobs, from metadata "sim.*" (see CheckMetadata).

@@ -16,7 +16,7 @@ type RolloutSnapshot struct {
 	// chain's first Response in the public shape.
 	Key string
 	// State is "queued" (waiting for the sampling slot, also after an accepted append),
-	// "sampling" or "suspended".
+	// "sampling", "suspended" or "parked" (suspended, holding no goroutine: Options.ParkAfter).
 	State string
 	// Turns counts the turns begun: 1 for the create, then one per accepted continuation.
 	Turns int
@@ -60,7 +60,10 @@ func (c *Conn) Snapshot() ConnSnapshot {
 	}
 	slices.SortFunc(live, func(a, b *rollout) int { return cmp.Compare(a.seq, b.seq) })
 	for _, h := range live {
-		state := h.r.State()
+		state := sampler.Parked
+		if h.r != nil {
+			state = h.r.State()
+		}
 		if state == sampler.Resuming {
 			state = sampler.Queued
 		}

@@ -96,6 +96,7 @@ var flagRanges = map[string]map[string]flagRange{
 		"max-frame":             sizeAtLeast(1<<10, ""),
 		"max-connection-age":    nonNegative(" (0: none)"),
 		"suspend-timeout":       positive(" (e.g. 10m)"),
+		"park-after":            nonNegative(" (0: never park)"),
 		"shutdown-grace":        nonNegative(" (0: none)"),
 		"queue-depth":           between(1, 1e6, ""),
 		"max-inflight":          nonNegative(" (0: no cap)"),

@@ -175,29 +175,42 @@ func (r *Rollout) parked(p *ParkedRollout) {
 }
 
 // Unpark returns a Suspended rollout that continues p; its owner runs it with Run, as after
-// New. cfg supplies what p does not hold: Model (which must be the Unparker that can resume
+// New. With in it is resumed with in at once, as by Resume (it starts Resuming, and Unpark's
+// caller waits for no goroutine): in.Input is checked against p's pending calls here, and
+// refused with the *protocol.Error of CheckOutputs (400), no rollout created. cfg supplies what p does not hold: Model (which must be the Unparker that can resume
 // p's model state when p.Opened), Sink, ConnID, SuspendTimeout (unused: p.Deadline stands),
 // ParkAfter; cfg.ID, Lane, Settings, SuspendOnAnswer are taken from p, and cfg.Ticket,
 // History, Input and StartSuspended must be zero. The next Resume is hot: the context is not
 // validated, and the model session is not rebuilt (Unparker.Unpark), again. A p whose
 // Deadline has passed times out (idle_timeout) as soon as it runs. Unpark's caller hears
-// Parked → Suspended (StateObserver). Errors wrap ErrBadParked.
-func Unpark(ctx context.Context, cfg Config, p *ParkedRollout) (*Rollout, error) {
-	if err := checkParked(cfg, p); err != nil {
+// Parked → Suspended (or Resuming) (StateObserver). Other errors wrap ErrBadParked.
+func Unpark(ctx context.Context, cfg Config, p *ParkedRollout, in *Resume) (*Rollout, error) {
+	calls, err := checkParked(cfg, p)
+	if err != nil {
 		return nil, err
+	}
+	if in != nil {
+		known := func(id string) bool { _, ok := calls[id]; return ok }
+		if perr := CheckOutputs(p.Pending, known, in.Input); perr != nil {
+			return nil, perr
+		}
 	}
 	cfg.ID, cfg.Lane, cfg.Settings, cfg.SuspendOnAnswer = p.ID, p.Lane, p.Settings, p.SuspendOnAnswer
 	r := New(ctx, cfg)
-	r.restored = p
+	r.restored, r.restoredIn = p, in
 	r.state.Store(int32(Parked))
-	r.setState(Parked, Suspended)
+	if in != nil {
+		r.setState(Parked, Resuming)
+	} else {
+		r.setState(Parked, Suspended)
+	}
 	return r, nil
 }
 
-// checkParked validates p against cfg (see Unpark).
-func checkParked(cfg Config, p *ParkedRollout) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrBadParked}, args...)...)
+// checkParked validates p against cfg (see Unpark) and returns the call_ids of p's context.
+func checkParked(cfg Config, p *ParkedRollout) (map[string]struct{}, error) {
+	bad := func(format string, args ...any) (map[string]struct{}, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{ErrBadParked}, args...)...)
 	}
 	switch {
 	case p == nil:
@@ -224,7 +237,7 @@ func checkParked(cfg Config, p *ParkedRollout) error {
 			return bad("pending call_id %q is not in the context", id)
 		}
 	}
-	return nil
+	return calls, nil
 }
 
 // restore takes p's state (see Unpark) and waits, suspended, for a Resume like suspend does.
@@ -239,6 +252,12 @@ func (r *Rollout) restore(p *ParkedRollout) (Ending, bool) {
 	r.started = p.Started
 	r.deadline = p.Deadline
 	r.reopen, r.modelState = p.Opened, p.Model
+	if in := r.restoredIn; in != nil {
+		r.restoredIn = nil
+		r.appendItems(in.Input)
+		r.ticket = in.Ticket
+		return Ending{}, true
+	}
 	if !r.deadline.IsZero() && !r.deadline.After(time.Now()) {
 		return Ending{Status: protocol.ResponseIncomplete, Reason: protocol.ReasonIdleTimeout}, false
 	}

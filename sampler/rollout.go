@@ -74,6 +74,7 @@ type Rollout struct {
 	emit       emitter
 	deadline   time.Time      // when the current suspension times out; zero: never
 	restored   *ParkedRollout // Unpark's value, taken by loop
+	restoredIn *Resume        // Unpark's input, taken by loop
 	reopen     bool           // open the model session with Unparker.Unpark(modelState)
 	modelState []byte         // the parked session's state, until reopen
 	parkedAs   *ParkedRollout // set when the rollout parked: Run hands it to the Sink

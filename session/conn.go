@@ -626,7 +626,7 @@ func (c *Conn) cancelIdle(reason string, all bool) int {
 		}
 	}
 	for _, h := range parked {
-		if r, err := c.unparkLocked(h, false); err == nil {
+		if r, err := c.unparkLocked(h, false, nil); err == nil {
 			stop = append(stop, r)
 		}
 	}

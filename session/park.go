@@ -72,43 +72,51 @@ func (s *parkingSink) Parked(p *sampler.ParkedRollout) {
 	}
 	switch {
 	case h.cancelled:
-		if r, err := c.unparkLocked(h, true); err == nil {
+		if r, err := c.unparkLocked(h, true, nil); err == nil {
 			r.Cancel(h.cancelWhy)
 		}
 	case c.closing:
-		_, _ = c.unparkLocked(h, true) // ends with the connection's context, as a live one
+		_, _ = c.unparkLocked(h, true, nil) // ends with the connection's context, as a live one
 	}
 }
 
-// liveLocked returns the live rollout of h, continuing it first when it is parked; for a park
-// in flight it waits (c.mu released) for the value. Errors: those of unparkLocked.
-func (c *Conn) liveLocked(h *rollout) (*sampler.Rollout, error) {
-	for {
-		if h.parked != nil {
-			return c.unparkLocked(h, false)
-		}
-		if h.r.State() != sampler.Parked {
-			return h.r, nil
-		}
+// parkedLocked waits (c.mu released) while h's rollout is parking, until its value is in
+// h.parked (or, cancelled or closing, its continuation in h.r).
+func (c *Conn) parkedLocked(h *rollout) {
+	for h.parked == nil && h.r.State() == sampler.Parked {
 		r := h.r
 		c.mu.Unlock()
-		<-r.Done() // after ParkSink.Parked returned: h.parked is set, or h.r is its continuation
+		<-r.Done() // after ParkSink.Parked returned
 		c.mu.Lock()
 	}
 }
 
+// liveLocked returns the live rollout of h, continuing it first when it is parked (waiting
+// for a park in flight, parkedLocked). Errors: those of unparkLocked.
+func (c *Conn) liveLocked(h *rollout) (*sampler.Rollout, error) {
+	c.parkedLocked(h)
+	if h.parked != nil {
+		return c.unparkLocked(h, false, nil)
+	}
+	return h.r, nil
+}
+
 // unparkLocked continues the parked rollout of h in a new goroutine (sampler.Unpark) and
-// returns it, Suspended. During Close only the rollout's own goroutine may (inClose: the
-// connection still waits for it). Errors: shutting down (503) once the connection closes,
-// server_error when the value does not unpark.
-func (c *Conn) unparkLocked(h *rollout, inClose bool) (*sampler.Rollout, error) {
+// returns it: Suspended, or with in resumed by it. During Close only the rollout's own
+// goroutine may (inClose: the connection still waits for it). Errors: shutting down (503)
+// once the connection closes, the *protocol.Error of sampler.CheckOutputs for in (the rollout
+// stays parked), server_error when the value does not unpark.
+func (c *Conn) unparkLocked(h *rollout, inClose bool, in *sampler.Resume) (*sampler.Rollout, error) {
 	if c.closing && !inClose {
 		return nil, shuttingDownError()
 	}
 	p := h.parked
 	inner := p.Sink.unpark(c)
 	cfg := sampler.Config{Model: c.opts.Model, ConnID: c.id, Sink: c.sinkFor(h, inner, p.Rollout.SuspendOnAnswer), ParkAfter: c.opts.ParkAfter}
-	r, err := sampler.Unpark(c.ctx, cfg, p.Rollout)
+	r, err := sampler.Unpark(c.ctx, cfg, p.Rollout, in)
+	if perr, ok := protocol.AsError(err); ok {
+		return nil, perr
+	}
 	if err != nil {
 		c.log.Error("a parked rollout does not unpark", "key", h.key, "err", err.Error())
 		return nil, protocol.Errorf(500, protocol.CodeServerError, "", "The parked response %s could not be resumed.", h.key)
@@ -143,7 +151,7 @@ func (c *Conn) expireParked(now time.Time) {
 		switch {
 		case d.IsZero():
 		case !now.Before(d):
-			_, _ = c.unparkLocked(h, false)
+			_, _ = c.unparkLocked(h, false, nil)
 		case c.nextExpiry.IsZero() || d.Before(c.nextExpiry):
 			c.nextExpiry = d
 		}
@@ -155,7 +163,7 @@ func (c *Conn) expireParked(now time.Time) {
 func (c *Conn) unparkAllLocked() {
 	for _, h := range c.reg {
 		if h.parked != nil {
-			_, _ = c.unparkLocked(h, true)
+			_, _ = c.unparkLocked(h, true, nil)
 		}
 	}
 }

@@ -207,3 +207,27 @@ func TestCloseWithParkedRollouts(t *testing.T) {
 		}
 	})
 }
+
+// TestParkedRolloutRefusesBadAppend: an append to a parked rollout that does not answer its
+// pending call is refused as for a live one, and the rollout stays parked and resumable.
+func TestParkedRolloutRefusesBadAppend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &Metrics{}
+		p, _, stop := serve(t, Options{ParkAfter: time.Second, Metrics: m})
+		defer stop()
+		id, call, seq := createCalls(t, p, "2")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		appendOutput(t, p, id, "call_unknown")
+		if f := p.next(t); f["type"] != "error" || f["error"].(map[string]any)["code"] != protocol.CodeToolCallNotFound {
+			t.Fatalf("want tool_call_not_found, got %v", f)
+		}
+		if m.Parked.Load() != 1 || m.Unparks.Load() != 0 {
+			t.Fatalf("%d parked, %d unparks", m.Parked.Load(), m.Unparks.Load())
+		}
+		appendOutput(t, p, id, call)
+		if fs := p.until(t, protocol.EventDone); fs[0]["sequence_number"].(float64) != seq+1 {
+			t.Fatalf("frames %v", fs)
+		}
+	})
+}

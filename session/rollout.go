@@ -233,14 +233,14 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 		c.mu.Unlock()
 		return notSuspendedError(key, sampler.Ended)
 	}
-	r, err := c.liveLocked(h)
-	if err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	if state := r.State(); state != sampler.Suspended {
-		c.mu.Unlock()
-		return notSuspendedError(key, state)
+	c.parkedLocked(h)
+	var r *sampler.Rollout
+	if h.parked == nil {
+		r = h.r
+		if state := r.State(); state != sampler.Suspended {
+			c.mu.Unlock()
+			return notSuspendedError(key, state)
+		}
 	}
 	add := ItemsBytes(input)
 	t, perr := c.admitLocked(h.gate, h.bytes+add, add)
@@ -253,8 +253,22 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	h.turns++
 	c.stamp++
 	h.stamp = c.stamp
+	if r == nil {
+		// Parked: the input is checked here and the rollout continues with it, so that this
+		// call waits for no goroutine.
+		_, err := c.unparkLocked(h, false, &sampler.Resume{Input: input, Ticket: t})
+		if err == nil {
+			h.bytes += add
+		} else {
+			t.Release()
+			c.opts.Budget.Release(add)
+			h.turns--
+		}
+		c.mu.Unlock()
+		return err
+	}
 	c.mu.Unlock()
-	err = r.Resume(sampler.Resume{Input: input, Ticket: t})
+	err := r.Resume(sampler.Resume{Input: input, Ticket: t})
 	if err == nil {
 		c.mu.Lock()
 		h.bytes += add

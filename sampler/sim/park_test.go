@@ -66,7 +66,7 @@ func unpark(t *testing.T, p *ParkedRollout, cfg Config) (*Rollout, *parkRecorder
 	if cfg.Model == nil {
 		cfg.Model = NewSim(SimOptions{})
 	}
-	r, err := Unpark(context.Background(), cfg, p)
+	r, err := Unpark(context.Background(), cfg, p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,39 @@ func TestParkNeedsSinkAndModel(t *testing.T) {
 	}
 	prec.mustSuspend(t)
 	if _, err := Unpark(context.Background(), Config{Model: NewSim(SimOptions{}), Sink: newParkRecorder()},
-		&ParkedRollout{Context: []protocol.Item{userMsg("x")}, Pending: []string{"call_x"}}); !errors.Is(err, ErrBadParked) {
+		&ParkedRollout{Context: []protocol.Item{userMsg("x")}, Pending: []string{"call_x"}}, nil); !errors.Is(err, ErrBadParked) {
 		t.Fatalf("unpark of a bad value: %v", err)
+	}
+}
+
+// TestUnparkWithInput: Unpark with a Resume checks the input against the parked pending calls
+// (a wrong call_id is refused, the value stays usable) and continues the rollout with it, hot.
+func TestUnparkWithInput(t *testing.T) {
+	r, rec := runRollout(t, Config{Settings: parkSettings, Input: []protocol.Item{userMsg("go")}})
+	s := rec.mustSuspend(t)
+	if err := r.Park(); err != nil {
+		t.Fatal(err)
+	}
+	p := rec.mustPark(t)
+	cfg := Config{Model: NewSim(SimOptions{}), Sink: continuing()}
+	if _, err := Unpark(context.Background(), cfg, p, &Resume{Input: []protocol.Item{toolOutput("call_nope", "x")}}); err == nil {
+		t.Fatal("a wrong call_id was accepted")
+	} else if e, ok := protocol.AsError(err); !ok || e.Status != 400 {
+		t.Fatalf("want a 400 protocol error, got %v", err)
+	}
+	rec2 := continuing()
+	cfg.Sink = rec2
+	r2, err := Unpark(context.Background(), cfg, p, &Resume{Input: outputs(s, "o")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.State() != Resuming {
+		t.Fatalf("state %s", r2.State())
+	}
+	go r2.Run()
+	defer func() { r2.Cancel(""); r2.Wait() }()
+	next := rec2.mustSuspend(t)
+	if c := next.StepUsage.InputTokensDetails.CachedTokens; c == 0 || next.StepUsage.InputTokens-c != len(RenderItems(nil, outputs(s, "o"))) {
+		t.Fatalf("step usage %+v: not hot", next.StepUsage)
 	}
 }

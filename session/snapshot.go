@@ -37,7 +37,7 @@ type ConnSnapshot struct {
 	Opened time.Time
 	// Draining reports a drain in progress (shutdown or the connection age limit).
 	Draining bool
-	// Rollouts are the live rollouts (queued, sampling or suspended), in the order they started. Ended
+	// Rollouts are the live rollouts (queued, sampling, suspended or parked), in the order they started. Ended
 	// rollouts kept for previous_response_id are counted in Ended only.
 	Rollouts []RolloutSnapshot
 	// Ended counts the ended rollouts the registry still keeps.

@@ -134,4 +134,7 @@ type Config struct {
 	// StartSuspended prefills History+Input (ModelSession.Prefill) once it holds Ticket and
 	// suspends without sampling (warm-up).
 	StartSuspended bool
+	// ParkAfter parks the rollout once it has been suspended this long, when it can park (see
+	// Park); 0 means only Park parks it.
+	ParkAfter time.Duration
 }

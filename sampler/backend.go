@@ -36,8 +36,17 @@ func (r *Rollout) open() (err error) {
 		return nil
 	}
 	defer recoverPanic(&err)
-	ms, err := r.cfg.Model.Open(r.ctx, RolloutInfo{ID: r.cfg.ID, ConnID: r.cfg.ConnID, Lane: r.cfg.Lane, Settings: &r.cfg.Settings})
-	if err != nil {
+	info := RolloutInfo{ID: r.cfg.ID, ConnID: r.cfg.ConnID, Lane: r.cfg.Lane, Settings: &r.cfg.Settings}
+	var ms ModelSession
+	if r.reopen {
+		// A parked rollout: the backend resumes its session from the parked state.
+		state := r.modelState
+		r.reopen, r.modelState = false, nil
+		ms, err = r.cfg.Model.(Unparker).Unpark(r.ctx, info, state, r.items[:r.fed:r.fed])
+		if err != nil {
+			return fmt.Errorf("unpark: %w", err)
+		}
+	} else if ms, err = r.cfg.Model.Open(r.ctx, info); err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
 	if ms == nil {

@@ -34,6 +34,18 @@
 // waits for its ticket (FIFO order), hands its context to ModelSession.Prefill and suspends
 // without sampling (a warm-up).
 //
+// # Parking
+//
+// A suspended rollout can park (Rollout.Park, or Config.ParkAfter): its goroutine ends and its
+// whole state becomes one ParkedRollout value, handed to the Sink's ParkSink instead of Ended:
+// settings, the context, the model items, pending call ids, usage, and the backend's session
+// state in the form it resumes from (ParkableSession.Park; the sim's rendered tokens).
+// Unpark continues it in a new Rollout, Suspended, whose next Resume is hot: the backend
+// reopens its session from that state (Unparker) instead of taking the context in again. Park
+// runs on the rollout's goroutine, so a Resume, a Cancel or the suspend timer that races it
+// either wins (the rollout stays live) or finds it parked (Resume: ErrParked). Rollouts of a
+// Model without Unparker, or whose Sink has no ParkSink, stay live.
+//
 // # Steering
 //
 // Rollout.Steer (for models that implement Steerable) hands user input to the

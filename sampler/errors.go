@@ -16,6 +16,18 @@ var (
 	// return an error wrapping it while the rollout is being cancelled.
 	ErrCancelled = errors.New("sampler: rollout cancelled")
 
+	// ErrParked is returned by Rollout.Steer, and (wrapped with ErrNotSuspended) by
+	// Rollout.Resume, once the rollout has parked: continue it with Unpark.
+	ErrParked = errors.New("sampler: rollout parked")
+
+	// ErrNotParkable is returned by Rollout.Park when the rollout's Sink has no ParkSink or
+	// its Model no Unparker.
+	ErrNotParkable = errors.New("sampler: rollout cannot park")
+
+	// ErrBadParked is wrapped by the errors of Unpark for a Parked value that does not
+	// describe a suspended rollout (or that this Model cannot resume).
+	ErrBadParked = errors.New("sampler: invalid parked rollout")
+
 	// ErrNoCall is returned by Output.Arguments when no function call is open.
 	ErrNoCall = errors.New("sampler: arguments without an open call")
 )

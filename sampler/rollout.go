@@ -46,34 +46,44 @@ type Rollout struct {
 	steers      []Steer                 // handed over by Steer, not yet taken
 	heldSteers  int                     // len(held), for Steer's bound
 	stepCancel  context.CancelCauseFunc // cuts the sampling step short; nil between steps
-	steerClosed bool                    // the rollout has ended
+	steerClosed bool                    // the rollout has ended or parked
+	steerParked bool                    // steerClosed because the rollout parked
 	steerWake   chan struct{}           // wakes a suspended rollout for a steer
+	parkWake    chan struct{}           // wakes a suspended rollout for Park
 
 	// Owned by the loop
-	stepCtx   context.Context     // the sampling step's context (r.ctx, cut short by Steer)
-	held      []Steer             // taken at tool calls: their input follows the next Resume's
-	announced int                 // held[:announced] have had SteerPending
-	items     []protocol.Item     // the context: history, inputs and model items, append-only
-	callIDs   map[string]struct{} // call_ids of the function_call items in items (and the open step)
-	ms        ModelSession        // nil until opened
-	fed       int                 // len(items) the model session has been given
-	stepOut   int                 // items[fed:fed+stepOut] are the last step's model items
-	rng       *mrand.ChaCha8
-	ticket    Ticket // held or waited for; nil when none
-	holding   bool   // the ticket is held (between Wait and Release)
-	started   bool   // Sink.Started was called
-	step      int    // sampling steps begun
-	calls     int    // function calls made
-	output    []protocol.Item
-	suspendAt int // len(output) at the previous suspension
-	usage     protocol.Usage
-	stepUsage protocol.Usage
-	pending   []string
-	emit      emitter
+	stepCtx    context.Context     // the sampling step's context (r.ctx, cut short by Steer)
+	held       []Steer             // taken at tool calls: their input follows the next Resume's
+	announced  int                 // held[:announced] have had SteerPending
+	items      []protocol.Item     // the context: history, inputs and model items, append-only
+	callIDs    map[string]struct{} // call_ids of the function_call items in items (and the open step)
+	ms         ModelSession        // nil until opened
+	fed        int                 // len(items) the model session has been given
+	stepOut    int                 // items[fed:fed+stepOut] are the last step's model items
+	rng        *mrand.ChaCha8
+	ticket     Ticket // held or waited for; nil when none
+	holding    bool   // the ticket is held (between Wait and Release)
+	started    bool   // Sink.Started was called
+	step       int    // sampling steps begun
+	calls      int    // function calls made
+	output     []protocol.Item
+	suspendAt  int // len(output) at the previous suspension
+	usage      protocol.Usage
+	stepUsage  protocol.Usage
+	pending    []string
+	emit       emitter
+	deadline   time.Time      // when the current suspension times out; zero: never
+	restored   *ParkedRollout // Unpark's value, taken by loop
+	restoredIn *Resume        // Unpark's input, taken by loop
+	reopen     bool           // open the model session with Unparker.Unpark(modelState)
+	modelState []byte         // the parked session's state, until reopen
+	parkedAs   *ParkedRollout // set when the rollout parked: Run hands it to the Sink
 }
 
 // State is a rollout's phase. Queued → Sampling → (Suspended → Resuming → Sampling)* → Ended;
-// any phase may go to Ended.
+// any phase may go to Ended. A suspended rollout may instead go to Parked (see Park): that
+// Rollout value's goroutine has ended and its state lives on in a ParkedRollout value; Unpark
+// continues it in a new Rollout, which starts Suspended.
 type State int32
 
 const (
@@ -88,19 +98,24 @@ const (
 	Resuming
 	// Ended: Sink.Ended has been or is being called.
 	Ended
+	// Parked: the rollout parked (ParkSink.Parked has been or is being called); it is
+	// continued by Unpark in a new Rollout value.
+	Parked
 )
 
-// String returns the phase's name: "queued", "sampling", "suspended", "resuming", "ended".
+// String returns the phase's name: "queued", "sampling", "suspended", "resuming", "ended",
+// "parked".
 func (s State) String() string {
-	if s < Queued || s > Ended {
+	if s < Queued || s > Parked {
 		return "unknown"
 	}
-	return [...]string{"queued", "sampling", "suspended", "resuming", "ended"}[s]
+	return [...]string{"queued", "sampling", "suspended", "resuming", "ended", "parked"}[s]
 }
 
 // StateObserver is an optional interface of a Sink: StateChanged is called after every change
-// of the rollout's State, in order, from the goroutine that made it (the rollout's, or
-// Resume's caller for Suspended → Resuming). It must not call the Rollout's methods.
+// of the rollout's State, in order, from the goroutine that made it (the rollout's, Resume's
+// caller for Suspended → Resuming, Unpark's caller for Parked → Suspended). It must not call
+// the Rollout's methods.
 type StateObserver interface {
 	StateChanged(from, to State)
 }
@@ -153,6 +168,7 @@ func New(ctx context.Context, cfg Config) *Rollout {
 		inbox:     make(chan resumeRequest),
 		done:      make(chan struct{}),
 		steerWake: make(chan struct{}, 1),
+		parkWake:  make(chan struct{}, 1),
 	}
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	r.stepCtx = r.ctx
@@ -178,13 +194,17 @@ func newRNG() *mrand.ChaCha8 {
 // Resume continues a suspended rollout with in.Input (one function_call_output per pending
 // call, then optional messages) and waits for in.Ticket before sampling. It returns once the
 // rollout has accepted or refused the input: ErrNotSuspended when the rollout is not suspended
-// (also matching ErrEnded once it has ended), or the *protocol.Error of CheckOutputs (400) when
-// the input does not answer the pending calls, in which case the rollout stays suspended. On
-// error the caller keeps ownership of in.Ticket.
+// (also matching ErrEnded once it has ended, ErrParked once it has parked: continue it with
+// Unpark), or the *protocol.Error of CheckOutputs (400) when the input does not answer the
+// pending calls, in which case the rollout stays suspended. On error the caller keeps
+// ownership of in.Ticket.
 func (r *Rollout) Resume(in Resume) error {
 	if !r.setState(Suspended, Resuming) {
-		if r.State() == Ended {
+		switch r.State() {
+		case Ended:
 			return fmt.Errorf("%w: %w", ErrNotSuspended, ErrEnded)
+		case Parked:
+			return fmt.Errorf("%w: %w", ErrNotSuspended, ErrParked)
 		}
 		return ErrNotSuspended
 	}
@@ -211,7 +231,9 @@ func (r *Rollout) Resume(in Resume) error {
 // Cancel ends the rollout with status incomplete and reason (protocol.ReasonCancelled when
 // empty), whether it is queued, sampling or suspended. A sampling rollout stops at once: its
 // open item is closed with status incomplete (output_item.done). Cancel does not wait (see
-// Wait); it is a no-op once the rollout has ended or was already cancelled.
+// Wait); it is a no-op once the rollout has ended or was already cancelled, and once it has
+// parked (State Parked: cancel the Rollout that Unpark returns). A Cancel that races a park
+// either ends the rollout or finds it parked.
 func (r *Rollout) Cancel(reason string) {
 	if reason == "" {
 		reason = protocol.ReasonCancelled
@@ -219,7 +241,8 @@ func (r *Rollout) Cancel(reason string) {
 	r.cancel(&cancelCause{reason: reason})
 }
 
-// Done is closed when the rollout's goroutine has ended (after Sink.Ended returned).
+// Done is closed when the rollout's goroutine has ended (after Sink.Ended, or
+// ParkSink.Parked, returned).
 func (r *Rollout) Done() <-chan struct{} { return r.done }
 
 // Wait blocks until the rollout's goroutine has ended.
@@ -231,6 +254,10 @@ func (r *Rollout) Run() {
 	defer close(r.done)
 	defer r.cancel(nil)
 	e := r.loop()
+	if p := r.parkedAs; p != nil {
+		r.parked(p)
+		return
+	}
 	if r.ms != nil {
 		if err := r.closeModel(); err != nil && e.Err == nil {
 			e.Err = err
@@ -254,6 +281,13 @@ func (r *Rollout) Run() {
 // loop runs the rollout until it ends and returns how (Output, Usage, … are filled by run).
 func (r *Rollout) loop() Ending {
 	r.callIDs = make(map[string]struct{})
+	if p := r.restored; p != nil {
+		r.restored = nil
+		if e, ok := r.restore(p); !ok {
+			return e
+		}
+		return r.run()
+	}
 	r.appendItems(r.cfg.History)
 	r.appendItems(r.cfg.Input)
 	r.ticket = r.cfg.Ticket
@@ -279,6 +313,12 @@ func (r *Rollout) loop() Ending {
 			return e
 		}
 	}
+	return r.run()
+}
+
+// run is the rollout's loop from its first (or next) turn on: wait for the ticket, sample,
+// suspend, until the rollout ends.
+func (r *Rollout) run() Ending {
 	for {
 		if r.ticket != nil {
 			if err := r.ticket.Wait(r.ctx); err != nil {
@@ -403,6 +443,10 @@ func (r *Rollout) suspend() (Ending, bool) {
 		Context:        r.context(),
 	}
 	r.suspendAt = len(r.output)
+	select {
+	case <-r.parkWake: // a Park that asked before this suspension
+	default:
+	}
 	r.setState(anyState, Suspended)
 	r.sinkMu.Lock()
 	r.sinkCalls++
@@ -415,12 +459,27 @@ func (r *Rollout) suspend() (Ending, bool) {
 	}
 	r.holding = false
 	r.stepUsage = protocol.Usage{}
-
-	var timeout <-chan time.Time
+	r.deadline = time.Time{}
 	if r.cfg.SuspendTimeout > 0 {
-		t := time.NewTimer(r.cfg.SuspendTimeout)
+		r.deadline = time.Now().Add(r.cfg.SuspendTimeout)
+	}
+	return r.await(pending)
+}
+
+// await waits, suspended, for a valid Resume (ok=true). It returns ok=false with the ending
+// when the rollout ends while suspended, or with r.parkedAs set when it parks.
+func (r *Rollout) await(pending []string) (Ending, bool) {
+	var timeout <-chan time.Time
+	if !r.deadline.IsZero() {
+		t := time.NewTimer(time.Until(r.deadline))
 		defer t.Stop()
 		timeout = t.C
+	}
+	var parkAt <-chan time.Time
+	if r.cfg.ParkAfter > 0 && r.canPark() {
+		t := time.NewTimer(r.cfg.ParkAfter)
+		defer t.Stop()
+		parkAt = t.C
 	}
 	for {
 		select {
@@ -437,6 +496,14 @@ func (r *Rollout) suspend() (Ending, bool) {
 			return Ending{}, true
 		case <-r.steerWake:
 			r.steerWhileSuspended(pending)
+		case <-r.parkWake:
+			if r.tryPark(pending) {
+				return Ending{}, false
+			}
+		case <-parkAt:
+			if r.tryPark(pending) {
+				return Ending{}, false
+			}
 		case <-r.ctx.Done():
 			return r.interrupted(), false
 		case <-timeout:

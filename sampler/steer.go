@@ -76,12 +76,16 @@ type Steering struct {
 
 // Steer hands s to the rollout. A sampling step is interrupted at once; a
 // rollout waiting for its ticket applies s before its next step; a suspended one holds it for
-// the next Resume. It returns ErrTooManySteers past MaxPendingSteers and ErrEnded once the
-// rollout has ended. The caller checks that the model can steer (CanSteer).
+// the next Resume. It returns ErrTooManySteers past MaxPendingSteers, ErrEnded once the
+// rollout has ended and ErrParked once it has parked (steer the Rollout that Unpark returns). The caller checks that the model can steer (CanSteer).
 func (r *Rollout) Steer(s Steer) error {
 	r.steerMu.Lock()
 	if r.steerClosed {
+		parked := r.steerParked
 		r.steerMu.Unlock()
+		if parked {
+			return ErrParked
+		}
 		return ErrEnded
 	}
 	if len(r.steers)+r.heldSteers >= MaxPendingSteers {

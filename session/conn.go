@@ -115,6 +115,11 @@ type Options struct {
 	// ones alone hold that much a create or append gets rollout_limit_reached (429). Nil
 	// means no server-wide bound.
 	Budget *Budget
+	// ParkAfter parks a rollout suspended this long (append shape, with a Model that can park,
+	// sampler.Unparker): its goroutine ends and the registry keeps its state as one value; the
+	// next append, cancel or drain continues it (sampler.Unpark), hot. The suspend timeout
+	// still ends it. 0 means rollouts stay live while suspended.
+	ParkAfter time.Duration
 	// Compaction signs and opens compaction items (POST /v1/responses/compact; a create's
 	// compaction items are expanded with it). Nil means a random per-process key, so items
 	// from another process (another instance, or before a restart) are invalid_compaction_item.
@@ -189,6 +194,7 @@ type Conn struct {
 	closing    bool
 	graceEnded bool          // EndGrace was called
 	changed    chan struct{} // signalled (non-blocking) when a rollout suspends or ends
+	nextExpiry time.Time     // the earliest suspend deadline of a parked rollout; zero: none
 
 	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog
 
@@ -227,7 +233,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		c.goroutines.Add(1)
 		go c.ageLimit(o.MaxAge)
 	}
-	if o.WriteTimeout > 0 || o.KeepAlive > 0 {
+	if o.WriteTimeout > 0 || o.KeepAlive > 0 || o.ParkAfter > 0 {
 		c.watchdogOn = true
 		c.goroutines.Add(1)
 		go c.watchdog(o.WriteTimeout, o.KeepAlive)
@@ -299,11 +305,16 @@ func (c *Conn) pinger(p Pinger, interval time.Duration) {
 // watchdog is the connection's one timer goroutine. It drops the peer when one write has been
 // in progress longer than writeTimeout (a client that stops reading fills the socket buffers
 // and would otherwise pin the writing rollout, and the memory it holds, for ever), and sends
-// keepalives (keepAlive). It checks every quarter of the shorter of the two.
+// keepalives (keepAlive), and ends parked rollouts whose suspend timeout has passed. It checks
+// every quarter of the shortest of the two and, when rollouts park, the suspend timeout.
 func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 	defer c.goroutines.Done()
 	tick := time.Duration(1<<63 - 1)
-	for _, d := range []time.Duration{writeTimeout, keepAlive} {
+	expiry := time.Duration(0)
+	if c.opts.ParkAfter > 0 {
+		expiry = c.opts.SuspendTimeout
+	}
+	for _, d := range []time.Duration{writeTimeout, keepAlive, expiry} {
 		if d > 0 {
 			tick = min(tick, max(d/4, time.Millisecond))
 		}
@@ -323,6 +334,9 @@ func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 			}
 			if keepAlive > 0 {
 				c.keepAlive(now, keepAlive)
+			}
+			if expiry > 0 {
+				c.expireParked(now)
 			}
 		}
 	}
@@ -486,6 +500,9 @@ func (c *Conn) Close() {
 	c.mu.Lock()
 	already := c.closing
 	c.closing = true
+	if !already {
+		c.unparkAllLocked() // they end with the connection's context, as live ones
+	}
 	c.mu.Unlock()
 	if already {
 		<-c.closed
@@ -588,18 +605,35 @@ func humanDuration(d time.Duration) string {
 func (c *Conn) cancelIdle(reason string, all bool) int {
 	c.mu.Lock()
 	var stop []*sampler.Rollout
+	var parked []*rollout
 	live := 0
 	for _, r := range c.reg {
+		if r.final {
+			continue
+		}
+		if r.parked != nil {
+			live++
+			if !r.cancelled {
+				r.cancelled, r.cancelWhy = true, reason
+				parked = append(parked, r)
+			}
+			continue
+		}
 		state := r.r.State()
-		if r.final || state == sampler.Ended {
+		if state == sampler.Ended {
 			continue
 		}
 		live++
 		if all || state != sampler.Sampling {
 			if !r.cancelled {
-				r.cancelled = true
+				r.cancelled, r.cancelWhy = true, reason // a rollout parking now is cancelled once parked
 				stop = append(stop, r.r)
 			}
+		}
+	}
+	for _, h := range parked {
+		if r, err := c.unparkLocked(h, false, nil); err == nil {
+			stop = append(stop, r)
 		}
 	}
 	c.mu.Unlock()

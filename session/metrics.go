@@ -16,8 +16,11 @@ var TurnBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
 // every connection of a server through Options.Metrics; nil counts nothing. Safe for
 // concurrent use; the gauges are current values, the rest only grow.
 type Metrics struct {
-	// Rollouts now, by state (gauges).
-	Queued, Sampling, Suspended atomic.Int64
+	// Rollouts now, by state (gauges). Suspended rollouts are live (a goroutine waits) or
+	// parked (Options.ParkAfter: the registry holds their state only).
+	Queued, Sampling, Suspended, Parked atomic.Int64
+	// Parks and Unparks count rollouts parked and continued from parked (counters).
+	Parks, Unparks atomic.Int64
 	// Connections now (gauge), by shape.
 	AppendConns, PublicConns atomic.Int64
 	// Frames and bytes written to clients (counters). Each connection adds its own counts
@@ -104,6 +107,8 @@ func (m *Metrics) gauge(s sampler.State) *atomic.Int64 {
 		return &m.Sampling
 	case sampler.Suspended:
 		return &m.Suspended
+	case sampler.Parked:
+		return &m.Parked
 	}
 	return nil
 }

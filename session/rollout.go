@@ -18,9 +18,13 @@ import (
 type rollout struct {
 	// Immutable
 	key  string
-	r    *sampler.Rollout
 	lane string // stream_id; "" is the default lane
 	gate *gate  // the lane's
+
+	// Guarded by Conn.mu: the live rollout, or (r nil) its parked state (park.go). A
+	// rollout whose r is in State Parked is parking: its value is on the way.
+	r      *sampler.Rollout
+	parked *parkedRollout
 
 	// Guarded by Conn.mu
 	final     bool            // the rollout has ended and items holds its chain
@@ -31,6 +35,7 @@ type rollout struct {
 	settings  int64           // StartRequest.SettingsBytes
 	stamp     uint64
 	cancelled bool
+	cancelWhy string         // the reason of the Cancel (or drain) that set cancelled
 	started   time.Time      // when Start accepted the rollout
 	seq       uint64         // the connection's stamp at Start: the order of starts
 	turns     int            // turns begun: Start, then one per accepted Resume
@@ -110,12 +115,14 @@ func (c *Conn) Start(req StartRequest) error {
 		cfg.Model = c.opts.Model
 	}
 	cfg.ConnID, cfg.Lane = c.id, req.Lane
-	cfg.Sink = &coreSink{c: c, h: h, inner: cfg.Sink, answers: cfg.SuspendOnAnswer}
-	h.r = sampler.New(c.ctx, cfg)
+	cfg.Sink = c.sinkFor(h, cfg.Sink, cfg.SuspendOnAnswer)
+	cfg.ParkAfter = c.opts.ParkAfter
+	r := sampler.New(c.ctx, cfg)
+	h.r = r
 	c.goroutines.Add(1)
 	go func() {
 		defer c.goroutines.Done()
-		h.r.Run()
+		r.Run()
 	}()
 	c.mu.Unlock()
 	c.log.Debug("rollout started", "key", req.Key, "history_items", len(cfg.History), "input_items", len(cfg.Input))
@@ -145,7 +152,7 @@ func (c *Conn) checkLimitsLocked() error {
 		}
 	}
 	if max, m := c.opts.MaxSuspendedTotal, c.opts.Metrics; max > 0 && m != nil {
-		if n := m.Suspended.Load() + m.Queued.Load() + m.Sampling.Load(); n >= max && !c.releaseIdleLocked() {
+		if n := m.Suspended.Load() + m.Parked.Load() + m.Queued.Load() + m.Sampling.Load(); n >= max && !c.releaseIdleLocked() {
 			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRolloutLimit, "",
 				"The server holds %d live rollouts (its limit): try again later.", n)
 		}
@@ -160,7 +167,7 @@ func (c *Conn) checkLimitsLocked() error {
 func (c *Conn) releaseIdleLocked() bool {
 	var idle *rollout
 	for _, h := range c.reg {
-		if h.final || h.cancelled || !h.idleAnswer || h.r.State() != sampler.Suspended {
+		if h.final || h.cancelled || !h.idleAnswer || h.r == nil || h.r.State() != sampler.Suspended {
 			continue
 		}
 		if idle == nil || h.stamp < idle.stamp {
@@ -170,7 +177,7 @@ func (c *Conn) releaseIdleLocked() bool {
 	if idle == nil {
 		return false
 	}
-	idle.cancelled = true
+	idle.cancelled, idle.cancelWhy = true, protocol.ReasonCancelled
 	idle.r.Cancel(protocol.ReasonCancelled)
 	if m := c.opts.Metrics; m != nil {
 		m.Evictions.Add(1)
@@ -202,17 +209,38 @@ func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, error) {
 // function_call_output per pending call, then optionally messages (sampler.CheckOutputs).
 // Errors: response_not_found (404) for an unknown key, response_not_suspended (409) when it is
 // queued, sampling or ended, tool_call_not_found / missing_tool_output / duplicate_tool_output
-// (400; the rollout stays suspended), websocket_queue_limit_reached (429).
+// (400; the rollout stays suspended), websocket_queue_limit_reached (429). A parked rollout is
+// continued first (sampler.Unpark): the resume is as hot as a live one's.
 func (c *Conn) Resume(key string, input []protocol.Item) error {
+	for {
+		err := c.resume(key, input)
+		if !errors.Is(err, sampler.ErrParked) {
+			return err
+		}
+		// It parked between its continuation and the Resume (a very short ParkAfter): again.
+	}
+}
+
+// resume is one attempt of Resume; sampler.ErrParked when the rollout parked meanwhile.
+func (c *Conn) resume(key string, input []protocol.Item) error {
 	c.mu.Lock()
 	h, ok := c.reg[key]
 	if !ok {
 		c.mu.Unlock()
 		return notFoundError(key)
 	}
-	if state := h.r.State(); state != sampler.Suspended {
+	if h.final {
 		c.mu.Unlock()
-		return notSuspendedError(key, state)
+		return notSuspendedError(key, sampler.Ended)
+	}
+	c.parkedLocked(h)
+	var r *sampler.Rollout
+	if h.parked == nil {
+		r = h.r
+		if state := r.State(); state != sampler.Suspended {
+			c.mu.Unlock()
+			return notSuspendedError(key, state)
+		}
 	}
 	add := ItemsBytes(input)
 	t, perr := c.admitLocked(h.gate, h.bytes+add, add)
@@ -225,8 +253,22 @@ func (c *Conn) Resume(key string, input []protocol.Item) error {
 	h.turns++
 	c.stamp++
 	h.stamp = c.stamp
+	if r == nil {
+		// Parked: the input is checked here and the rollout continues with it, so that this
+		// call waits for no goroutine.
+		_, err := c.unparkLocked(h, false, &sampler.Resume{Input: input, Ticket: t})
+		if err == nil {
+			h.bytes += add
+		} else {
+			t.Release()
+			c.opts.Budget.Release(add)
+			h.turns--
+		}
+		c.mu.Unlock()
+		return err
+	}
 	c.mu.Unlock()
-	err := h.r.Resume(sampler.Resume{Input: input, Ticket: t})
+	err := r.Resume(sampler.Resume{Input: input, Ticket: t})
 	if err == nil {
 		c.mu.Lock()
 		h.bytes += add
@@ -239,7 +281,10 @@ func (c *Conn) Resume(key string, input []protocol.Item) error {
 	c.opts.Budget.Release(add)
 	h.turns-- // the turn never began
 	c.mu.Unlock()
-	state := h.r.State()
+	if errors.Is(err, sampler.ErrParked) {
+		return err
+	}
+	state := r.State()
 	if perr, ok := protocol.AsError(err); ok {
 		return perr
 	}
@@ -255,13 +300,16 @@ func (c *Conn) Cancel(key, reason string) error {
 		c.mu.Unlock()
 		return notFoundError(key)
 	}
-	if h.final || h.cancelled || h.r.State() == sampler.Ended {
+	if h.final || h.cancelled || (h.r != nil && h.r.State() == sampler.Ended) {
 		c.mu.Unlock()
 		return alreadyEndedError(key)
 	}
-	h.cancelled = true
+	h.cancelled, h.cancelWhy = true, reason // a rollout parking now is cancelled once parked
+	r, err := c.liveLocked(h)
 	c.mu.Unlock()
-	h.r.Cancel(reason)
+	if err == nil {
+		r.Cancel(reason)
+	}
 	return nil
 }
 
@@ -304,9 +352,14 @@ func (c *Conn) Steer(key string, s sampler.Steer) error {
 		c.mu.Unlock()
 		return notFoundError(key)
 	}
-	if h.final || h.r.State() == sampler.Ended {
+	if h.final || (h.r != nil && h.r.State() == sampler.Ended) {
 		c.mu.Unlock()
 		return alreadyEndedError(key)
+	}
+	r, err := c.liveLocked(h)
+	if err != nil {
+		c.mu.Unlock()
+		return err
 	}
 	add := ItemsBytes(s.Input)
 	if max := c.opts.MaxRolloutBytes; max > 0 && h.bytes+add > max {
@@ -320,7 +373,7 @@ func (c *Conn) Steer(key string, s sampler.Steer) error {
 	}
 	h.bytes += add
 	c.mu.Unlock()
-	err := h.r.Steer(s)
+	err = r.Steer(s)
 	if err == nil {
 		return nil
 	}
@@ -328,6 +381,9 @@ func (c *Conn) Steer(key string, s sampler.Steer) error {
 	h.bytes -= add
 	c.opts.Budget.Release(add)
 	c.mu.Unlock()
+	if errors.Is(err, sampler.ErrParked) {
+		return c.Steer(key, s) // it parked between its continuation and the steer: again
+	}
 	if errors.Is(err, sampler.ErrTooManySteers) {
 		return protocol.Errorf(http.StatusConflict, protocol.CodeTooManySteers, "",
 			"Response %s already has %d steers waiting to be applied.", s.PreviousResponseID, sampler.MaxPendingSteers)

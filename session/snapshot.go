@@ -16,7 +16,7 @@ type RolloutSnapshot struct {
 	// chain's first Response in the public shape.
 	Key string
 	// State is "queued" (waiting for the sampling slot, also after an accepted append),
-	// "sampling" or "suspended".
+	// "sampling", "suspended" or "parked" (suspended, holding no goroutine: Options.ParkAfter).
 	State string
 	// Turns counts the turns begun: 1 for the create, then one per accepted continuation.
 	Turns int
@@ -37,7 +37,7 @@ type ConnSnapshot struct {
 	Opened time.Time
 	// Draining reports a drain in progress (shutdown or the connection age limit).
 	Draining bool
-	// Rollouts are the live rollouts (queued, sampling or suspended), in the order they started. Ended
+	// Rollouts are the live rollouts (queued, sampling, suspended or parked), in the order they started. Ended
 	// rollouts kept for previous_response_id are counted in Ended only.
 	Rollouts []RolloutSnapshot
 	// Ended counts the ended rollouts the registry still keeps.
@@ -60,7 +60,10 @@ func (c *Conn) Snapshot() ConnSnapshot {
 	}
 	slices.SortFunc(live, func(a, b *rollout) int { return cmp.Compare(a.seq, b.seq) })
 	for _, h := range live {
-		state := h.r.State()
+		state := sampler.Parked
+		if h.r != nil {
+			state = h.r.State()
+		}
 		if state == sampler.Resuming {
 			state = sampler.Queued
 		}

@@ -39,6 +39,7 @@ func TestFlagRanges(t *testing.T) {
 		{args: []string{"serve", "-keepalive", "0s"}, want: "-keepalive 0s is out of range: want greater than 0, or negative (negative: none)"},
 		{args: []string{"serve", "-slots", "0"}, want: "-slots 0 is out of range"},
 		{args: []string{"serve", "-write-timeout", "0"}, want: "-write-timeout 0s is out of range"},
+		{args: []string{"serve", "-park-after", "-1s"}, want: "-park-after -1s is out of range: want at least 0 (0: never park)"},
 	} {
 		t.Run(strings.Join(tc.args, " ")+" "+tc.env[0], func(t *testing.T) {
 			if tc.env[0] != "" {

@@ -41,8 +41,14 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	stall := fs.Duration("stall", 0, "how long stalled readers stop reading (0: in-process write timeout + 2s; none with -url)")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file ('-' for stdout instead of the text)")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	density := fs.Int("density", 0, "instead of the soak: hold N append-shape rollouts suspended (50 per connection) against an in-process server, live then parked (-park-after), and print bytes per rollout, goroutines, and resume p50/p99 from each (0: the soak)")
+	densityInput := byteSize(0)
+	fs.Var(&densityInput, "density-input", "with -density: each rollout's user input (e.g. 2KiB; 0: a short sentence, about 20 tokens of context)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *density > 0 {
+		return densityRun(ctx, soak.DensityConfig{Rollouts: *density, InputBytes: int(densityInput)}, *jsonPath, *quiet, stdout, stderr)
 	}
 	if *url != "" {
 		su, err := parseServerURL("-url", *url)
@@ -95,4 +101,31 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: %s", errSoakFailed, strings.Join(rep.Failures, "; "))
 	}
 	return nil
+}
+
+// densityRun runs `tether soak -density N` (soak.Density) and prints its report (JSON to
+// jsonPath too; "-" for JSON instead of the text).
+func densityRun(ctx context.Context, cfg soak.DensityConfig, jsonPath string, quiet bool, stdout, stderr io.Writer) error {
+	if !quiet {
+		cfg.Progress = func(msg string) { fmt.Fprintln(stderr, "density: "+msg) }
+	}
+	rep, err := soak.Density(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if jsonPath != "-" {
+		rep.WriteText(stdout)
+	}
+	if jsonPath == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if jsonPath == "-" {
+		_, err = stdout.Write(append(b, '\n'))
+		return err
+	}
+	return os.WriteFile(jsonPath, append(b, '\n'), 0o644)
 }

@@ -31,6 +31,9 @@ func (s *Server) metricsHandler() http.Handler {
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "sampling"}, func() float64 { return float64(m.Sampling.Load()) })
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "suspended"}, func() float64 { return float64(m.Suspended.Load()) })
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "queued"}, func() float64 { return float64(m.Queued.Load()) })
+	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "parked"}, func() float64 { return float64(m.Parked.Load()) })
+	counter("tether_parks_total", "Suspended rollouts parked (-park-after): their goroutine ended, their state kept as one value.", nil, func() float64 { return float64(m.Parks.Load()) })
+	counter("tether_unparks_total", "Parked rollouts continued (an append, cancel, drain or their suspend timeout).", nil, func() float64 { return float64(m.Unparks.Load()) })
 	c := &s.counters
 	for path, v := range map[string]func() int64{"hot": c.Hot.Load, "cold": c.Cold.Load, "new": c.New.Load, "warmup": c.WarmUp.Load} {
 		counter("tether_continuations_total", "Public-shape creates by path: hot (resumed), cold (rebuilt), new chain, warm-up.", prometheus.Labels{"path": path}, func() float64 { return float64(v()) })

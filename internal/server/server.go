@@ -39,7 +39,10 @@ type Options struct {
 	MaxConnectionAge time.Duration
 	// SuspendTimeout, QueueDepth, CacheResponses, CacheBytes, ShutdownGrace: see session.Options.
 	SuspendTimeout time.Duration
-	QueueDepth     int
+	// ParkAfter parks append-shape rollouts suspended this long (session.Options.ParkAfter);
+	// 0 means they stay live.
+	ParkAfter  time.Duration
+	QueueDepth int
 	// MaxInflight and MaxLanes bound a WebSocket connection's lanes (stream_id): lanes sampling
 	// at once, and distinct named lanes over its life. See session.Options; 0 means 16 and 32.
 	MaxInflight    int
@@ -551,6 +554,7 @@ func (s *Server) sessionOptions(owner, quota string) session.Options {
 		MaxRolloutBytes:   o.MaxRolloutBytes,
 		Model:             o.Model,
 		SuspendTimeout:    o.SuspendTimeout,
+		ParkAfter:         o.ParkAfter,
 		QueueDepth:        o.QueueDepth,
 		MaxInflight:       o.MaxInflight,
 		MaxLanes:          o.MaxLanes,

@@ -61,7 +61,7 @@ func liveOf(snap []server.ConnSnapshot, now time.Time) Live {
 			switch r.State {
 			case "sampling":
 				l.Totals.Sampling++
-			case "suspended":
+			case "suspended", "parked": // parked: suspended, holding no goroutine (-park-after)
 				l.Totals.Suspended++
 			default:
 				l.Totals.Queued++

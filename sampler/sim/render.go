@@ -40,25 +40,29 @@ func NewContext(settings *sampler.Settings) *Context {
 // Append adds items to the context and renders only them.
 func (c *Context) Append(items ...protocol.Item) {
 	for i := range items {
-		it := &items[i]
-		c.tokens = appendItem(c.tokens, it)
+		c.tokens = appendItem(c.tokens, &items[i])
 		c.rendered++
-		switch {
-		case it.Type == protocol.ItemFunctionCall:
-			c.nCalls++
-			c.calls[it.CallID] = struct{}{}
-			if !c.inCallGroup {
-				c.turnCallSteps++
-			}
-			c.inCallGroup = true
-			continue
-		case it.Type == protocol.ItemMessage && it.Role == protocol.RoleUser:
-			c.turnCallSteps = 0
-			c.lastUserText = messageText(it)
-		}
-		c.inCallGroup = false
+		c.note(&items[i])
 	}
 	c.items = append(c.items, items...)
+}
+
+// note updates the context's incremental facts for it, appended (rendered or not).
+func (c *Context) note(it *protocol.Item) {
+	switch {
+	case it.Type == protocol.ItemFunctionCall:
+		c.nCalls++
+		c.calls[it.CallID] = struct{}{}
+		if !c.inCallGroup {
+			c.turnCallSteps++
+		}
+		c.inCallGroup = true
+		return
+	case it.Type == protocol.ItemMessage && it.Role == protocol.RoleUser:
+		c.turnCallSteps = 0
+		c.lastUserText = messageText(it)
+	}
+	c.inCallGroup = false
 }
 
 // Tokens returns the rendered context. The slice is shared: do not modify it.

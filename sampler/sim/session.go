@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -62,3 +64,44 @@ func (ss *session) Sample(ctx context.Context, step *sampler.Step, out sampler.O
 
 // Close implements sampler.ModelSession; the sim holds nothing outside the session.
 func (ss *session) Close() {}
+
+// parkVersion is the first byte of a parked sim session's state.
+const parkVersion = 1
+
+// Park implements sampler.ParkableSession. The state is the rendered context as it is:
+// a version byte, the prefilled token count (uvarint), then every token (4 bytes, little
+// endian); the items are the rollout's, handed back to Unpark.
+func (ss *session) Park() ([]byte, error) {
+	toks := ss.context.tokens
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+4*len(toks))
+	b = append(b, parkVersion)
+	b = binary.AppendUvarint(b, uint64(ss.prefilled))
+	for _, t := range toks {
+		b = binary.LittleEndian.AppendUint32(b, t)
+	}
+	return b, nil
+}
+
+// Unpark implements sampler.Unparker: the session's tokens come from state as Park wrote
+// them, not rendered again; fed, the items they were rendered from, give the sim its facts
+// (the last user text, the calls of the turn) and its quotes without being rendered.
+// A state Park did not write returns an error wrapping ErrBadState.
+func (s *Sim) Unpark(_ context.Context, info sampler.RolloutInfo, state []byte, fed []protocol.Item) (sampler.ModelSession, error) {
+	if len(state) < 1 || state[0] != parkVersion {
+		return nil, fmt.Errorf("%w: unknown version", ErrBadState)
+	}
+	prefilled, n := binary.Uvarint(state[1:])
+	rest := state[1+max(n, 0):]
+	if n <= 0 || len(rest)%4 != 0 || prefilled > uint64(len(rest)/4) {
+		return nil, fmt.Errorf("%w: %d bytes do not hold a rendered context", ErrBadState, len(state))
+	}
+	c := &Context{calls: make(map[string]struct{}), tokens: make([]uint32, len(rest)/4)}
+	for i := range c.tokens {
+		c.tokens[i] = binary.LittleEndian.Uint32(rest[4*i:])
+	}
+	for i := range fed {
+		c.note(&fed[i])
+	}
+	c.items = fed
+	return &session{sim: s, settings: info.Settings, context: c, prefilled: int(prefilled)}, nil
+}

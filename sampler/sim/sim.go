@@ -105,9 +105,11 @@ type Sim struct {
 func NewSim(opts SimOptions) *Sim { return &Sim{opts: opts} }
 
 var (
-	_ sampler.Model          = (*Sim)(nil)
-	_ sampler.RequestChecker = (*Sim)(nil)
-	_ sampler.Lister         = (*Sim)(nil)
+	_ sampler.Model           = (*Sim)(nil)
+	_ sampler.RequestChecker  = (*Sim)(nil)
+	_ sampler.Lister          = (*Sim)(nil)
+	_ sampler.Unparker        = (*Sim)(nil)
+	_ sampler.ParkableSession = (*session)(nil)
 )
 
 // Metadata keys read by the sim (package internal/simmeta parses them).

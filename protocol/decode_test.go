@@ -552,7 +552,10 @@ func TestDecodeDuplicateNestedMembers(t *testing.T) {
 
 // typicalCreate is a response.create as a coding agent sends it mid-session: four tools and 20
 // input items (messages with content parts, reasoning, function calls and their outputs).
-func typicalCreate() []byte {
+func typicalCreate() []byte { return createItems(4) }
+
+// createItems is typicalCreate with its five-item turn repeated turns times.
+func createItems(turns int) []byte {
 	var sb strings.Builder
 	sb.WriteString(`{"type":"response.create","model":"gpt-5.6-codex","instructions":"You are Codex.",` +
 		`"tools":[{"type":"function","name":"exec_command","description":"Run a command","strict":false,` +
@@ -562,7 +565,7 @@ func typicalCreate() []byte {
 		`{"type":"web_search"}],"tool_choice":"auto","parallel_tool_calls":true,` +
 		`"reasoning":{"effort":"medium","summary":"auto"},"store":false,"stream":true,` +
 		`"include":["reasoning.encrypted_content"],"prompt_cache_key":"sess-1","input":[`)
-	for i := range 4 {
+	for i := range turns {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
@@ -655,5 +658,20 @@ func TestTypicalCreateDecodes(t *testing.T) {
 	var v stdCreate
 	if err := json.Unmarshal(typicalCreate(), &v); err != nil || len(v.Input) != 20 || len(v.Tools) != 4 {
 		t.Fatalf("typicalCreate via encoding/json: %v", err)
+	}
+}
+
+// BenchmarkDecodeCreate2000 decodes a response.create of 2,000 input items: typicalCreate's
+// tools and its five-item turn (messages with parts, reasoning, a function call and its output)
+// repeated 400 times.
+func BenchmarkDecodeCreate2000(b *testing.B) {
+	frame := createItems(400)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ev, err := DecodeClientEvent(frame)
+		if err != nil || len(ev.Create.Input) != 2000 {
+			b.Fatal(err)
+		}
 	}
 }

@@ -105,12 +105,8 @@ func (it Item) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes one input or output item with the strict rules of DecodeClientEvent;
 // the error is an *Error whose Param is relative to the item ("content[0].text").
 func (it *Item) UnmarshalJSON(data []byte) error {
-	r, err := newValueReader(data)
-	if err == nil {
-		*it = Item{}
-		err = r.item(nil, it)
-	}
-	if err != nil {
+	*it = Item{}
+	if err := decodeText(data, "", false, func(d *dec) *Error { return d.item(it) }); err != nil {
 		return err
 	}
 	return nil
@@ -124,12 +120,8 @@ func (p ContentPart) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes one content part with the strict rules of DecodeClientEvent.
 func (p *ContentPart) UnmarshalJSON(data []byte) error {
-	r, err := newValueReader(data)
-	if err == nil {
-		*p = ContentPart{}
-		err = r.part(nil, p)
-	}
-	if err != nil {
+	*p = ContentPart{}
+	if err := decodeText(data, "", false, func(d *dec) *Error { return d.part(p) }); err != nil {
 		return err
 	}
 	return nil

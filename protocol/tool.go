@@ -30,12 +30,8 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes one tool with the strict rules of DecodeClientEvent.
 func (t *Tool) UnmarshalJSON(data []byte) error {
-	r, err := newValueReader(data)
-	if err == nil {
-		*t = Tool{}
-		err = r.tool(nil, t)
-	}
-	if err != nil {
+	*t = Tool{}
+	if err := decodeText(data, "", false, func(d *dec) *Error { return d.tool(t) }); err != nil {
 		return err
 	}
 	return nil
@@ -122,11 +118,10 @@ func (c ToolChoice) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes tool_choice with the strict rules of DecodeClientEvent (null gives the
 // zero value, "auto").
 func (c *ToolChoice) UnmarshalJSON(data []byte) error {
-	r, err := newValueReader(data)
-	if err == nil {
-		*c, err = r.toolChoice(nil)
-	}
-	if err != nil {
+	if err := decodeText(data, "", false, func(d *dec) (err *Error) {
+		*c, err = d.toolChoice()
+		return err
+	}); err != nil {
 		return err
 	}
 	return nil

@@ -282,6 +282,9 @@ func (d *dec) boundsObject(n *boundNode) *Error {
 func (d *dec) boundsMembers(n *boundNode, count int, own string) *Error {
 	for d.kind() == '"' {
 		key := d.strBytes()
+		if key == nil {
+			return errSyntax
+		}
 		count++
 		c := n.children[string(key)]
 		if c == nil {

@@ -675,3 +675,21 @@ func BenchmarkDecodeCreate2000(b *testing.B) {
 		}
 	}
 }
+
+// TestDecodeSteerEchoesWholeInput checks that a steer whose input is bad still carries the
+// whole input as sent, so that response.steer.failed echoes valid JSON.
+func TestDecodeSteerEchoesWholeInput(t *testing.T) {
+	sp, err := DecodeSteer([]byte(`{"type":"response.steer","previous_response_id":"resp_1","input":[{"role":"user", "content":3}]}`))
+	if err == nil || err.Code != CodeInvalidInput || err.Param != "input[0].content" {
+		t.Fatalf("got %v, want invalid_input at input[0].content", err)
+	}
+	if string(sp.RawInput) != `[{"role":"user","content":3}]` || sp.PreviousResponseID != "resp_1" {
+		t.Errorf("got %+v", sp)
+	}
+	if echo := SteerEcho("", sp.PreviousResponseID, sp.RawInput); !json.Valid(echo) {
+		t.Errorf("echo %s is not JSON", echo)
+	}
+	if sp, _ := DecodeSteer([]byte(`{"previous_response_id":"resp_1","input":"x"`)); sp.PreviousResponseID != "" {
+		t.Errorf("a frame that is not JSON gave %+v", sp)
+	}
+}

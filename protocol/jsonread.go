@@ -101,6 +101,18 @@ func decodeText(data []byte, noun string, object bool, fn func(d *dec) *Error) *
 	return err
 }
 
+// setUnlessInvalid stores v, decoded by an UnmarshalJSON method, in dst unless the text was
+// not JSON (dst is then left as it was), and returns err as an error (nil for no error).
+func setUnlessInvalid[T any](dst *T, v T, err *Error) error {
+	if err == nil || err.Code != CodeInvalidJSON {
+		*dst = v
+	}
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
 // errSyntax is what a reader returns when the tokenizer fails; decodeText replaces it with the
 // invalid_json error that names the problem.
 var errSyntax = &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON, Message: "The value is not valid JSON."}
@@ -162,16 +174,19 @@ func (d *dec) value() []byte {
 func (d *dec) open() { _, _ = d.d.ReadToken() }
 
 // strBytes reads a string token and returns its content (aliasing data unless it holds
-// escapes).
+// escapes), or nil after a syntax error.
 func (d *dec) strBytes() []byte {
 	v := d.value()
-	if len(v) < 2 {
+	if v == nil {
 		return nil
 	}
 	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 		return v[1 : len(v)-1]
 	}
 	s, _ := jsontext.AppendUnquote(make([]byte, 0, len(v)), v)
+	if s == nil {
+		return []byte{}
+	}
 	return s
 }
 
@@ -206,7 +221,11 @@ func (d *dec) object(fn memberFunc) *Error {
 func (d *dec) members(fn memberFunc) *Error {
 	depth := d.d.StackDepth()
 	for d.kind() == '"' {
-		if err := fn(d.strBytes()); err != nil {
+		key := d.strBytes()
+		if key == nil {
+			return errSyntax
+		}
+		if err := fn(key); err != nil {
 			return err
 		}
 		if _, n := d.d.StackIndex(depth); n%2 == 1 { // the name is read, its value not
@@ -234,8 +253,12 @@ func (d *dec) optObject(fn memberFunc) (found bool, err *Error) {
 func (d *dec) array(fn func(i int) *Error) *Error {
 	d.open()
 	for i := 0; d.kind() != ']'; i++ {
+		at := d.d.InputOffset()
 		if err := fn(i); err != nil {
 			return err
+		}
+		if d.d.InputOffset() == at { // the element could not be read
+			return errSyntax
 		}
 	}
 	if _, err := d.d.ReadToken(); err != nil {
@@ -267,8 +290,7 @@ func (d *dec) typed() (t typed, err *Error) {
 		t.dec, t.typ, t.found = d, d.strBytes(), true
 		return t, nil
 	}
-	v := d.value()
-	o := newDec(v, d.param(), d.noun)
+	v, o := d.sub()
 	o.open()
 	for o.kind() == '"' && !t.found {
 		switch string(o.strBytes()) {
@@ -293,6 +315,13 @@ func (d *dec) typed() (t typed, err *Error) {
 	o.open()
 	t.dec, t.sub, t.start = o, true, 0
 	return t, nil
+}
+
+// sub reads the next value whole and returns it (nil after a syntax error) and a decoder of it
+// alone, whose paths continue d's. The caller releases the decoder.
+func (d *dec) sub() ([]byte, *dec) {
+	v := d.value()
+	return v, newDec(v, d.param(), d.noun)
 }
 
 // raw returns a compacted copy of the object t has read to its end.
@@ -346,7 +375,10 @@ func (d *dec) skip() *Error {
 				return errSyntax
 			}
 		case '0':
-			if num := d.value(); !numberFits(num) {
+			switch num := d.value(); {
+			case num == nil:
+				return errSyntax
+			case !numberFits(num):
 				return d.errRange(num)
 			}
 		default:

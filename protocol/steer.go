@@ -60,10 +60,10 @@ func DecodeSteer(data []byte) (SteerParams, *Error) {
 			case "previous_response_id":
 				sp.PreviousResponseID, err = d.strOrNull()
 			case "input":
-				d.kind()
-				start := int(d.d.InputOffset()) + valueStart(d.d.UnreadBuffer())
-				sp.Input, err = d.input()
-				sp.RawInput = compactCopy(d.data[start:d.d.InputOffset()])
+				v, o := d.sub()
+				sp.RawInput = compactCopy(v)
+				sp.Input, err = o.input()
+				o.release()
 			default:
 				err = d.skipUnchecked()
 			}
@@ -71,6 +71,8 @@ func DecodeSteer(data []byte) (SteerParams, *Error) {
 		})
 	})
 	switch {
+	case err != nil && err.Code == CodeInvalidJSON:
+		return SteerParams{}, steerInput(err.Param, err.Message)
 	case err != nil:
 		return sp, steerInput(err.Param, err.Message)
 	case sp.PreviousResponseID == "":

@@ -30,11 +30,9 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes one tool with the strict rules of DecodeClientEvent.
 func (t *Tool) UnmarshalJSON(data []byte) error {
-	*t = Tool{}
-	if err := decodeText(data, "", false, func(d *dec) *Error { return d.tool(t) }); err != nil {
-		return err
-	}
-	return nil
+	var v Tool
+	err := decodeText(data, "", false, func(d *dec) *Error { return d.tool(&v) })
+	return setUnlessInvalid(t, v, err)
 }
 
 // Tool choice modes, and the allowed_tools object type.
@@ -118,13 +116,12 @@ func (c ToolChoice) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes tool_choice with the strict rules of DecodeClientEvent (null gives the
 // zero value, "auto").
 func (c *ToolChoice) UnmarshalJSON(data []byte) error {
-	if err := decodeText(data, "", false, func(d *dec) (err *Error) {
-		*c, err = d.toolChoice()
+	var v ToolChoice
+	err := decodeText(data, "", false, func(d *dec) (err *Error) {
+		v, err = d.toolChoice()
 		return err
-	}); err != nil {
-		return err
-	}
-	return nil
+	})
+	return setUnlessInvalid(c, v, err)
 }
 
 // rawName returns the "name" member of a verbatim tool (custom, namespace), or "".

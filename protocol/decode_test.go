@@ -418,6 +418,9 @@ func FuzzDecodeClientEvent(f *testing.F) {
 		`{"type":"response.cancel","response_id":"r"}`,
 		`{"type":"response.steer","input":"x"}`,
 		`{"type":"response.create","model":"m","input":[{"type":"item_reference","id":"msg_1"}],"tool_choice":{"type":"function","name":"f"}}`,
+		// A string that breaks after its opening quote (once stalled the member loop).
+		`{"type":"response.create","model":"m","input":[{"type":"function_call_tpue","call_id":"c","ou:1}]}`,
+		`{"type":"response.steer","input":type":"function_call_output","output":"x"}]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -150,7 +150,7 @@ func fillFormat(raw json.RawMessage) json.RawMessage {
 }
 
 // checkFormat checks text.format's shape: json_schema needs a name and a schema object (whether
-// the schema compiles is session.CheckFormat's call, outside this standard-library package).
+// the schema compiles is session.CheckFormat's call, outside this package).
 func checkFormat(raw json.RawMessage) *Error {
 	if len(raw) == 0 {
 		return nil

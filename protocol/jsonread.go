@@ -354,12 +354,15 @@ func valueStart(unread []byte) int {
 // typeFirst reports whether b starts with an object whose first member is "type" with a
 // string value: `{"type":"`, white space allowed between the tokens.
 func typeFirst(b []byte) bool {
-	for _, want := range []string{"{", `"type"`, ":", `"`} {
-		b = bytes.TrimLeft(b, " \t\r\n")
-		if !bytes.HasPrefix(b, []byte(want)) {
+	for _, want := range [...]string{"{", `"type"`, ":", `"`} {
+		i := 0
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+		if !bytes.HasPrefix(b[i:], []byte(want)) {
 			return false
 		}
-		b = b[len(want):]
+		b = b[i+len(want):]
 	}
 	return true
 }

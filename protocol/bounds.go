@@ -309,7 +309,7 @@ func (d *dec) boundsMembers(n *boundNode, count int, own string) *Error {
 func (d *dec) boundsArray(n *boundNode, typ string) *Error {
 	c := n.children["[]"]
 	count := 0
-	err := d.array(func(int) *Error {
+	err := d.array(func() *Error {
 		count++
 		if c == nil {
 			return d.skipUnchecked()

@@ -344,16 +344,21 @@ func (d *dec) input() ([]Item, *Error) {
 }
 
 // items reads an array of input items (the '[' peeked). The result is non-nil, also when empty.
-func (d *dec) items() ([]Item, *Error) {
-	items := []Item{}
-	err := d.array(func(int) *Error {
-		items = append(items, Item{})
-		return d.item(&items[len(items)-1])
+func (d *dec) items() ([]Item, *Error) { return arrayOf(d, d.item) }
+
+// arrayOf reads the array that is the next value (its '[' peeked) with read, one element each.
+// The result is non-nil, also when empty.
+func arrayOf[T any](d *dec, read func(*T) *Error) ([]T, *Error) {
+	out := []T{}
+	err := d.array(func() *Error {
+		var zero T
+		out = append(out, zero)
+		return read(&out[len(out)-1])
 	})
 	if err != nil {
 		return nil, err
 	}
-	return items, nil
+	return out, nil
 }
 
 // item reads one input item. An object without "type" but with "role" is a
@@ -575,17 +580,7 @@ func (p *ContentPart) textOnly() string {
 
 // parts reads an array of content parts (the '[' peeked). The result is non-nil, also when
 // empty.
-func (d *dec) parts() ([]ContentPart, *Error) {
-	parts := []ContentPart{}
-	err := d.array(func(int) *Error {
-		parts = append(parts, ContentPart{})
-		return d.part(&parts[len(parts)-1])
-	})
-	if err != nil {
-		return nil, err
-	}
-	return parts, nil
-}
+func (d *dec) parts() ([]ContentPart, *Error) { return arrayOf(d, d.part) }
 
 // typedObject opens the next value as an object whose first "type" member chooses its shape
 // (dec.typed): anything but an object is invalid_type, an object without a type is
@@ -661,15 +656,7 @@ func (d *dec) tools() ([]Tool, *Error) {
 	default:
 		return nil, d.errType("an array of tools", k)
 	}
-	tools := []Tool{}
-	err := d.array(func(int) *Error {
-		tools = append(tools, Tool{})
-		return d.tool(&tools[len(tools)-1])
-	})
-	if err != nil {
-		return nil, err
-	}
-	return tools, nil
+	return arrayOf(d, d.tool)
 }
 
 // tool reads one tool: a function tool is modelled, other types are kept in Raw.
@@ -760,7 +747,7 @@ func (t *typed) allowedTools() (ToolChoice, *Error) {
 				return t.errType("an array", k)
 			}
 			haveTools = true
-			err = t.array(func(int) *Error {
+			err = t.array(func() *Error {
 				var tl Tool
 				if err := t.allowedTool(&tl); err != nil {
 					return err
@@ -811,18 +798,13 @@ func (d *dec) strings() ([]string, *Error) {
 	default:
 		return nil, d.errType("an array of strings", k)
 	}
-	out := []string{}
-	err := d.array(func(int) *Error {
+	return arrayOf(d, func(s *string) *Error {
 		if k := d.kind(); k != '"' {
 			return d.errType("a string", k)
 		}
-		out = append(out, d.str())
+		*s = d.str()
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // streamOptions reads stream_options {include_obfuscation?}, or null; it returns

@@ -249,12 +249,12 @@ func (d *dec) optObject(fn memberFunc) (found bool, err *Error) {
 }
 
 // array reads the array that is the next value (its '[' peeked by the caller), calling fn at
-// each element with its index.
-func (d *dec) array(fn func(i int) *Error) *Error {
+// each element.
+func (d *dec) array(fn func() *Error) *Error {
 	d.open()
-	for i := 0; d.kind() != ']'; i++ {
+	for d.kind() != ']' {
 		at := d.d.InputOffset()
-		if err := fn(i); err != nil {
+		if err := fn(); err != nil {
 			return err
 		}
 		if d.d.InputOffset() == at { // the element could not be read

@@ -22,6 +22,11 @@ package protocol
 // into an equivalent struct that checks only JSON types):
 //
 //	go test -run x -bench DecodeCreate -benchmem ./protocol/
+//
+// On the shared 2-core machine, against the hand-written reader it replaced: DecodeCreate2000
+// 8,473 allocs/op (was 14,071) and 1.91 MB/op (was 2.25 MB/op); time within the machine's
+// noise (best runs 7.7 ms against 6.4 ms; thread CPU time 3.9-4.8 ms against 4.0-6.2 ms).
+// About a quarter of the time is the second walk of checkBounds.
 
 import (
 	"bytes"

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // BoundKind says what a Bound constrains and which error code a violation gets.
@@ -211,94 +213,127 @@ func splitParam(param string) []string {
 	return segs
 }
 
-// checkBounds checks the object at r.pos (a create request) against CreateBounds and returns
-// the first violation in document order.
-func checkBounds(data []byte, start int) *Error {
-	r := reader{data: data, pos: start}
-	return r.bounds(boundTree, nil, "")
+// checkBounds checks the create request data (a valid JSON object) against CreateBounds and
+// returns the first violation in document order.
+func checkBounds(data []byte) *Error {
+	d := newDec(data, "", "")
+	defer d.release()
+	return d.bounds(boundTree, "")
 }
 
-// bounds checks the value at r.pos against node n (its rows and the nodes below it) and moves
+// bounds checks the next value against node n (its rows and the nodes below it) and moves
 // past it. typ is the "type" of the object holding the value.
-func (r *reader) bounds(n *boundNode, p *path, typ string) *Error {
-	switch c := r.peek(); {
-	case c == '{':
-		return r.boundsObject(n, p, typ)
-	case c == '[':
-		return r.boundsArray(n, p, typ)
-	case c == '"':
-		if n.lengthOnly(r.data[r.pos:]) {
-			r.endString()
+func (d *dec) bounds(n *boundNode, typ string) *Error {
+	switch d.kind() {
+	case '{':
+		return d.boundsObject(n)
+	case '[':
+		return d.boundsArray(n, typ)
+	case '"':
+		v := d.value()
+		if n.lengthOnly(v) {
 			return nil
 		}
-		s := r.strBytes()
-		return n.checkString(s, p, typ)
-	case c == 't' || c == 'f' || c == 'n' || c == 0:
-		r.token()
-		return nil
-	default:
-		num := r.token()
-		f, err := strconv.ParseFloat(string(num), 64)
+		s, _ := jsontext.AppendUnquote(nil, v)
+		return n.checkString(s, d, typ)
+	case '0':
+		f, err := strconv.ParseFloat(string(d.value()), 64)
 		if err != nil {
 			return nil // the decoder reports numbers out of range
 		}
-		return n.checkNumber(f, p, typ)
+		return n.checkNumber(f, d, typ)
+	default:
+		if d.value() == nil {
+			return errSyntax
+		}
+		return nil
 	}
 }
 
-func (r *reader) boundsObject(n *boundNode, p *path, _ string) *Error {
-	own := ""
-	if len(n.children) > 0 {
-		if t, found, _, _ := r.findType(p); found {
-			own = string(t)
+// boundsObject checks the members of the object that is the next value against the nodes below
+// n, with the object's "type", and its count of members against n.
+func (d *dec) boundsObject(n *boundNode) *Error {
+	if len(n.children) == 0 {
+		d.open()
+		return d.boundsMembers(n, 0, "")
+	}
+	t, err := d.typed()
+	if err != nil {
+		return nil // the decoder reports a type that is not a string
+	}
+	defer t.done()
+	own, count := "", 0
+	if t.found {
+		own = string(t.typ)
+	}
+	if t.found && !t.sub { // the type was the first member: check it here
+		count = 1
+		if c := n.children["type"]; c != nil {
+			if err := c.checkString(t.typ, t.dec, own); err != nil {
+				return err
+			}
 		}
 	}
-	r.open()
-	count := 0
-	for {
-		key, ok := r.member()
-		if !ok {
-			break
+	return t.boundsMembers(n, count, own)
+}
+
+// boundsMembers checks the members of an object whose '{' and first count members have been
+// read.
+func (d *dec) boundsMembers(n *boundNode, count int, own string) *Error {
+	for d.kind() == '"' {
+		key := d.strBytes()
+		if key == nil {
+			return errSyntax
 		}
 		count++
 		c := n.children[string(key)]
 		if c == nil {
 			c = n.children["*"]
 		}
+		var err *Error
 		if c == nil {
-			r.skip()
-			continue
+			err = d.skipUnchecked()
+		} else {
+			err = d.bounds(c, own)
 		}
-		kp := path{parent: p, key: key, index: -1}
-		if err := r.bounds(c, &kp, own); err != nil {
+		if err != nil {
 			return err
 		}
 	}
-	return n.checkCount(BoundProperties, count, p)
-}
-
-func (r *reader) boundsArray(n *boundNode, p *path, typ string) *Error {
-	c := n.children["[]"]
-	r.open()
-	count := 0
-	for r.elem() {
-		if c == nil {
-			r.skip()
-		} else {
-			ep := path{parent: p, index: count}
-			if err := r.bounds(c, &ep, typ); err != nil {
-				return err
-			}
-		}
-		count++
+	if _, err := d.d.ReadToken(); err != nil {
+		return errSyntax
 	}
-	return n.checkCount(BoundItems, count, p)
+	return n.checkCount(BoundProperties, count, d)
 }
 
-// lengthOnly reports whether the string token at the start of data certainly meets n's rows
-// without decoding it: n has only maximum-length rows and the token's raw length is within the
-// smallest maximum (escapes only make the raw text longer than the decoded one).
-func (n *boundNode) lengthOnly(data []byte) bool {
+func (d *dec) boundsArray(n *boundNode, typ string) *Error {
+	c := n.children["[]"]
+	count := 0
+	err := d.array(func() *Error {
+		count++
+		if c == nil {
+			return d.skipUnchecked()
+		}
+		return d.bounds(c, typ)
+	})
+	if err != nil {
+		return err
+	}
+	return n.checkCount(BoundItems, count, d)
+}
+
+// skipUnchecked moves past the next value.
+func (d *dec) skipUnchecked() *Error {
+	if d.d.SkipValue() != nil {
+		return errSyntax
+	}
+	return nil
+}
+
+// lengthOnly reports whether the string token tok certainly meets n's rows without decoding
+// it: n has only maximum-length rows and the token's raw length is within the smallest maximum
+// (escapes only make the raw text longer than the decoded one).
+func (n *boundNode) lengthOnly(tok []byte) bool {
 	if len(n.rows) == 0 {
 		return true
 	}
@@ -311,14 +346,7 @@ func (n *boundNode) lengthOnly(data []byte) bool {
 			limit = b.Max
 		}
 	}
-	return float64(len(data)) <= limit+2 || float64(rawStringLen(data)) <= limit
-}
-
-// rawStringLen returns the length of the string token's raw content at the start of data.
-func rawStringLen(data []byte) int {
-	r := reader{data: data}
-	content, _ := r.endString()
-	return len(content)
+	return float64(len(tok)-2) <= limit
 }
 
 // namePattern is the schema's pattern of function and format names.
@@ -339,7 +367,7 @@ func matchPattern(pattern string, re *regexp.Regexp, s []byte) bool {
 
 func applies(b *Bound, typ string) bool { return b.OnlyType == "" || b.OnlyType == typ }
 
-func (n *boundNode) checkString(s []byte, p *path, typ string) *Error {
+func (n *boundNode) checkString(s []byte, d *dec, typ string) *Error {
 	for _, b := range n.rows {
 		if !applies(b, typ) {
 			continue
@@ -347,16 +375,16 @@ func (n *boundNode) checkString(s []byte, p *path, typ string) *Error {
 		switch b.Kind {
 		case BoundEnum:
 			if !inEnum(string(s), b.Enum) {
-				return errValue(p, string(s), b.Enum)
+				return errValue(d.param(), string(s), b.Enum)
 			}
 		case BoundPattern:
 			if !matchPattern(b.Pattern, n.regexps[b], s) {
-				param := p.String()
+				param := d.param()
 				return &Error{Status: 400, Type: TypeInvalidRequest, Code: b.ErrorCode(false), Param: param,
 					Message: fmt.Sprintf("Invalid '%s': string does not match pattern. Expected a string that matches the pattern '%s'.", param, b.Pattern)}
 			}
 		case BoundLength:
-			if err := lengthError(b, utf8.RuneCount(s), p, "string", "a string", "length"); err != nil {
+			if err := lengthError(b, utf8.RuneCount(s), d, "string", "a string", "length"); err != nil {
 				return err
 			}
 		}
@@ -364,7 +392,7 @@ func (n *boundNode) checkString(s []byte, p *path, typ string) *Error {
 	return nil
 }
 
-func (n *boundNode) checkCount(kind BoundKind, count int, p *path) *Error {
+func (n *boundNode) checkCount(kind BoundKind, count int, d *dec) *Error {
 	for _, b := range n.rows {
 		if b.Kind != kind {
 			continue
@@ -373,14 +401,14 @@ func (n *boundNode) checkCount(kind BoundKind, count int, p *path) *Error {
 		if kind == BoundProperties {
 			noun, what, unit = "object", "an object", "properties"
 		}
-		if err := lengthError(b, count, p, noun, what, unit); err != nil {
+		if err := lengthError(b, count, d, noun, what, unit); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func lengthError(b *Bound, n int, p *path, noun, what, unit string) *Error {
+func lengthError(b *Bound, n int, d *dec, noun, what, unit string) *Error {
 	var rel, lim string
 	var limit float64
 	switch {
@@ -394,13 +422,13 @@ func lengthError(b *Bound, n int, p *path, noun, what, unit string) *Error {
 	default:
 		return nil
 	}
-	param := p.String()
+	param := d.param()
 	return &Error{Status: 400, Type: TypeInvalidRequest, Code: b.ErrorCode(lim == "minimum"), Param: param,
 		Message: fmt.Sprintf("Invalid '%s': %s %s. Expected %s with %s %s %d, but got %s with %s %d instead.",
 			param, noun, rel, what, lim, unit, int64(limit), what, unit, n)}
 }
 
-func (n *boundNode) checkNumber(f float64, p *path, typ string) *Error {
+func (n *boundNode) checkNumber(f float64, d *dec, typ string) *Error {
 	for _, b := range n.rows {
 		if !applies(b, typ) || (b.Kind != BoundInteger && b.Kind != BoundDecimal) {
 			continue
@@ -419,7 +447,7 @@ func (n *boundNode) checkNumber(f float64, p *path, typ string) *Error {
 		default:
 			continue
 		}
-		param := p.String()
+		param := d.param()
 		return &Error{Status: 400, Type: TypeInvalidRequest, Code: b.ErrorCode(op == ">="), Param: param,
 			Message: fmt.Sprintf("Invalid '%s': %s %s value. Expected a value %s %s, but got %s instead.",
 				param, noun, rel, op, fmtNum(limit), fmtNum(f))}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -57,48 +58,52 @@ var (
 //
 // DecodeClientEvent does not retain data: strings and raw values are copied.
 func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
-	r, err := newObjectReader(data, "frame")
-	if err != nil {
-		return ClientEvent{}, err
-	}
-	typ, found, _, err := r.findType(nil)
-	if err != nil {
-		return ClientEvent{}, err
-	}
-	if !found {
-		return ClientEvent{}, errMissing(child(nil, "type"))
-	}
-	switch ClientEventType(typ) {
-	case EventCreate:
-		start := r.pos
-		cp, err := r.create(true)
-		if err == nil {
-			err = checkBounds(data, start)
+	var ev ClientEvent
+	err := decodeText(data, "frame", true, func(d *dec) *Error {
+		if d.kind() != '{' {
+			return errSyntax
 		}
-		if err == nil {
-			err = checkCreate(cp)
-		}
+		t, err := d.typed()
 		if err != nil {
-			return ClientEvent{Type: EventCreate}, err
+			return err
 		}
-		return ClientEvent{Type: EventCreate, Create: cp}, nil
-	case EventAppend:
-		ev := ClientEvent{Type: EventAppend}
-		return ev, r.append(&ev)
-	case EventCancel, EventProcessed:
-		ev := ClientEvent{Type: EventCancel}
-		if ClientEventType(typ) == EventProcessed {
-			ev.Type = EventProcessed
+		defer t.done()
+		if !t.found {
+			return t.missingType()
 		}
-		return ev, r.responseIDOnly(&ev)
-	case EventSteer:
-		if err := r.skipChecked(nil); err != nil {
-			return ClientEvent{}, err
+		var seen keySet // the top-level members read so far
+		if !t.sub {
+			seen = keySet{[]byte("type")}
 		}
-		return ClientEvent{Type: EventSteer, Steer: append(json.RawMessage(nil), data...)}, nil
+		ev.Type = ClientEventType(t.typ)
+		switch ev.Type {
+		case EventCreate:
+			ev.Create, err = t.create(seen)
+		case EventAppend:
+			err = t.append(&ev, seen)
+		case EventCancel, EventProcessed:
+			err = t.responseIDOnly(&ev, seen)
+		case EventSteer:
+			if err = t.members(func([]byte) *Error { return nil }); err == nil {
+				ev.Steer = bytes.Clone(data)
+			}
+		default:
+			err = UnknownEventType(string(t.typ),
+				"'response.create', 'response.append', 'response.cancel', 'response.processed', and 'response.steer'")
+		}
+		return err
+	})
+	if err == nil && ev.Type == EventCreate {
+		err = checkCreateParams(data, ev.Create)
 	}
-	return ClientEvent{Type: ClientEventType(typ)}, UnknownEventType(string(typ),
-		"'response.create', 'response.append', 'response.cancel', 'response.processed', and 'response.steer'")
+	switch {
+	case err == nil:
+	case err.Code == CodeInvalidJSON || ev.Type == EventSteer:
+		ev = ClientEvent{}
+	default:
+		ev.Create = nil
+	}
+	return ev, err
 }
 
 // UnknownEventType is the unknown_event_type error (400, param "type") for the event type typ,
@@ -112,17 +117,17 @@ func UnknownEventType(typ, supported string) *Error {
 // DecodeCreateParams decodes the body of POST /v1/responses: the same fields and errors as a
 // response.create frame, without the "type" member (any "type" member is ignored).
 func DecodeCreateParams(data []byte) (*CreateParams, *Error) {
-	r, err := newObjectReader(data, "request body")
-	if err != nil {
-		return nil, err
-	}
-	start := r.pos
-	cp, err := r.create(false)
+	var cp *CreateParams
+	err := decodeText(data, "request body", true, func(d *dec) (err *Error) {
+		if k := d.kind(); k != '{' {
+			return errSyntax
+		}
+		d.open()
+		cp, err = d.create(nil)
+		return err
+	})
 	if err == nil {
-		err = checkBounds(data, start)
-	}
-	if err == nil {
-		err = checkCreate(cp)
+		err = checkCreateParams(data, cp)
 	}
 	if err != nil {
 		return nil, err
@@ -130,152 +135,94 @@ func DecodeCreateParams(data []byte) (*CreateParams, *Error) {
 	return cp, nil
 }
 
-// newObjectReader checks that data is one JSON object and returns a reader at its '{'. noun
-// names data in the error messages ("frame", "request body").
-func newObjectReader(data []byte, noun string) (reader, *Error) {
-	if !utf8.Valid(data) {
-		rfc := "RFC 8259"
-		if noun == "frame" {
-			rfc += ", RFC 6455 text frames"
-		}
-		return reader{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON,
-			Message: "The " + noun + " is not valid UTF-8: JSON text must be UTF-8 (" + rfc + ")."}
+// checkCreateParams checks a decoded create, whose text is data, against CreateBounds and the
+// rules of CreateFields.
+func checkCreateParams(data []byte, cp *CreateParams) *Error {
+	if err := checkBounds(data); err != nil {
+		return err
 	}
-	if !validJSON(data) {
-		var v json.RawMessage
-		msg := "invalid JSON"
-		if err := json.Unmarshal(data, &v); err != nil {
-			msg = err.Error()
-		}
-		return reader{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON,
-			Message: "The " + noun + " is not valid JSON: " + msg + "."}
-	}
-	r := reader{data: data, noun: noun}
-	if c := r.peek(); c != '{' {
-		return reader{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON,
-			Message: "The " + noun + " is not valid JSON: expected an object, but got " + kindName(c) + "."}
-	}
-	return r, nil
+	return checkCreate(cp)
 }
 
-// newValueReader checks that data is one JSON value and returns a reader at it (for the
-// UnmarshalJSON methods).
-func newValueReader(data []byte) (reader, *Error) {
-	if !validJSON(data) {
-		return reader{}, &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidJSON, Message: "The value is not valid JSON."}
-	}
-	return reader{data: data}, nil
-}
-
-// findType scans the object at r.pos for its "type" member without moving r. found is false
-// when the member is missing or null; err is invalid_type when it is not a string. role
-// reports whether a "role" member was seen before the type (or anywhere, when found is false).
-func (r reader) findType(p *path) (typ []byte, found, role bool, err *Error) {
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			return nil, false, role, nil
-		}
-		switch string(key) {
-		case "type":
-			switch c := r.peek(); c {
-			case 'n':
-			case '"':
-				return r.strBytes(), true, role, nil
-			default:
-				return nil, false, role, errType(child(p, "type"), "a string", c)
-			}
-		case "role":
-			role = true
-		}
-		r.skip()
-	}
-}
-
-// create decodes a response.create body at r.pos. skipType ignores the "type" member.
-func (r *reader) create(skipType bool) (*CreateParams, *Error) {
+// create decodes the members of a create's top-level object, whose '{' has been read; seen
+// holds the members already read.
+func (d *dec) create(seen keySet) (*CreateParams, *Error) {
 	cp := &CreateParams{}
 	haveModel := false
-	err := r.frame(func(key []byte) (err *Error) {
-		kp := path{key: key, index: -1}
-		p := &kp
+	err := d.frame(seen, func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type":
-			if skipType {
-				r.skip()
-			}
+		case "type": // skipped
 		case "model":
-			cp.Model, err = r.strOrNull(p)
+			cp.Model, err = d.strOrNull()
 			haveModel = cp.Model != ""
 		case "input":
-			cp.Input, err = r.input(p)
+			cp.Input, err = d.input()
 		case "instructions":
-			cp.Instructions, err = r.optStr(p)
+			cp.Instructions, err = d.optStr()
 		case "previous_response_id":
-			cp.PreviousResponseID, err = r.optStr(p)
+			cp.PreviousResponseID, err = d.optStr()
 		case "tools":
-			cp.Tools, err = r.tools(p)
+			cp.Tools, err = d.tools()
 		case "tool_choice":
-			cp.ToolChoice, err = r.toolChoice(p)
+			cp.ToolChoice, err = d.toolChoice()
 		case "parallel_tool_calls":
-			cp.ParallelToolCalls, err = r.optBool(p)
+			cp.ParallelToolCalls, err = d.optBool()
 		case "max_output_tokens":
-			cp.MaxOutputTokens, err = r.optInt(p, -maxExactInt)
+			cp.MaxOutputTokens, err = d.optInt()
 		case "max_tool_calls":
-			cp.MaxToolCalls, err = r.optInt(p, -maxExactInt)
+			cp.MaxToolCalls, err = d.optInt()
 		case "top_logprobs":
-			cp.TopLogprobs, err = r.optInt(p, -maxExactInt)
+			cp.TopLogprobs, err = d.optInt()
 		case "metadata":
-			cp.Metadata, err = r.metadata(p)
+			cp.Metadata, err = d.metadata()
 		case "store":
-			cp.Store, err = r.optBool(p)
+			cp.Store, err = d.optBool()
 		case "stream":
 			var b *bool
-			b, err = r.optBool(p)
+			b, err = d.optBool()
 			cp.Stream = b != nil && *b
 		case "generate":
-			cp.Generate, err = r.optBool(p)
+			cp.Generate, err = d.optBool()
 		case "background":
-			cp.Background, err = r.optBool(p)
+			cp.Background, err = d.optBool()
 		case "temperature":
-			cp.Temperature, err = r.optFloat(p)
+			cp.Temperature, err = d.optFloat()
 		case "top_p":
-			cp.TopP, err = r.optFloat(p)
+			cp.TopP, err = d.optFloat()
 		case "presence_penalty":
-			cp.PresencePenalty, err = r.optFloat(p)
+			cp.PresencePenalty, err = d.optFloat()
 		case "frequency_penalty":
-			cp.FrequencyPenalty, err = r.optFloat(p)
+			cp.FrequencyPenalty, err = d.optFloat()
 		case "reasoning":
-			cp.Reasoning, err = r.reasoning(p)
+			cp.Reasoning, err = d.reasoning()
 		case "text":
-			cp.Text, err = r.textConfig(p)
+			cp.Text, err = d.textConfig()
 		case "truncation":
-			cp.Truncation, err = r.optEnum(p, truncationValues)
+			cp.Truncation, err = d.optEnum(truncationValues)
 		case "user":
-			cp.User, err = r.optStr(p)
+			cp.User, err = d.optStr()
 		case "safety_identifier":
-			cp.SafetyIdentifier, err = r.optStr(p)
+			cp.SafetyIdentifier, err = d.optStr()
 		case "prompt_cache_key":
-			cp.PromptCacheKey, err = r.optStr(p)
+			cp.PromptCacheKey, err = d.optStr()
 		case "service_tier":
-			cp.ServiceTier, err = r.optStr(p)
+			cp.ServiceTier, err = d.optStr()
 		case "stream_id":
-			if cp.StreamID, err = r.optStr(p); err != nil { // not a string: a bad lane name
+			if cp.StreamID, err = d.optStr(); err != nil { // not a string: a bad lane name
 				err = CheckStreamID(new(""))
 			}
 		case "include":
-			cp.Include, err = r.strings(p)
+			cp.Include, err = d.strings()
 		case "stream_options":
-			cp.IncludeObfuscation, err = r.streamOptions(p)
+			cp.IncludeObfuscation, err = d.streamOptions()
 		case "prompt_cache_retention":
 			var v *string
-			if v, err = r.optStr(p); v != nil && *v != "in-memory" && *v != "in_memory" {
+			if v, err = d.optStr(); v != nil && *v != "in-memory" && *v != "in_memory" {
 				err = Errorf(400, CodeUnsupportedParameter, "prompt_cache_retention",
 					"Unsupported value: 'prompt_cache_retention' '%s'; this server keeps its cache in memory only ('in-memory').", clip(*v))
 			}
 		case "conversation", "prompt", "context_management", "moderation", "prompt_cache_options":
-			if !r.null() {
+			if !d.null() {
 				err = errUnsupported(string(key))
 			}
 		default:
@@ -291,167 +238,162 @@ func (r *reader) create(skipType bool) (*CreateParams, *Error) {
 		return nil, err
 	}
 	if !haveModel {
-		return nil, errMissing(child(nil, "model"))
+		return nil, errMissing("model")
 	}
 	return cp, nil
 }
 
-// append decodes a response.append frame {response_id, input}.
-func (r *reader) append(ev *ClientEvent) *Error {
+// append decodes the members of a response.append frame {response_id, input}; seen holds the
+// members already read.
+func (d *dec) append(ev *ClientEvent, seen keySet) *Error {
 	haveInput := false
-	err := r.frame(func(key []byte) (err *Error) {
-		kp := path{key: key, index: -1}
+	err := d.frame(seen, func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type":
-			r.skip()
+		case "type", "event_id": // skipped
 		case "response_id":
-			ev.ResponseID, err = r.strOrNull(&kp)
-		case "event_id":
+			ev.ResponseID, err = d.strOrNull()
 		case "input":
-			switch c := r.peek(); c {
+			switch k := d.kind(); k {
 			case 'n':
-				r.token()
+				d.value()
 			case '[':
-				ev.Input, err = r.items(&kp)
+				ev.Input, err = d.items()
 				haveInput = true
 			default:
-				err = errType(&kp, "an array of input items", c)
+				err = d.errType("an array of input items", k)
 			}
 		default:
 			err = errUnknown(string(key))
 		}
 		return err
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if ev.ResponseID == "" {
-		return errMissing(child(nil, "response_id"))
-	}
-	if !haveInput {
-		return errMissing(child(nil, "input"))
+	case ev.ResponseID == "":
+		return errMissing("response_id")
+	case !haveInput:
+		return errMissing("input")
 	}
 	return nil
 }
 
-// responseIDOnly decodes response.cancel and response.processed {response_id}.
-func (r *reader) responseIDOnly(ev *ClientEvent) *Error {
-	err := r.frame(func(key []byte) (err *Error) {
-		kp := path{key: key, index: -1}
+// responseIDOnly decodes the members of response.cancel and response.processed
+// {response_id}; seen holds the members already read.
+func (d *dec) responseIDOnly(ev *ClientEvent, seen keySet) *Error {
+	err := d.frame(seen, func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type":
-			r.skip()
+		case "type", "event_id": // skipped
 		case "response_id":
-			ev.ResponseID, err = r.strOrNull(&kp)
-		case "event_id":
+			ev.ResponseID, err = d.strOrNull()
 		default:
 			err = errUnknown(string(key))
 		}
 		return err
 	})
-	if err != nil {
-		return err
+	if err == nil && ev.ResponseID == "" {
+		return errMissing("response_id")
 	}
-	if ev.ResponseID == "" {
-		return errMissing(child(nil, "response_id"))
-	}
-	return nil
+	return err
 }
 
 // optEnum reads a string from values, or null (nil).
-func (r *reader) optEnum(p *path, values []string) (*string, *Error) {
-	switch c := r.peek(); c {
+func (d *dec) optEnum(values []string) (*string, *Error) {
+	switch k := d.kind(); k {
 	case 'n':
-		r.token()
+		d.value()
 		return nil, nil
 	case '"':
-		v, err := r.enum(p, values)
+		v, err := d.enum(values)
 		if err != nil {
 			return nil, err
 		}
 		return &v, nil
 	default:
-		return nil, errType(p, "a string", c)
+		return nil, d.errType("a string", k)
 	}
 }
 
 // enum reads a string token that must be one of values; it returns the matching value
 // (no allocation).
-func (r *reader) enum(p *path, values []string) (string, *Error) {
-	b := r.strBytes()
+func (d *dec) enum(values []string) (string, *Error) {
+	b := d.strBytes()
 	for _, v := range values {
 		if string(b) == v {
 			return v, nil
 		}
 	}
-	return "", errValue(p, string(b), values)
+	return "", errValue(d.param(), string(b), values)
 }
 
 // input reads a create's input: a string (one user message) or an array of items; null is
 // omitted.
-func (r *reader) input(p *path) ([]Item, *Error) {
-	switch c := r.peek(); c {
+func (d *dec) input() ([]Item, *Error) {
+	switch k := d.kind(); k {
 	case 'n':
-		r.token()
+		d.value()
 		return nil, nil
 	case '"':
-		s := r.str()
+		s := d.str()
 		return []Item{{Type: ItemMessage, Role: RoleUser, Content: []ContentPart{{Type: PartInputText, Text: s}}}}, nil
 	case '[':
-		return r.items(p)
+		return d.items()
 	default:
-		return nil, errType(p, "a string or an array of input items", c)
+		return nil, d.errType("a string or an array of input items", k)
 	}
 }
 
-// items reads an array of input items (r at '['). The result is non-nil, also when empty.
-func (r *reader) items(p *path) ([]Item, *Error) {
-	r.open()
-	items := []Item{}
-	for i := 0; r.elem(); i++ {
-		ep := path{parent: p, index: i}
-		items = append(items, Item{})
-		if err := r.item(&ep, &items[len(items)-1]); err != nil {
-			return nil, err
-		}
+// items reads an array of input items (the '[' peeked). The result is non-nil, also when empty.
+func (d *dec) items() ([]Item, *Error) { return arrayOf(d, d.item) }
+
+// arrayOf reads the array that is the next value (its '[' peeked) with read, one element each.
+// The result is non-nil, also when empty.
+func arrayOf[T any](d *dec, read func(*T) *Error) ([]T, *Error) {
+	out := []T{}
+	err := d.array(func() *Error {
+		var zero T
+		out = append(out, zero)
+		return read(&out[len(out)-1])
+	})
+	if err != nil {
+		return nil, err
 	}
-	return items, nil
+	return out, nil
 }
 
 // item reads one input item. An object without "type" but with "role" is a
 // message ("easy message"); message, function_call and function_call_output are modelled; any
 // other type is kept verbatim (compacted) in Raw with ID and Status taken from it when they are
 // strings.
-func (r *reader) item(p *path, it *Item) *Error {
-	c := r.peek()
-	if c != '{' {
-		return errType(p, "an object", c)
+func (d *dec) item(it *Item) *Error {
+	if k := d.kind(); k != '{' {
+		return d.errType("an object", k)
 	}
-	typ, found, role, err := r.findType(p)
+	t, err := d.typed()
 	if err != nil {
 		return err
 	}
-	switch {
-	case !found && role, found && string(typ) == ItemMessage:
-		return r.message(p, it)
-	case !found:
-		return errMissing(child(p, "type"))
-	case string(typ) == ItemFunctionCall:
-		return r.functionCall(p, it)
-	case string(typ) == ItemFunctionCallOutput:
-		return r.functionCallOutput(p, it)
+	defer t.done()
+	switch typ := string(t.typ); {
+	case !t.found && t.role, t.found && typ == ItemMessage:
+		return t.message(it)
+	case !t.found:
+		return t.missingType()
+	case typ == ItemFunctionCall:
+		return t.functionCall(it)
+	case typ == ItemFunctionCallOutput:
+		return t.functionCallOutput(it)
 	}
-	it.Type = string(typ)
-	start := r.pos
-	err = r.object(p, func(key []byte) *Error {
+	it.Type = string(t.typ)
+	err = t.members(func(key []byte) *Error {
 		switch string(key) {
 		case "id":
-			if r.peek() == '"' {
-				it.ID = r.str()
+			if t.kind() == '"' {
+				it.ID = t.str()
 			}
 		case "status":
-			if r.peek() == '"' {
-				it.Status = r.str()
+			if t.kind() == '"' {
+				it.Status = t.str()
 			}
 		}
 		return nil
@@ -459,54 +401,51 @@ func (r *reader) item(p *path, it *Item) *Error {
 	if err != nil {
 		return err
 	}
-	it.Raw = compactCopy(r.data[start:r.pos])
+	it.Raw = t.raw()
 	if it.Type == ItemReference && it.ID == "" {
-		return errMissing(child(p, "id"))
+		return t.missing("id")
 	}
 	return nil
 }
 
-// message reads a message item at r.pos.
-func (r *reader) message(p *path, it *Item) *Error {
+// message reads the members of a message item.
+func (d *dec) message(it *Item) *Error {
 	it.Type = ItemMessage
 	var (
 		text      string
 		isString  bool
 		haveParts bool
 	)
-	err := r.object(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	err := d.members(func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type":
-			r.skip()
 		case "role":
-			switch c := r.peek(); c {
+			switch k := d.kind(); k {
 			case 'n':
-				r.token()
+				d.value()
 				it.Role = ""
 			case '"':
-				it.Role, err = r.enum(&kp, roleValues)
+				it.Role, err = d.enum(roleValues)
 			default:
-				err = errType(&kp, "a string", c)
+				err = d.errType("a string", k)
 			}
 		case "content":
-			switch c := r.peek(); c {
+			switch k := d.kind(); k {
 			case 'n':
-				r.token()
+				d.value()
 				isString, haveParts = false, false
 			case '"':
-				text = r.str()
+				text = d.str()
 				isString, haveParts = true, false
 			case '[':
-				it.Content, err = r.parts(&kp)
+				it.Content, err = d.parts()
 				isString, haveParts = false, true
 			default:
-				err = errType(&kp, "a string or an array of content parts", c)
+				err = d.errType("a string or an array of content parts", k)
 			}
 		case "id":
-			it.ID, err = r.strOrNull(&kp)
+			it.ID, err = d.strOrNull()
 		case "status":
-			err = r.status(&kp, &it.Status)
+			err = d.status(&it.Status)
 		}
 		return err
 	})
@@ -514,7 +453,7 @@ func (r *reader) message(p *path, it *Item) *Error {
 		return err
 	}
 	if it.Role == "" {
-		return errMissing(child(p, "role"))
+		return d.missing("role")
 	}
 	switch {
 	case isString:
@@ -524,14 +463,14 @@ func (r *reader) message(p *path, it *Item) *Error {
 		}
 		it.Content = []ContentPart{{Type: t, Text: text}}
 	case !haveParts:
-		return errMissing(child(p, "content"))
+		return d.missing("content")
 	}
 	return nil
 }
 
 // status reads an item status (in_progress | completed | incomplete) or null.
-func (r *reader) status(p *path, dst *string) *Error {
-	s, err := r.optEnum(p, statusValues)
+func (d *dec) status(dst *string) *Error {
+	s, err := d.optEnum(statusValues)
 	if s != nil {
 		*dst = *s
 	} else {
@@ -541,95 +480,83 @@ func (r *reader) status(p *path, dst *string) *Error {
 }
 
 // reqStr reads a required string member: null leaves it missing.
-func (r *reader) reqStr(p *path, dst *string, have *bool) *Error {
-	switch c := r.peek(); c {
+func (d *dec) reqStr(dst *string, have *bool) *Error {
+	switch k := d.kind(); k {
 	case 'n':
-		r.token()
+		d.value()
 		*dst, *have = "", false
 	case '"':
-		*dst, *have = r.str(), true
+		*dst, *have = d.str(), true
 	default:
-		return errType(p, "a string", c)
+		return d.errType("a string", k)
 	}
 	return nil
 }
 
-// functionCall reads a function_call item at r.pos.
-func (r *reader) functionCall(p *path, it *Item) *Error {
+// required reads the members of an object with fn and then reports the first of names whose
+// flag in have is false as missing.
+func (d *dec) required(fn memberFunc, names []string, have ...*bool) *Error {
+	if err := d.members(fn); err != nil {
+		return err
+	}
+	for i, h := range have {
+		if !*h {
+			return d.missing(names[i])
+		}
+	}
+	return nil
+}
+
+// functionCall reads the members of a function_call item.
+func (d *dec) functionCall(it *Item) *Error {
 	it.Type = ItemFunctionCall
 	var haveCall, haveName, haveArgs bool
-	err := r.object(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	return d.required(func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type":
-			r.skip()
 		case "call_id":
-			err = r.reqStr(&kp, &it.CallID, &haveCall)
+			err = d.reqStr(&it.CallID, &haveCall)
 		case "name":
-			err = r.reqStr(&kp, &it.Name, &haveName)
+			err = d.reqStr(&it.Name, &haveName)
 		case "arguments":
-			err = r.reqStr(&kp, &it.Arguments, &haveArgs)
+			err = d.reqStr(&it.Arguments, &haveArgs)
 		case "id":
-			it.ID, err = r.strOrNull(&kp)
+			it.ID, err = d.strOrNull()
 		case "status":
-			err = r.status(&kp, &it.Status)
+			err = d.status(&it.Status)
 		}
 		return err
-	})
-	switch {
-	case err != nil:
-		return err
-	case !haveCall:
-		return errMissing(child(p, "call_id"))
-	case !haveName:
-		return errMissing(child(p, "name"))
-	case !haveArgs:
-		return errMissing(child(p, "arguments"))
-	}
-	return nil
+	}, []string{"call_id", "name", "arguments"}, &haveCall, &haveName, &haveArgs)
 }
 
-// functionCallOutput reads a function_call_output item at r.pos. An array output is kept in
-// OutputParts and its text parts are joined into Output.
-func (r *reader) functionCallOutput(p *path, it *Item) *Error {
+// functionCallOutput reads the members of a function_call_output item. An array output is kept
+// in OutputParts and its text parts are joined into Output.
+func (d *dec) functionCallOutput(it *Item) *Error {
 	it.Type = ItemFunctionCallOutput
 	var haveCall, haveOutput bool
-	err := r.object(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	return d.required(func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type":
-			r.skip()
 		case "call_id":
-			err = r.reqStr(&kp, &it.CallID, &haveCall)
+			err = d.reqStr(&it.CallID, &haveCall)
 		case "output":
-			switch c := r.peek(); c {
+			switch k := d.kind(); k {
 			case 'n':
-				r.token()
+				d.value()
 				it.Output, it.OutputParts, haveOutput = "", nil, false
 			case '"':
-				it.Output, it.OutputParts, haveOutput = r.str(), nil, true
+				it.Output, it.OutputParts, haveOutput = d.str(), nil, true
 			case '[':
-				it.OutputParts, err = r.parts(&kp)
+				it.OutputParts, err = d.parts()
 				it.Output, haveOutput = joinText(it.OutputParts), true
 			default:
-				err = errType(&kp, "a string or an array of content parts", c)
+				err = d.errType("a string or an array of content parts", k)
 			}
 		case "id":
-			it.ID, err = r.strOrNull(&kp)
+			it.ID, err = d.strOrNull()
 		case "status":
-			err = r.status(&kp, &it.Status)
+			err = d.status(&it.Status)
 		}
 		return err
-	})
-	switch {
-	case err != nil:
-		return err
-	case !haveCall:
-		return errMissing(child(p, "call_id"))
-	case !haveOutput:
-		return errMissing(child(p, "output"))
-	}
-	return nil
+	}, []string{"call_id", "output"}, &haveCall, &haveOutput)
 }
 
 // joinText concatenates the text of input_text and output_text parts.
@@ -651,37 +578,36 @@ func (p *ContentPart) textOnly() string {
 	return ""
 }
 
-// parts reads an array of content parts (r at '['). The result is non-nil, also when empty.
-func (r *reader) parts(p *path) ([]ContentPart, *Error) {
-	r.open()
-	parts := []ContentPart{}
-	for i := 0; r.elem(); i++ {
-		ep := path{parent: p, index: i}
-		parts = append(parts, ContentPart{})
-		if err := r.part(&ep, &parts[len(parts)-1]); err != nil {
-			return nil, err
-		}
+// parts reads an array of content parts (the '[' peeked). The result is non-nil, also when
+// empty.
+func (d *dec) parts() ([]ContentPart, *Error) { return arrayOf(d, d.part) }
+
+// typedObject opens the next value as an object whose first "type" member chooses its shape
+// (dec.typed): anything but an object is invalid_type, an object without a type is
+// missing_required_parameter "type".
+func (d *dec) typedObject() (typed, *Error) {
+	if k := d.kind(); k != '{' {
+		return typed{}, d.errType("an object", k)
 	}
-	return parts, nil
+	t, err := d.typed()
+	if err == nil && !t.found {
+		err = t.missingType()
+		t.done()
+	}
+	return t, err
 }
 
 // part reads one content part. input_text, output_text, summary_text and reasoning_text need
 // "text", refusal needs "refusal" (strings); any other type (input_image, input_file, …) is
 // kept in Raw.
-func (r *reader) part(p *path, pt *ContentPart) *Error {
-	c := r.peek()
-	if c != '{' {
-		return errType(p, "an object", c)
-	}
-	typ, found, _, err := r.findType(p)
+func (d *dec) part(pt *ContentPart) *Error {
+	t, err := d.typedObject()
 	if err != nil {
 		return err
 	}
-	if !found {
-		return errMissing(child(p, "type"))
-	}
+	defer t.done()
 	textKey := "text"
-	switch string(typ) {
+	switch string(t.typ) {
 	case PartInputText:
 		pt.Type = PartInputText
 	case PartOutputText:
@@ -693,191 +619,161 @@ func (r *reader) part(p *path, pt *ContentPart) *Error {
 	case PartRefusal:
 		pt.Type, textKey = PartRefusal, "refusal"
 	default:
-		pt.Type = string(typ)
-		pt.Raw, err = r.raw(p)
+		pt.Type = string(t.typ)
+		pt.Raw, err = t.rawRest()
 		return err
 	}
 	haveText := false
-	err = r.object(p, func(key []byte) *Error {
-		kp := path{parent: p, key: key, index: -1}
-		switch string(key) {
-		case "type":
-			r.skip()
-		case textKey:
-			return r.reqStr(&kp, &pt.Text, &haveText)
+	return t.required(func(key []byte) *Error {
+		if string(key) == textKey {
+			return t.reqStr(&pt.Text, &haveText)
 		}
 		return nil
-	})
-	if err == nil && !haveText {
-		return errMissing(child(p, textKey))
+	}, []string{textKey}, &haveText)
+}
+
+// missingType is missing_required_parameter for the "type" of an object without one.
+func (t *typed) missingType() *Error {
+	return errMissing(string(joinParam([]byte(t.prefix), "type")))
+}
+
+// rawRest reads the rest of t's object, checking its numbers, and returns a compacted copy of
+// the whole object.
+func (t *typed) rawRest() (json.RawMessage, *Error) {
+	if err := t.members(func([]byte) *Error { return nil }); err != nil {
+		return nil, err
 	}
-	return err
+	return t.raw(), nil
 }
 
 // tools reads the tools array, or null.
-func (r *reader) tools(p *path) ([]Tool, *Error) {
-	switch c := r.peek(); c {
+func (d *dec) tools() ([]Tool, *Error) {
+	switch k := d.kind(); k {
 	case 'n':
-		r.token()
+		d.value()
 		return nil, nil
 	case '[':
 	default:
-		return nil, errType(p, "an array of tools", c)
+		return nil, d.errType("an array of tools", k)
 	}
-	r.open()
-	tools := []Tool{}
-	for i := 0; r.elem(); i++ {
-		ep := path{parent: p, index: i}
-		tools = append(tools, Tool{})
-		if err := r.tool(&ep, &tools[len(tools)-1]); err != nil {
-			return nil, err
-		}
-	}
-	return tools, nil
+	return arrayOf(d, d.tool)
 }
 
-// tool reads one tool: a function tool is modelled, other types are kept in
-// Raw.
-func (r *reader) tool(p *path, t *Tool) *Error {
-	c := r.peek()
-	if c != '{' {
-		return errType(p, "an object", c)
-	}
-	typ, found, _, err := r.findType(p)
+// tool reads one tool: a function tool is modelled, other types are kept in Raw.
+func (d *dec) tool(tl *Tool) *Error {
+	t, err := d.typedObject()
 	if err != nil {
 		return err
 	}
-	if !found {
-		return errMissing(child(p, "type"))
-	}
-	if string(typ) != ToolFunction {
-		t.Type = string(typ)
-		t.Raw, err = r.raw(p)
+	defer t.done()
+	tl.Type = string(t.typ)
+	if tl.Type != ToolFunction {
+		tl.Raw, err = t.rawRest()
 		return err
 	}
-	t.Type = ToolFunction
 	haveName := false
-	err = r.object(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	return t.required(func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type":
-			r.skip()
 		case "name":
-			err = r.reqStr(&kp, &t.Name, &haveName)
+			err = t.reqStr(&tl.Name, &haveName)
 		case "description":
-			t.Description, err = r.optStr(&kp)
+			tl.Description, err = t.optStr()
 		case "parameters":
-			t.Parameters, err = r.optRawObject(&kp)
+			tl.Parameters, err = t.optRawObject()
 		case "strict":
-			t.Strict, err = r.optBool(&kp)
+			tl.Strict, err = t.optBool()
 		}
 		return err
-	})
-	if err == nil && !haveName {
-		return errMissing(child(p, "name"))
-	}
-	return err
+	}, []string{"name"}, &haveName)
 }
 
 // toolChoice reads tool_choice: a mode string, {"type":"function","name":…}, another object
 // (kept in Raw), or null (zero).
-func (r *reader) toolChoice(p *path) (ToolChoice, *Error) {
+func (d *dec) toolChoice() (ToolChoice, *Error) {
 	var tc ToolChoice
-	switch c := r.peek(); c {
+	switch k := d.kind(); k {
 	case 'n':
-		r.token()
+		d.value()
 		return tc, nil
 	case '"':
 		var err *Error
-		tc.Mode, err = r.enum(p, toolChoiceModes)
+		tc.Mode, err = d.enum(toolChoiceModes)
 		return tc, err
 	case '{':
 	default:
-		return tc, errType(p, "a string or an object", c)
+		return tc, d.errType("a string or an object", k)
 	}
-	typ, found, _, err := r.findType(p)
+	t, err := d.typedObject()
 	if err != nil {
 		return tc, err
 	}
-	if !found {
-		return tc, errMissing(child(p, "type"))
-	}
-	if string(typ) == ToolChoiceAllowed {
-		return r.allowedTools(p)
-	}
-	if string(typ) != ToolFunction {
-		tc.Raw, err = r.raw(p)
+	defer t.done()
+	switch string(t.typ) {
+	case ToolChoiceAllowed:
+		return t.allowedTools()
+	case ToolFunction:
+	default:
+		tc.Raw, err = t.rawRest()
 		return tc, err
 	}
 	haveName := false
-	err = r.object(p, func(key []byte) *Error {
-		kp := path{parent: p, key: key, index: -1}
-		switch string(key) {
-		case "type":
-			r.skip()
-		case "name":
-			return r.reqStr(&kp, &tc.Name, &haveName)
+	err = t.members(func(key []byte) *Error {
+		if string(key) == "name" {
+			return t.reqStr(&tc.Name, &haveName)
 		}
 		return nil
 	})
 	if err == nil && (!haveName || tc.Name == "") {
-		return tc, errMissing(child(p, "name"))
+		return tc, t.missing("name")
 	}
 	return tc, err
 }
 
-// allowedTools reads {"type":"allowed_tools","mode":…,"tools":[{"type":"function","name":…}]}:
-// Mode is the mode ("auto" when omitted), Allowed the tools' names (hosted tools without a name
-// are skipped), Raw the object for the echo.
-func (r *reader) allowedTools(p *path) (ToolChoice, *Error) {
+// allowedTools reads the members of {"type":"allowed_tools","mode":…,"tools":[{"type":
+// "function","name":…}]}: Mode is the mode ("auto" when omitted), Allowed the tools' names
+// (hosted tools without a name are skipped), Raw the object for the echo.
+func (t *typed) allowedTools() (ToolChoice, *Error) {
 	tc := ToolChoice{Mode: ToolChoiceAuto, Allowed: []string{}}
-	start := r.pos
 	haveTools := false
-	err := r.object(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	err := t.required(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "mode":
 			var m *string
-			if m, err = r.optEnum(&kp, toolChoiceModes); m != nil {
+			if m, err = t.optEnum(toolChoiceModes); m != nil {
 				tc.Mode = *m
 			}
 		case "tools":
-			if c := r.peek(); c != '[' {
-				return errType(&kp, "an array", c)
+			if k := t.kind(); k != '[' {
+				return t.errType("an array", k)
 			}
 			haveTools = true
-			r.open()
-			for i := 0; r.elem(); i++ {
-				ep := path{parent: &kp, index: i}
-				var t Tool
-				if err = r.allowedTool(&ep, &t); err != nil {
+			err = t.array(func() *Error {
+				var tl Tool
+				if err := t.allowedTool(&tl); err != nil {
 					return err
 				}
-				tc.Allowed = append(tc.Allowed, t.Name)
-			}
+				tc.Allowed = append(tc.Allowed, tl.Name)
+				return nil
+			})
 		}
 		return err
-	})
-	switch {
-	case err != nil:
+	}, []string{"tools"}, &haveTools)
+	if err != nil {
 		return tc, err
-	case !haveTools:
-		return tc, errMissing(child(p, "tools"))
 	}
-	tc.Raw = compactCopy(r.data[start:r.pos])
+	tc.Raw = t.raw()
 	return tc, nil
 }
 
 // allowedTool reads one entry of allowed_tools.tools: {"type", "name"?}.
-func (r *reader) allowedTool(p *path, t *Tool) *Error {
+func (d *dec) allowedTool(t *Tool) *Error {
 	haveType := false
-	err := r.object(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	err := d.object(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "type":
-			err = r.reqStr(&kp, &t.Type, &haveType)
+			err = d.reqStr(&t.Type, &haveType)
 		case "name":
-			t.Name, err = r.strOrNull(&kp)
+			t.Name, err = d.strOrNull()
 		}
 		return err
 	})
@@ -885,42 +781,39 @@ func (r *reader) allowedTool(p *path, t *Tool) *Error {
 	case err != nil:
 		return err
 	case !haveType:
-		return errMissing(child(p, "type"))
+		return d.missing("type")
 	case t.Type == ToolFunction && t.Name == "":
-		return errMissing(child(p, "name"))
+		return d.missing("name")
 	}
 	return nil
 }
 
 // strings reads an array of strings, or null (nil).
-func (r *reader) strings(p *path) ([]string, *Error) {
-	switch c := r.peek(); c {
+func (d *dec) strings() ([]string, *Error) {
+	switch k := d.kind(); k {
 	case 'n':
-		r.token()
+		d.value()
 		return nil, nil
 	case '[':
 	default:
-		return nil, errType(p, "an array of strings", c)
+		return nil, d.errType("an array of strings", k)
 	}
-	out := []string{}
-	r.open()
-	for i := 0; r.elem(); i++ {
-		if c := r.peek(); c != '"' {
-			return nil, errType(&path{parent: p, index: i}, "a string", c)
+	return arrayOf(d, func(s *string) *Error {
+		if k := d.kind(); k != '"' {
+			return d.errType("a string", k)
 		}
-		out = append(out, r.str())
-	}
-	return out, nil
+		*s = d.str()
+		return nil
+	})
 }
 
 // streamOptions reads stream_options {include_obfuscation?}, or null; it returns
 // include_obfuscation.
-func (r *reader) streamOptions(p *path) (*bool, *Error) {
+func (d *dec) streamOptions() (*bool, *Error) {
 	var v *bool
-	_, err := r.optObject(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	_, err := d.optObject(func(key []byte) (err *Error) {
 		if string(key) == "include_obfuscation" {
-			v, err = r.optBool(&kp)
+			v, err = d.optBool()
 		}
 		return err
 	})
@@ -932,31 +825,29 @@ func (r *reader) streamOptions(p *path) (*bool, *Error) {
 
 // metadata reads an object of strings (at most MaxMetadataKeys keys of at most
 // MaxMetadataKeyLen characters, values of at most MaxMetadataValueLen characters), or null.
-func (r *reader) metadata(p *path) (map[string]string, *Error) {
-	if r.null() {
+func (d *dec) metadata() (map[string]string, *Error) {
+	if d.null() {
 		return nil, nil
 	}
 	m := map[string]string{}
-	err := r.object(p, func(key []byte) *Error {
-		kp := path{parent: p, key: key, index: -1}
-		c := r.peek()
-		if c != '"' {
-			return errType(&kp, "a string", c)
+	err := d.object(func(key []byte) *Error {
+		if k := d.kind(); k != '"' {
+			return d.errType("a string", k)
 		}
-		v := r.str()
+		v := d.str()
 		k := string(key)
 		if n := utf8.RuneCountInString(k); n > MaxMetadataKeyLen {
-			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: p.String(),
+			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: d.parent(),
 				Message: fmt.Sprintf("Invalid 'metadata': key '%s' is too long. Expected keys with maximum length %d, but got a key with length %d instead.", clip(k), MaxMetadataKeyLen, n)}
 		}
 		if n := utf8.RuneCountInString(v); n > MaxMetadataValueLen {
-			param := kp.String()
+			param := d.param()
 			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: param,
 				Message: fmt.Sprintf("Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.", param, MaxMetadataValueLen, n)}
 		}
 		m[k] = v
 		if len(m) > MaxMetadataKeys {
-			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: p.String(),
+			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidValue, Param: d.parent(),
 				Message: fmt.Sprintf("Invalid 'metadata': too many properties. Expected an object with at most %d properties, but got more.", MaxMetadataKeys)}
 		}
 		return nil
@@ -968,15 +859,14 @@ func (r *reader) metadata(p *path) (map[string]string, *Error) {
 }
 
 // reasoning reads {effort, summary} (strings or null; other members ignored), or null.
-func (r *reader) reasoning(p *path) (*Reasoning, *Error) {
+func (d *dec) reasoning() (*Reasoning, *Error) {
 	rs := &Reasoning{}
-	found, err := r.optObject(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	found, err := d.optObject(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "effort":
-			rs.Effort, err = r.optStr(&kp)
+			rs.Effort, err = d.optStr()
 		case "summary":
-			rs.Summary, err = r.optStr(&kp)
+			rs.Summary, err = d.optStr()
 		}
 		return err
 	})
@@ -988,16 +878,15 @@ func (r *reader) reasoning(p *path) (*Reasoning, *Error) {
 
 // textConfig reads {format: object or null (kept raw), verbosity: low|medium|high or null}, or
 // null.
-func (r *reader) textConfig(p *path) (*TextConfig, *Error) {
+func (d *dec) textConfig() (*TextConfig, *Error) {
 	tc := &TextConfig{}
-	found, err := r.optObject(p, func(key []byte) (err *Error) {
-		kp := path{parent: p, key: key, index: -1}
+	found, err := d.optObject(func(key []byte) (err *Error) {
 		switch string(key) {
 		case "format":
-			tc.Format, err = r.optRawObject(&kp)
+			tc.Format, err = d.optRawObject()
 		case "verbosity":
 			var v *string
-			if v, err = r.optEnum(&kp, verbosityValues); v != nil {
+			if v, err = d.optEnum(verbosityValues); v != nil {
 				tc.Verbosity = *v
 			}
 		}
@@ -1009,25 +898,26 @@ func (r *reader) textConfig(p *path) (*TextConfig, *Error) {
 	return tc, nil
 }
 
-// raw reads any value, checking its numbers (skipChecked), and returns a compacted copy of it.
-func (r *reader) raw(p *path) (json.RawMessage, *Error) {
-	start := r.pos
-	if err := r.skipChecked(p); err != nil {
+// raw reads any value, checking its numbers (skip), and returns a compacted copy of it.
+func (d *dec) raw() (json.RawMessage, *Error) {
+	d.kind()
+	start := int(d.d.InputOffset()) + valueStart(d.d.UnreadBuffer())
+	if err := d.skip(); err != nil {
 		return nil, err
 	}
-	return compactCopy(r.data[start:r.pos]), nil
+	return compactCopy(d.data[start:d.d.InputOffset()]), nil
 }
 
 // optRawObject reads an object kept verbatim (see raw), or null (nil).
-func (r *reader) optRawObject(p *path) (json.RawMessage, *Error) {
-	switch c := r.peek(); c {
+func (d *dec) optRawObject() (json.RawMessage, *Error) {
+	switch k := d.kind(); k {
 	case 'n':
-		r.token()
+		d.value()
 		return nil, nil
 	case '{':
-		return r.raw(p)
+		return d.raw()
 	default:
-		return nil, errType(p, "an object", c)
+		return nil, d.errType("an object", k)
 	}
 }
 
@@ -1047,22 +937,13 @@ func (k *keySet) add(key []byte, noun string) *Error {
 	return nil
 }
 
-// frame reads a frame's top-level object (r at its '{') with fn, rejecting repeated members.
-func (r *reader) frame(fn memberFunc) *Error {
-	var seen keySet
-	return r.object(nil, func(key []byte) *Error {
-		if err := seen.add(key, r.what()); err != nil {
+// frame reads the members of a frame's top-level object (its '{' read) with fn, rejecting
+// repeated members; seen holds the members already read.
+func (d *dec) frame(seen keySet, fn memberFunc) *Error {
+	return d.members(func(key []byte) *Error {
+		if err := seen.add(key, d.noun); err != nil {
 			return err
 		}
 		return fn(key)
 	})
-}
-
-// null consumes a null literal if one is next and reports whether it did.
-func (r *reader) null() bool {
-	if r.peek() == 'n' {
-		r.token()
-		return true
-	}
-	return false
 }

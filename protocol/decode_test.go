@@ -418,6 +418,9 @@ func FuzzDecodeClientEvent(f *testing.F) {
 		`{"type":"response.cancel","response_id":"r"}`,
 		`{"type":"response.steer","input":"x"}`,
 		`{"type":"response.create","model":"m","input":[{"type":"item_reference","id":"msg_1"}],"tool_choice":{"type":"function","name":"f"}}`,
+		// A string that breaks after its opening quote (once stalled the member loop).
+		`{"type":"response.create","model":"m","input":[{"type":"function_call_tpue","call_id":"c","ou:1}]}`,
+		`{"type":"response.steer","input":type":"function_call_output","output":"x"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -552,7 +555,10 @@ func TestDecodeDuplicateNestedMembers(t *testing.T) {
 
 // typicalCreate is a response.create as a coding agent sends it mid-session: four tools and 20
 // input items (messages with content parts, reasoning, function calls and their outputs).
-func typicalCreate() []byte {
+func typicalCreate() []byte { return createItems(4) }
+
+// createItems is typicalCreate with its five-item turn repeated turns times.
+func createItems(turns int) []byte {
 	var sb strings.Builder
 	sb.WriteString(`{"type":"response.create","model":"gpt-5.6-codex","instructions":"You are Codex.",` +
 		`"tools":[{"type":"function","name":"exec_command","description":"Run a command","strict":false,` +
@@ -562,7 +568,7 @@ func typicalCreate() []byte {
 		`{"type":"web_search"}],"tool_choice":"auto","parallel_tool_calls":true,` +
 		`"reasoning":{"effort":"medium","summary":"auto"},"store":false,"stream":true,` +
 		`"include":["reasoning.encrypted_content"],"prompt_cache_key":"sess-1","input":[`)
-	for i := range 4 {
+	for i := range turns {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
@@ -655,5 +661,38 @@ func TestTypicalCreateDecodes(t *testing.T) {
 	var v stdCreate
 	if err := json.Unmarshal(typicalCreate(), &v); err != nil || len(v.Input) != 20 || len(v.Tools) != 4 {
 		t.Fatalf("typicalCreate via encoding/json: %v", err)
+	}
+}
+
+// BenchmarkDecodeCreate2000 decodes a response.create of 2,000 input items: typicalCreate's
+// tools and its five-item turn (messages with parts, reasoning, a function call and its output)
+// repeated 400 times.
+func BenchmarkDecodeCreate2000(b *testing.B) {
+	frame := createItems(400)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ev, err := DecodeClientEvent(frame)
+		if err != nil || len(ev.Create.Input) != 2000 {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestDecodeSteerEchoesWholeInput checks that a steer whose input is bad still carries the
+// whole input as sent, so that response.steer.failed echoes valid JSON.
+func TestDecodeSteerEchoesWholeInput(t *testing.T) {
+	sp, err := DecodeSteer([]byte(`{"type":"response.steer","previous_response_id":"resp_1","input":[{"role":"user", "content":3}]}`))
+	if err == nil || err.Code != CodeInvalidInput || err.Param != "input[0].content" {
+		t.Fatalf("got %v, want invalid_input at input[0].content", err)
+	}
+	if string(sp.RawInput) != `[{"role":"user","content":3}]` || sp.PreviousResponseID != "resp_1" {
+		t.Errorf("got %+v", sp)
+	}
+	if echo := SteerEcho("", sp.PreviousResponseID, sp.RawInput); !json.Valid(echo) {
+		t.Errorf("echo %s is not JSON", echo)
+	}
+	if sp, _ := DecodeSteer([]byte(`{"previous_response_id":"resp_1","input":"x"`)); sp.PreviousResponseID != "" {
+		t.Errorf("a frame that is not JSON gave %+v", sp)
 	}
 }

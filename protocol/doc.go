@@ -2,7 +2,8 @@
 // input and output items, tools, usage, the client events (response.create, response.append,
 // …), the server events, the error envelope and the table of error codes, with strict
 // decoding that names the offending parameter, allocation-light encoding, and SSE framing.
-// It imports only the standard library and github.com/google/uuid (NewID), and nothing of
+// It imports only the standard library, github.com/google/uuid (NewID) and
+// github.com/go-json-experiment/json/jsontext (the tokenizer of its decoders), and nothing of
 // ours; every other layer speaks it.
 //
 // Entry points:

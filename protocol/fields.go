@@ -150,7 +150,7 @@ func fillFormat(raw json.RawMessage) json.RawMessage {
 }
 
 // checkFormat checks text.format's shape: json_schema needs a name and a schema object (whether
-// the schema compiles is session.CheckFormat's call, outside this standard-library package).
+// the schema compiles is session.CheckFormat's call, outside this package).
 func checkFormat(raw json.RawMessage) *Error {
 	if len(raw) == 0 {
 		return nil
@@ -168,16 +168,14 @@ func checkFormat(raw json.RawMessage) *Error {
 	}
 	switch {
 	case f.Name == nil:
-		return errMissing(child(child(nil, "text"), "format").child("name"))
+		return errMissing("text.format.name")
 	case len(f.Schema) == 0 || string(f.Schema) == "null":
-		return errMissing(child(child(nil, "text"), "format").child("schema"))
+		return errMissing("text.format.schema")
 	case f.Schema[0] != '{':
 		return Errorf(400, CodeInvalidType, "text.format.schema", "Invalid type for 'text.format.schema': expected an object.")
 	}
 	return nil
 }
-
-func (p *path) child(key string) *path { return child(p, key) }
 
 // FieldRow renders f as a row of the Markdown table in docs/fields.md.
 func FieldRow(f FieldStatus) string {

@@ -105,15 +105,9 @@ func (it Item) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes one input or output item with the strict rules of DecodeClientEvent;
 // the error is an *Error whose Param is relative to the item ("content[0].text").
 func (it *Item) UnmarshalJSON(data []byte) error {
-	r, err := newValueReader(data)
-	if err == nil {
-		*it = Item{}
-		err = r.item(nil, it)
-	}
-	if err != nil {
-		return err
-	}
-	return nil
+	var v Item
+	err := decodeText(data, "", false, func(d *dec) *Error { return d.item(&v) })
+	return setUnlessInvalid(it, v, err)
 }
 
 // MarshalJSON encodes the part; output_text always carries "annotations":[] and "logprobs":[],
@@ -124,13 +118,7 @@ func (p ContentPart) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes one content part with the strict rules of DecodeClientEvent.
 func (p *ContentPart) UnmarshalJSON(data []byte) error {
-	r, err := newValueReader(data)
-	if err == nil {
-		*p = ContentPart{}
-		err = r.part(nil, p)
-	}
-	if err != nil {
-		return err
-	}
-	return nil
+	var v ContentPart
+	err := decodeText(data, "", false, func(d *dec) *Error { return d.part(&v) })
+	return setUnlessInvalid(p, v, err)
 }

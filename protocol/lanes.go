@@ -66,25 +66,23 @@ func InLane(err error, streamID string) error {
 // valid lane name, else "" (also for a frame that is not a JSON object). It reads the frame
 // again; it is meant for the error path only.
 func StreamIDOf(data []byte) string {
-	r, err := newObjectReader(data, "frame")
-	if err != nil || r.peek() != '{' {
+	lane, found := "", false
+	err := decodeText(data, "frame", true, func(d *dec) *Error {
+		if d.kind() != '{' {
+			return errSyntax
+		}
+		return d.object(func(key []byte) *Error {
+			if string(key) == "stream_id" && d.kind() == '"' && !found {
+				lane, found = d.str(), true
+				return nil
+			}
+			return d.skipUnchecked()
+		})
+	})
+	if err != nil || CheckStreamID(&lane) != nil {
 		return ""
 	}
-	r.open()
-	for {
-		key, ok := r.member()
-		if !ok {
-			return ""
-		}
-		if string(key) == "stream_id" && r.peek() == '"' {
-			s := r.str()
-			if CheckStreamID(&s) != nil {
-				return ""
-			}
-			return s
-		}
-		r.skip()
-	}
+	return lane
 }
 
 // LaneOf returns the lane of a decoded create: its stream_id when valid, "" for the default

@@ -50,26 +50,29 @@ type SteerParams struct {
 // input_file parts.
 func DecodeSteer(data []byte) (SteerParams, *Error) {
 	var sp SteerParams
-	r, err := newObjectReader(data, "frame")
-	if err != nil {
-		return sp, steerInput(err.Param, err.Message)
-	}
-	err = r.frame(func(key []byte) (err *Error) {
-		kp := path{key: key, index: -1}
-		switch string(key) {
-		case "previous_response_id":
-			sp.PreviousResponseID, err = r.strOrNull(&kp)
-		case "input":
-			r.peek()
-			start := r.pos
-			sp.Input, err = r.input(&kp)
-			sp.RawInput = compactCopy(r.data[start:r.pos])
-		default:
-			r.skip()
+	err := decodeText(data, "frame", true, func(d *dec) *Error {
+		if d.kind() != '{' {
+			return errSyntax
 		}
-		return err
+		d.open()
+		return d.frame(nil, func(key []byte) (err *Error) {
+			switch string(key) {
+			case "previous_response_id":
+				sp.PreviousResponseID, err = d.strOrNull()
+			case "input":
+				v, o := d.sub()
+				sp.RawInput = compactCopy(v)
+				sp.Input, err = o.input()
+				o.release()
+			default:
+				err = d.skipUnchecked()
+			}
+			return err
+		})
 	})
 	switch {
+	case err != nil && err.Code == CodeInvalidJSON:
+		return SteerParams{}, steerInput(err.Param, err.Message)
 	case err != nil:
 		return sp, steerInput(err.Param, err.Message)
 	case sp.PreviousResponseID == "":

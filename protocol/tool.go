@@ -30,15 +30,9 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes one tool with the strict rules of DecodeClientEvent.
 func (t *Tool) UnmarshalJSON(data []byte) error {
-	r, err := newValueReader(data)
-	if err == nil {
-		*t = Tool{}
-		err = r.tool(nil, t)
-	}
-	if err != nil {
-		return err
-	}
-	return nil
+	var v Tool
+	err := decodeText(data, "", false, func(d *dec) *Error { return d.tool(&v) })
+	return setUnlessInvalid(t, v, err)
 }
 
 // Tool choice modes, and the allowed_tools object type.
@@ -122,14 +116,12 @@ func (c ToolChoice) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes tool_choice with the strict rules of DecodeClientEvent (null gives the
 // zero value, "auto").
 func (c *ToolChoice) UnmarshalJSON(data []byte) error {
-	r, err := newValueReader(data)
-	if err == nil {
-		*c, err = r.toolChoice(nil)
-	}
-	if err != nil {
+	var v ToolChoice
+	err := decodeText(data, "", false, func(d *dec) (err *Error) {
+		v, err = d.toolChoice()
 		return err
-	}
-	return nil
+	})
+	return setUnlessInvalid(c, v, err)
 }
 
 // rawName returns the "name" member of a verbatim tool (custom, namespace), or "".

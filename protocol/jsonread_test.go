@@ -33,7 +33,7 @@ func FuzzValidJSON(f *testing.F) {
 	})
 }
 
-// FuzzStringDecode checks that the reader decodes any string token as encoding/json does.
+// FuzzStringDecode checks that the decoder reads any string token as encoding/json does.
 func FuzzStringDecode(f *testing.F) {
 	for _, s := range []string{`"plain"`, `"esc\"\\\/\b\f\n\r\t"`, `"\u00e9\ud83d\ude00\ud800x\udc00"`, "\"bad\xff\xc3\"", `"` + strings.Repeat("é\\n", 40) + `"`} {
 		f.Add([]byte(s))
@@ -43,9 +43,9 @@ func FuzzStringDecode(f *testing.F) {
 		if json.Unmarshal(tok, &want) != nil || !bytes.HasPrefix(bytes.TrimLeft(tok, " \t\r\n"), []byte(`"`)) {
 			return
 		}
-		r := reader{data: tok}
-		r.peek()
-		if got := r.str(); got != want {
+		d := newDec(tok, "", "")
+		defer d.release()
+		if got := d.str(); got != want {
 			t.Fatalf("str(%q) = %q, want %q", tok, got, want)
 		}
 	})

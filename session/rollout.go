@@ -545,9 +545,6 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	h.final = true
 	h.items = e.Context
 	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
-	if c.reg != nil {
-		c.ended.Put(h.key, h, h.bytes) // the most recently used ended rollout
-	}
 	t := h.turn
 	h.record(e.Usage, e.StepUsage)
 	c.mu.Unlock()
@@ -562,8 +559,14 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	} else {
 		s.inner.Ended(e)
 	}
+	// Only now is it an ended rollout that eviction may take: while its sink answered the
+	// end, the adapter may have taken it out of the registry (the public shape keeps ended
+	// segments in its own registry), and that is not an eviction of the core's.
 	c.mu.Lock()
 	if c.reg != nil {
+		if cur, ok := c.reg[h.key]; ok && cur == h {
+			c.ended.Put(h.key, h, h.bytes) // the most recently used ended rollout
+		}
 		c.evictLocked()
 	}
 	c.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tetherd/tether/internal/redistest"
+	"github.com/tetherd/tether/internal/server"
 )
 
 // The tests of this file run the built binary with small limits and show each limit acting
@@ -822,4 +823,57 @@ func TestLimitMetricsAccess(t *testing.T) {
 			t.Fatalf("POST /v1/responses on the metrics listener: %d %v", code, m)
 		}
 	})
+}
+
+// TestLimitWebSocketCost: an open WebSocket holds server.WebSocketCost of -max-memory from
+// its upgrade to its close, so that idle connections fill the budget: at -max-memory 1MiB,
+// sixteen idle connections hold all of it, the seventeenth upgrade gets 503
+// server_overloaded, and closing one makes room for another.
+func TestLimitWebSocketCost(t *testing.T) {
+	base := limitServer(t, "-max-frame", "64KiB", "-max-memory", "1MiB")
+	const fit = (1 << 20) / server.WebSocketCost
+	url := "ws" + strings.TrimPrefix(base, "http") + "/v1/responses"
+	var conns []*websocket.Conn
+	defer func() {
+		for _, c := range conns {
+			c.CloseNow()
+		}
+	}()
+	for i := range fit {
+		c, _, err := websocket.Dial(t.Context(), url, nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i+1, err)
+		}
+		conns = append(conns, c)
+	}
+	waitUntil(t, "every connection counted", func() bool {
+		return metric(t, base, "", "tether_memory_budget_bytes") == fit*server.WebSocketCost
+	})
+	refused := func() {
+		t.Helper()
+		_, resp, err := websocket.Dial(t.Context(), url, nil)
+		if err == nil || resp == nil || resp.StatusCode != 503 {
+			t.Fatalf("an upgrade over the budget: %v %v", resp, err)
+		}
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		if errCode(m) != "server_overloaded" {
+			t.Fatalf("an upgrade over the budget: %v", m)
+		}
+	}
+	refused()
+	if code, m := call(t, "GET", base+"/healthz", "", ""); code != 200 {
+		t.Fatalf("/healthz with the budget full: %d %v", code, m)
+	}
+	conns[0].Close(websocket.StatusNormalClosure, "")
+	conns = conns[1:]
+	waitUntil(t, "the closed connection released", func() bool {
+		return metric(t, base, "", "tether_memory_budget_bytes") == (fit-1)*server.WebSocketCost
+	})
+	c, _, err := websocket.Dial(t.Context(), url, nil)
+	if err != nil {
+		t.Fatalf("an upgrade after a close: %v", err)
+	}
+	conns = append(conns, c)
+	refused()
 }

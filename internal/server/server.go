@@ -166,6 +166,12 @@ const (
 	DefaultKeyStoredBytes     = store.DefaultBytes / KeyStoreShare
 )
 
+// WebSocketCost is what an open WebSocket connection holds of the -max-memory budget
+// (Options.MaxMemory) from its upgrade to its close, in bytes, besides its frames: its
+// goroutines' stacks, its buffers and its session's state, about 56 KiB measured on an idle
+// connection, rounded up. An upgrade that does not fit gets 503 server_overloaded.
+const WebSocketCost = 64 << 10
+
 // KeyStoreShare is what a key's default store quota is a fraction of: a key may keep
 // 1/KeyStoreShare of the store's responses and bytes unless Options say otherwise.
 const KeyStoreShare = 4
@@ -477,10 +483,17 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.fail(w, protocol.ErrorOf(err))
 		return
 	}
+	if !s.budget.TryReserve(WebSocketCost) {
+		s.keyConns.Release(quota)
+		s.mu.Unlock()
+		s.fail(w, session.OverloadedError(fmt.Sprintf("the memory budget has no room for another WebSocket connection's %d KiB", WebSocketCost>>10)))
+		return
+	}
 	s.open++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer func() {
+		s.budget.Release(WebSocketCost)
 		s.keyConns.Release(quota)
 		s.mu.Lock()
 		s.open--

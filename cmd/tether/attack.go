@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/internal/attack"
+	"github.com/tetherd/tether/internal/server"
 )
 
 // attackCmd runs `tether attack`: the resource attacks of package attack, each against a fresh
@@ -33,22 +34,57 @@ func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("%w: -attacks: unknown attack %q (want some of %s)", errUsage, n, strings.Join(attack.Names, ","))
 		}
 	}
+	budget, err := attackBudget(strings.Fields(*serveArgs))
+	if err != nil {
+		return err
+	}
 	results, err := attack.Run(ctx, attack.Config{Exe: *exe, Scale: *scale, Attacks: strings.Split(*names, ","),
-		Hold: *hold, SizeScale: *sizes, ServeArgs: strings.Fields(*serveArgs)}, stderr)
+		Hold: *hold, SizeScale: *sizes, ServeArgs: strings.Fields(*serveArgs), Budget: budget}, stderr)
 	printAttack(stdout, results)
 	return err
 }
 
+// attackBudget is the -max-memory of the servers an attack starts: the last one in serveArgs,
+// else the default of this machine.
+func attackBudget(serveArgs []string) (int64, error) {
+	budget := server.DefaultMaxMemory()
+	for i, a := range serveArgs {
+		v, ok := "", false
+		switch {
+		case a == "-max-memory" || a == "--max-memory":
+			if i+1 < len(serveArgs) {
+				v, ok = serveArgs[i+1], true
+			}
+		case strings.HasPrefix(a, "-max-memory="), strings.HasPrefix(a, "--max-memory="):
+			_, v, ok = strings.Cut(a, "=")
+		}
+		if !ok {
+			continue
+		}
+		n, err := parseBytes(v)
+		if err != nil {
+			return 0, fmt.Errorf("%w: -serve-args: -max-memory: %v", errUsage, err)
+		}
+		budget = n
+	}
+	return budget, nil
+}
+
 func printAttack(w io.Writer, rs []attack.Result) {
-	fmt.Fprintln(w, "| attack | peak RSS | RSS at end | /healthz p50 / max | /healthz failed | outcomes | note |")
-	fmt.Fprintln(w, "| --- | --: | --: | --: | --: | --- | --- |")
+	fmt.Fprintln(w, "| attack | peak RSS / budget | RSS at end | /healthz p50 / p99 / max | /healthz failed | victim 200 | outcomes | note |")
+	fmt.Fprintln(w, "| --- | --: | --: | --: | --: | --: | --- | --- |")
 	for _, r := range rs {
 		var outs []string
 		for k, v := range r.Outcomes {
 			outs = append(outs, fmt.Sprintf("%s ×%d", k, v))
 		}
 		sort.Strings(outs)
-		fmt.Fprintf(w, "| %s | %s | %s | %v / %v | %d | %s | %s |\n", r.Name, formatBytes(r.PeakRSS), formatBytes(r.EndRSS),
-			r.HealthzP50.Round(time.Millisecond), r.HealthzMax.Round(time.Millisecond), r.HealthzFailed, strings.Join(outs, ", "), r.Note)
+		budget := "?"
+		if r.Budget > 0 {
+			budget = fmt.Sprintf("%s (%.0f%%)", formatBytes(r.Budget), 100*float64(r.PeakRSS)/float64(r.Budget))
+		}
+		fmt.Fprintf(w, "| %s | %s / %s | %s | %v / %v / %v | %d | %d/%d | %s | %s |\n", r.Name, formatBytes(r.PeakRSS), budget, formatBytes(r.EndRSS),
+			r.HealthzP50.Round(time.Millisecond), r.HealthzP99.Round(time.Millisecond), r.HealthzMax.Round(time.Millisecond), r.HealthzFailed,
+			r.VictimOK, r.VictimTotal, strings.Join(outs, ", "), r.Note)
 	}
 }

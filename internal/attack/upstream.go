@@ -143,9 +143,9 @@ type faultUpstream struct {
 	ln     net.Listener
 	hs     *http.Server
 	wg     sync.WaitGroup // Serve and the handlers
-	bytes  atomic.Int64 // written to attackers' streams
-	faults atomic.Int64 // attackers' requests served
-	cut    atomic.Int64 // of those, streams the server under attack closed
+	bytes  atomic.Int64   // written to attackers' streams
+	faults atomic.Int64   // attackers' requests served
+	cut    atomic.Int64   // of those, streams the server under attack closed
 }
 
 // startUpstream starts f on a loopback port.

@@ -84,10 +84,13 @@ func printAttack(w io.Writer, rs []attack.Result) {
 		sort.Strings(outs)
 		budget := "?"
 		if r.Budget > 0 {
-			budget = fmt.Sprintf("%s (%.0f%%)", formatBytes(r.Budget), 100*float64(r.PeakRSS)/float64(r.Budget))
+			budget = fmt.Sprintf("%s (%.0f%%)", mibs(r.Budget), 100*float64(r.PeakRSS)/float64(r.Budget))
 		}
-		fmt.Fprintf(w, "| %s | %s / %s | %s | %v / %v / %v | %d | %d/%d | %s | %s |\n", r.Name, formatBytes(r.PeakRSS), budget, formatBytes(r.EndRSS),
+		fmt.Fprintf(w, "| %s | %s / %s | %s | %v / %v / %v | %d | %d/%d | %s | %s |\n", r.Name, mibs(r.PeakRSS), budget, mibs(r.EndRSS),
 			r.HealthzP50.Round(time.Millisecond), r.HealthzP99.Round(time.Millisecond), r.HealthzMax.Round(time.Millisecond), r.HealthzFailed,
 			r.VictimOK, r.VictimTotal, strings.Join(outs, ", "), r.Note)
 	}
 }
+
+// mibs writes n bytes in MiB, rounded.
+func mibs(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }

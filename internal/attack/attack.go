@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -189,6 +190,12 @@ func runOne(ctx context.Context, cfg Config, name string, fn func(context.Contex
 	return r, nil
 }
 
+// victimClient is the victim's: it connects from 127.0.0.2, so that on an open server, where
+// a client's quotas and shares count by its address, the victim is another client than the
+// attacker (127.0.0.1), as it would be on another machine.
+var victimClient = &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+	DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+
 // victim makes small creates one after another (20 ms apart) during an attack, with key
 // ("" for none), and counts how many got 200.
 type victim struct {
@@ -204,7 +211,12 @@ func startVictim(ctx context.Context, base, key string) *victim {
 	go func() {
 		defer close(v.done)
 		for ctx.Err() == nil {
-			o, _ := post(ctx, base, key, []byte(`{"model":"sim","input":"hi"}`))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/responses", strings.NewReader(`{"model":"sim","input":"hi"}`))
+			req.Header.Set("Content-Type", "application/json")
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			o, _ := outcome(victimClient.Do(req))
 			if ctx.Err() != nil {
 				return // cut by the end of the attack: not counted
 			}

@@ -279,6 +279,11 @@ func attackUpstream(ctx context.Context, e *env) {
 		})
 	}
 	wg.Wait()
+	// The server ends an attacker's stream upstream as it fails the step: wait for the
+	// upstream to see every stream closed (or 10 s) before telling what it served.
+	for end := time.Now().Add(10 * time.Second); e.up.cut.Load() < e.up.faults.Load() && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	e.note = e.up.note()
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tetherd/tether/internal/redistest"
+	"github.com/tetherd/tether/internal/server"
 )
 
 // The tests of this file run the built binary with small limits and show each limit acting
@@ -165,7 +166,8 @@ func storeArg(t *testing.T, kind string) string {
 func TestLimitKeyStoreResponses(t *testing.T) {
 	for _, kind := range stores {
 		t.Run(kind, func(t *testing.T) {
-			base := limitServer(t, "-store", storeArg(t, kind), "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-responses", "3")
+			base := limitServer(t, "-store", storeArg(t, kind), "-api-keys", keysFile(t, "key-a", "key-b"), "-key-store-responses", "3",
+				"-metrics-key-file", keysFile(t, "scraper"))
 			a := storeOne(t, base, "key-a", "a")
 			var b []string
 			for i := range 10 {
@@ -177,7 +179,7 @@ func TestLimitKeyStoreResponses(t *testing.T) {
 			if got := fmt.Sprint(stored(t, base, "key-b", b)); got != "[false false false false false false false true true true]" {
 				t.Fatalf("key B's responses kept: %s, want its last 3", got)
 			}
-			if n := metric(t, base, "key-a", `tether_store_evictions_total{reason="key_quota"}`); n != 7 {
+			if n := metric(t, base, "scraper", `tether_store_evictions_total{reason="key_quota"}`); n != 7 {
 				t.Fatalf("key_quota evictions %v, want 7", n)
 			}
 		})
@@ -233,7 +235,8 @@ func TestLimitStoreResponsesShare(t *testing.T) {
 // "store_full"}), reads go on, and Redis stays about at its maxmemory.
 func TestLimitRedisFull(t *testing.T) {
 	rs := redistest.Start(t)
-	base := limitServer(t, "-store", rs.URL(), "-api-keys", keysFile(t, "key-a", "key-b"), "-model-speed", "instant")
+	base := limitServer(t, "-store", rs.URL(), "-api-keys", keysFile(t, "key-a", "key-b"), "-model-speed", "instant",
+		"-metrics-key-file", keysFile(t, "scraper"))
 	admin := redis.NewClient(&redis.Options{Addr: rs.Addr()})
 	defer admin.Close()
 	ctx := t.Context()
@@ -271,10 +274,10 @@ func TestLimitRedisFull(t *testing.T) {
 	if got := stored(t, base, "key-a", []string{a}); got[0] {
 		t.Fatal("key A's response outlived a full Redis: want the least recently used evicted")
 	}
-	if n := metric(t, base, "key-a", `tether_store_evictions_total{reason="store_full"}`); n < 20 {
+	if n := metric(t, base, "scraper", `tether_store_evictions_total{reason="store_full"}`); n < 20 {
 		t.Fatalf("store_full evictions %v, want most of key B's 40 responses", n)
 	}
-	if n := metric(t, base, "key-a", "tether_store_errors_total"); n != 0 {
+	if n := metric(t, base, "scraper", "tether_store_errors_total"); n != 0 {
 		t.Fatalf("%v store errors with Redis full", n)
 	}
 	t.Logf("maxmemory %d, peak used_memory %d", limit, peak)
@@ -736,17 +739,18 @@ func keyPost(t *testing.T, base, key string, n int, part string) net.Conn {
 // through; with -key-share 0, B's third takes a slot.
 func TestLimitKeyShareDecoding(t *testing.T) {
 	for _, share := range []string{"0.5", "0"} {
-		base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-max-decoding", "4", "-key-share", share)
+		base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-max-decoding", "4", "-key-share", share,
+			"-metrics-key-file", keysFile(t, "scraper"))
 		for i := range 2 {
 			keyPost(t, base, "key-b", 1000, `{"model":"sim",`)
 			waitUntil(t, "B's bodies holding slots", func() bool {
-				return metric(t, base, "key-a", "tether_memory_budget_bytes") >= float64((i+1)*4000)
+				return metric(t, base, "scraper", "tether_memory_budget_bytes") >= float64((i+1)*4000)
 			})
 		}
 		third := keyPost(t, base, "key-b", 1000, `{"model":"sim",`)
 		if share == "0" {
 			waitUntil(t, "B's third body holding a slot", func() bool {
-				return metric(t, base, "key-a", "tether_memory_budget_bytes") >= 3*4000
+				return metric(t, base, "scraper", "tether_memory_budget_bytes") >= 3*4000
 			})
 			continue
 		}
@@ -765,7 +769,7 @@ func TestLimitKeyShareDecoding(t *testing.T) {
 // slots and two more of B's wait; A's completion, arriving last, takes the first slot B
 // releases and ends before B's waiting ones.
 func TestLimitKeyShareChatSlots(t *testing.T) {
-	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-slots", "2")
+	base := limitServer(t, "-api-keys", keysFile(t, "key-a", "key-b"), "-slots", "2", "-metrics-key-file", keysFile(t, "scraper"))
 	stop1 := longChat(t, base, "key-b")
 	stop2 := longChat(t, base, "key-b")
 	defer stop2()
@@ -785,9 +789,9 @@ func TestLimitKeyShareChatSlots(t *testing.T) {
 	}
 	short("key-b")
 	short("key-b")
-	waitUntil(t, "B's two short chats waiting", func() bool { return metric(t, base, "key-a", "tether_chat_slots_waiting") == 2 })
+	waitUntil(t, "B's two short chats waiting", func() bool { return metric(t, base, "scraper", "tether_chat_slots_waiting") == 2 })
 	short("key-a")
-	waitUntil(t, "A's chat waiting", func() bool { return metric(t, base, "key-a", "tether_chat_slots_waiting") == 3 })
+	waitUntil(t, "A's chat waiting", func() bool { return metric(t, base, "scraper", "tether_chat_slots_waiting") == 3 })
 	stop1()
 	if got := <-done; got != "key-a 200" {
 		t.Fatalf("first chat to end after B released a slot: %q, want A's", got)
@@ -797,4 +801,104 @@ func TestLimitKeyShareChatSlots(t *testing.T) {
 			t.Fatalf("B's waiting chat: %q", got)
 		}
 	}
+}
+
+// TestLimitMetricsAccess: an API key cannot read /metrics (and its budget gauges): 403
+// permission_denied when no metrics access is configured; the -metrics-key-file key reads
+// it; with -metrics-addr a listener of its own (loopback for a port alone) serves it and the
+// main listener refuses it to API keys.
+func TestLimitMetricsAccess(t *testing.T) {
+	forbidden := func(t *testing.T, base, key string) {
+		t.Helper()
+		if code, m := call(t, "GET", base+"/metrics", key, ""); code != 403 || errCode(m) != "permission_denied" {
+			t.Fatalf("/metrics with %q: %d %v, want 403 permission_denied", key, code, m)
+		}
+	}
+	t.Run("keys only", func(t *testing.T) {
+		base := limitServer(t, "-api-keys", keysFile(t, "key-a"))
+		if code, m := call(t, "GET", base+"/metrics", "", ""); code != 401 || errCode(m) != "invalid_api_key" {
+			t.Fatalf("/metrics without a key: %d %v", code, m)
+		}
+		forbidden(t, base, "key-a")
+	})
+	t.Run("metrics key", func(t *testing.T) {
+		base := limitServer(t, "-api-keys", keysFile(t, "key-a"), "-metrics-key-file", keysFile(t, "scraper"))
+		forbidden(t, base, "key-a")
+		if code, m := call(t, "GET", base+"/metrics", "wrong", ""); code != 401 || errCode(m) != "invalid_api_key" {
+			t.Fatalf("/metrics with a wrong key: %d %v", code, m)
+		}
+		if v := metric(t, base, "scraper", "tether_memory_budget_bytes"); v != 0 {
+			t.Fatalf("idle budget %v", v)
+		}
+	})
+	t.Run("metrics listener", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+		base := limitServer(t, "-api-keys", keysFile(t, "key-a"), "-metrics-addr", port)
+		forbidden(t, base, "key-a")
+		mbase := "http://127.0.0.1:" + port
+		if v := metric(t, mbase, "", "tether_memory_budget_bytes"); v != 0 {
+			t.Fatalf("idle budget %v", v)
+		}
+		if code, m := call(t, "POST", mbase+"/v1/responses", "key-a", `{"model":"sim","input":"hi"}`); code != 404 || errCode(m) != "not_found" {
+			t.Fatalf("POST /v1/responses on the metrics listener: %d %v", code, m)
+		}
+	})
+}
+
+// TestLimitWebSocketCost: an open WebSocket holds server.WebSocketCost of -max-memory from
+// its upgrade to its close, so that idle connections fill the budget: at -max-memory 1MiB,
+// sixteen idle connections hold all of it, the seventeenth upgrade gets 503
+// server_overloaded, and closing one makes room for another.
+func TestLimitWebSocketCost(t *testing.T) {
+	base := limitServer(t, "-max-frame", "64KiB", "-max-memory", "1MiB")
+	const fit = (1 << 20) / server.WebSocketCost
+	url := "ws" + strings.TrimPrefix(base, "http") + "/v1/responses"
+	var conns []*websocket.Conn
+	defer func() {
+		for _, c := range conns {
+			c.CloseNow()
+		}
+	}()
+	for i := range fit {
+		c, _, err := websocket.Dial(t.Context(), url, nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i+1, err)
+		}
+		conns = append(conns, c)
+	}
+	waitUntil(t, "every connection counted", func() bool {
+		return metric(t, base, "", "tether_memory_budget_bytes") == fit*server.WebSocketCost
+	})
+	refused := func() {
+		t.Helper()
+		_, resp, err := websocket.Dial(t.Context(), url, nil)
+		if err == nil || resp == nil || resp.StatusCode != 503 {
+			t.Fatalf("an upgrade over the budget: %v %v", resp, err)
+		}
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		if errCode(m) != "server_overloaded" {
+			t.Fatalf("an upgrade over the budget: %v", m)
+		}
+	}
+	refused()
+	if code, m := call(t, "GET", base+"/healthz", "", ""); code != 200 {
+		t.Fatalf("/healthz with the budget full: %d %v", code, m)
+	}
+	conns[0].Close(websocket.StatusNormalClosure, "")
+	conns = conns[1:]
+	waitUntil(t, "the closed connection released", func() bool {
+		return metric(t, base, "", "tether_memory_budget_bytes") == (fit-1)*server.WebSocketCost
+	})
+	c, _, err := websocket.Dial(t.Context(), url, nil)
+	if err != nil {
+		t.Fatalf("an upgrade after a close: %v", err)
+	}
+	conns = append(conns, c)
+	refused()
 }

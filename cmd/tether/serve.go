@@ -80,6 +80,8 @@ type serveConfig struct {
 	keyStoredBytes    storeQuota
 	ui                bool
 	uiRaceTimeout     time.Duration
+	metricsAddr       string
+	metricsKey        string
 }
 
 func serveFlags(fs *flag.FlagSet) *serveConfig {
@@ -139,6 +141,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Var(&c.keyStoredBytes, "key-store-bytes", "stored bytes per API key or client address (over it the key's own oldest are evicted; default: a quarter of -store-bytes; 0 = no quota)")
 	fs.Float64Var(&c.keyShare, "key-share", session.DefaultKeyShare, "the fraction of the -max-decoding slots and of the -max-memory bytes of bodies and frames being decoded that one API key or client address may hold (over it: 503 server_overloaded), and of the -slots it may hold while another key uses them (over it: the chat completion waits); 0 or 1 = no share")
 	fs.IntVar(&c.maxDecoding, "max-decoding", server.DefaultMaxDecoding, "POST bodies read and decoded at once (over it: 503 server_overloaded; 0 = no bound)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve GET /metrics on this address of its own (a port alone, or :port, listens on 127.0.0.1; \"\" = on -addr only, to an open server's clients or the -metrics-key-file key)")
+	fs.StringVar(&c.metricsKey, "metrics-key-file", "", "file of the keys that may read GET /metrics, one per line (API keys get 403; none = /metrics on -addr is open on an open server and refused to every API key otherwise)")
 	fs.BoolVar(&c.ui, "ui", false, "serve the live demo page at /ui/ (a race of the four transports, and the live connections)")
 	fs.DurationVar(&c.uiRaceTimeout, "ui-race-timeout", ui.DefaultRaceTimeout, "longest race of the -ui page")
 	return c
@@ -156,7 +160,7 @@ var serveGroups = []flagGroup{
 	{"Tuning", []string{"suspend-timeout", "park-after", "max-connection-age", "shutdown-grace", "keepalive", "ping-interval", "write-timeout",
 		"read-timeout", "idle-timeout", "cache-responses", "cache-bytes", "store-responses", "store-bytes", "store-ttl",
 		"store-timeout", "compaction-key-file", "websocket", "slots"}},
-	{"Logs, profiling and the demo page", []string{"log-level", "log-format", "pprof", "ui", "ui-race-timeout"}},
+	{"Logs, metrics, profiling and the demo page", []string{"log-level", "log-format", "metrics-addr", "metrics-key-file", "pprof", "ui", "ui-race-timeout"}},
 }
 
 // storeQuota is the value of -key-store-responses (a count) or -key-store-bytes (a size, when
@@ -267,6 +271,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		hs.Handler = page.Handler(hs.Handler)
 		defer page.Close() // after an early return; stop closes it before the drain
 	}
+	if cfg.metricsAddr != "" {
+		ms, err := serveMetrics(cfg, srv, log)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer ms.Close()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(limited) }()
 	if opts.Keys.Open() {
@@ -315,6 +327,17 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 			return server.Options{}, err
 		}
 	}
+	if cfg.metricsAddr != "" {
+		if _, err := metricsAddr(cfg.metricsAddr); err != nil {
+			return server.Options{}, err
+		}
+	}
+	var metricsKeys *server.Keys
+	if cfg.metricsKey != "" {
+		if metricsKeys, err = server.LoadKeys(cfg.metricsKey); err != nil {
+			return server.Options{}, fmt.Errorf("-metrics-key-file: %w", err)
+		}
+	}
 	var compaction *session.Compactor
 	if cfg.compactionKey != "" {
 		if compaction, err = session.ReadCompactor(cfg.compactionKey); err != nil {
@@ -342,6 +365,8 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		CacheBytes:         int64(cfg.cacheBytes),
 		ShutdownGrace:      grace,
 		Keys:               keys,
+		MetricsKeys:        metricsKeys,
+		MetricsOwnListener: cfg.metricsAddr != "",
 		Compaction:         compaction,
 		DisableWebSocket:   !cfg.websocket,
 		MaxConnections:     cfg.maxConns,
@@ -366,6 +391,40 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		KeyStoredResponses: int(cfg.keyStored.option()),
 		KeyStoredBytes:     cfg.keyStoredBytes.option(),
 	}, nil
+}
+
+// metricsAddr is the listen address of -metrics-addr: a port alone ("9464") or an address
+// without a host (":9464") listens on the loopback address only.
+func metricsAddr(v string) (string, error) {
+	if _, err := strconv.ParseUint(v, 10, 16); err == nil {
+		v = ":" + v
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: -metrics-addr %q: want host:port, :port or a port", errUsage, v)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// serveMetrics listens on -metrics-addr and serves GET /metrics there (server.MetricsHandler)
+// until the returned server is closed.
+func serveMetrics(cfg *serveConfig, srv *server.Server, log *slog.Logger) (*http.Server, error) {
+	addr, err := metricsAddr(cfg.metricsAddr)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	ms := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: server.DefaultHeaderTimeout,
+		ReadTimeout: server.DefaultHeaderTimeout, WriteTimeout: 30 * time.Second, IdleTimeout: server.DefaultIdleTimeout}
+	go func() { _ = ms.Serve(ln) }()
+	log.Info("metrics listening", "addr", ln.Addr().String(), "metrics_key", cfg.metricsKey != "")
+	return ms, nil
 }
 
 // startupAttrs are the effective settings of the startup log line.

@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tetherd/tether/backend/chat"
+	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
 )
 
@@ -33,15 +35,34 @@ func TestMain(m *testing.M) {
 // of -api-keys if given and small limits, and logs its listen address.
 func childServe() int {
 	opts := server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxFrame: 1 << 20, MaxMemory: 64 << 20, ReadTimeout: time.Second}
-	for i, a := range os.Args {
-		if a == "-api-keys" && i+1 < len(os.Args) {
-			keys, err := server.LoadKeys(os.Args[i+1])
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			opts.Keys = keys
+	arg := func(name string) string {
+		if i := slices.Index(os.Args, name); i >= 0 && i+1 < len(os.Args) {
+			return os.Args[i+1]
 		}
+		return ""
+	}
+	if f := arg("-api-keys"); f != "" {
+		keys, err := server.LoadKeys(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts.Keys = keys
+	}
+	var err error
+	switch arg("-backend") {
+	case "chat":
+		// Small bounds on what the engine streams, so that an endless stream ends soon under
+		// the race detector.
+		opts.Model, err = chat.New(chat.Options{BaseURLs: []string{arg("-upstream")}, Timeout: 10 * time.Second,
+			MaxEventBytes: 256 << 10, MaxStepBytes: 1 << 20, MaxArgumentBytes: 256 << 10})
+	case "responses":
+		opts.Model, err = responses.New(responses.Options{URL: arg("-upstream"), Timeout: 10 * time.Second,
+			ReadLimit: 4 << 20, MaxStepBytes: 1 << 20, MaxArgumentBytes: 256 << 10})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,6 +101,20 @@ func TestRunEveryAttack(t *testing.T) {
 	for _, r := range rs {
 		if r.PeakRSS <= 0 || len(r.Outcomes) == 0 || r.HealthzFailed > 0 {
 			t.Errorf("%s: %+v", r.Name, r)
+		}
+		if _, ok := upstreamFaults[r.Name]; !ok {
+			continue
+		}
+		// Every attacker's stream ends with its terminal event (failed, naming the upstream,
+		// or incomplete at max_output_tokens), and the victim, whose requests the upstream
+		// answers normally, is served.
+		for o := range r.Outcomes {
+			if o != "terminal response.failed server_error (upstream named)" && o != "terminal response.incomplete max_output_tokens" {
+				t.Errorf("%s: an attacker got %q (%v)", r.Name, o, r.Outcomes)
+			}
+		}
+		if r.VictimOK != r.VictimTotal {
+			t.Errorf("%s: victim %d/%d: %s", r.Name, r.VictimOK, r.VictimTotal, r.Note)
 		}
 	}
 	starve := rs[slices.Index(Names, "starve")]

@@ -345,30 +345,6 @@ func attackStarve(ctx context.Context, e *env) {
 	}
 }
 
-// victim makes small creates one after another until stop is called, and counts their
-// outcomes as "victim …": a client with normal requests during an attack.
-func victim(ctx context.Context, e *env) (stop func()) { return victimKey(ctx, e, "") }
-
-// victimKey is victim with an API key ("" for none).
-func victimKey(ctx context.Context, e *env, key string) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			o, _ := post(ctx, e.base, key, []byte(`{"model":"sim","input":"hi"}`))
-			if ctx.Err() == nil {
-				e.count("victim " + o)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
 // manyMessages is a body for path of about size bytes of tiny messages (chat) or items.
 func manyMessages(path string, size int) []byte {
 	var b bytes.Buffer
@@ -391,8 +367,6 @@ func manyMessages(path string, size int) []byte {
 // and again for the hold time, while a victim makes small creates.
 func attackBodies(ctx context.Context, e *env, path string, n int) {
 	body := manyMessages(path, e.size(32*mib))
-	stop := victim(ctx, e)
-	defer stop()
 	end := time.Now().Add(e.hold)
 	var wg sync.WaitGroup
 	for range n {
@@ -427,9 +401,7 @@ func attackHeaderOnly(ctx context.Context, e *env) {
 		conns = append(conns, c)
 		fmt.Fprint(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
 	}
-	stop := victim(ctx, e)
 	time.Sleep(e.hold)
-	stop()
 	for _, c := range conns {
 		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -459,9 +431,7 @@ func attackKeyShare(ctx context.Context, e *env) {
 		conns = append(conns, c)
 		fmt.Fprint(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-b\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	}
-	stop := victimKey(ctx, e, "key-a")
 	time.Sleep(e.hold)
-	stop()
 	for _, c := range conns {
 		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -492,8 +462,6 @@ func attackGetUnread(ctx context.Context, e *env) {
 			_ = c.Close()
 		}
 	}()
-	stop := victim(ctx, e)
-	defer stop()
 	for range e.n(60) {
 		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
 		if err != nil {
@@ -512,8 +480,6 @@ func attackGetUnread(ctx context.Context, e *env) {
 // a response with 4 MiB of instructions, which every event of the response echoes; a victim
 // makes small creates meanwhile.
 func attackUnreadWS(ctx context.Context, e *env) {
-	stop := victim(ctx, e)
-	defer stop()
 	d := &net.Dialer{}
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
@@ -547,8 +513,6 @@ func attackUnreadWS(ctx context.Context, e *env) {
 // attackImageOutputs makes creates whose input is a function call and its output as one
 // 16 MiB input_image part, on 4 connections at a time, while a victim makes small creates.
 func attackImageOutputs(ctx context.Context, e *env) {
-	stop := victim(ctx, e)
-	defer stop()
 	url := "data:image/png;base64," + strings.Repeat("A", e.size(16*mib))
 	body, _ := json.Marshal(map[string]any{"model": "sim", "store": true, "input": []any{
 		map[string]any{"type": "function_call", "call_id": "call_1", "name": "shot", "arguments": "{}"},
@@ -568,4 +532,30 @@ func attackImageOutputs(ctx context.Context, e *env) {
 		})
 	}
 	wg.Wait()
+}
+
+// attackManyWS opens idle WebSockets (10,000 at scale 1), each costing the server its
+// connection state, and holds them.
+func attackManyWS(ctx context.Context, e *env) {
+	var conns []*websocket.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.CloseNow()
+		}
+	}()
+	n := e.n(10000)
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur > 512 && uint64(n) > lim.Cur-256 {
+		n = int(lim.Cur - 256) // leave this process descriptors for the probe and the victim
+	}
+	for range n {
+		c, fail := dialWS(ctx, e.base, "", true)
+		if c == nil {
+			e.count(fail)
+			continue
+		}
+		conns = append(conns, c)
+		e.count("open, idle")
+	}
+	time.Sleep(e.hold)
 }

@@ -21,6 +21,23 @@
 //	key-share   key B: 280 POSTs (Content-Length: 100) that send one byte of body, held; the
 //	            victim is key A
 //
-// The last seven run a victim (small creates, one after another) during the attack; its
-// outcomes are counted as "victim …".
+//	many-ws     10,000 idle WebSockets, held
+//
+// The upstream attacks start a misbehaving upstream on a loopback port and the server with
+// -backend chat (or responses) -upstream at it; 8 clients at scale 1 (2 at least) stream
+// creates that the upstream answers with its fault, and each client's terminal event is
+// counted. The upstream answers every other request (the victim's) normally.
+//
+//	chat-text   endless text deltas (every other client asks max_output_tokens 100)
+//	chat-args   one tool call whose arguments never end
+//	chat-line   one unterminated SSE line of 1 GiB, then silence
+//	chat-event  data: lines that never end an event
+//	chat-chunk  one valid chunk of 300 MiB of text
+//	resp-deltas a Responses upstream's endless text deltas (every other client asks
+//	            max_output_tokens 100)
+//	resp-huge   a Responses upstream's text deltas of 60 MiB each
+//
+// During every attack a victim makes small creates one after another (with key A when the
+// attack uses keys) and a prober asks GET /healthz every 100 ms: Result reports the victim's
+// successes and the /healthz latencies.
 package attack

@@ -10,13 +10,19 @@ import (
 )
 
 // serveLogged authenticates r before routing (with keys configured, every path but /healthz
-// needs a key, so an unknown route or method answers 401, not 404), serves it, counts an
+// and /metrics, which metricsRoute checks, needs a key, so an unknown route or method answers 401, not 404), serves it, counts an
 // error answer in tether_errors_total and writes the access log line.
 func (s *Server) serveLogged(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w}
 	keyID, ok := "", true
-	if r.URL.Path != "/healthz" {
+	switch r.URL.Path {
+	case "/healthz":
+	case "/metrics": // metricsRoute tells a metrics key from an API key
+		if _, isMetrics := s.opts.MetricsKeys.owner(r); s.opts.MetricsKeys.Open() || !isMetrics {
+			keyID, _ = s.opts.Keys.owner(r)
+		}
+	default:
 		keyID, ok = s.opts.Keys.owner(r)
 	}
 	if ok {

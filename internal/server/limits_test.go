@@ -446,7 +446,7 @@ func TestStalledMessageDropped(t *testing.T) {
 	if _, _, err := c.Read(ctx); err == nil || ctx.Err() != nil {
 		t.Fatalf("the stalled message's connection: read %v (context %v), want it closed by the server", err, ctx.Err())
 	}
-	waitFor(t, func() bool { return s.Budget().InUse() == 0 })
+	waitFor(t, func() bool { return s.Budget().InUse() == WebSocketCost }) // the idle connection's own
 	if err := idle.Write(t.Context(), websocket.MessageText, []byte(`{"type":"response.create","model":"sim","input":"hi"}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,65 @@ import (
 	"github.com/tetherd/tether/store"
 )
 
+// codePermissionDenied is the error code of a valid API key on a route it may not use
+// (GET /metrics without the metrics key).
+const codePermissionDenied = "permission_denied"
+
+// metricsRoute serves GET /metrics on the main listener to whom Options.MetricsKeys and
+// Options.MetricsOwnListener let in; see Options.MetricsKeys.
+func (s *Server) metricsRoute(w http.ResponseWriter, r *http.Request) {
+	if s.opts.MetricsKeys.Open() && !s.opts.MetricsOwnListener && s.opts.Keys.Open() {
+		s.metricsHTTP.ServeHTTP(w, r) // an open server: no client is told apart from another
+		return
+	}
+	s.metricsAuth(w, r)
+}
+
+// metricsAuth serves /metrics to a request with a metrics key: 401 without a valid key of
+// either kind, 403 permission_denied to an API key, and to everyone when no metrics key is
+// configured.
+func (s *Server) metricsAuth(w http.ResponseWriter, r *http.Request) {
+	if !s.opts.MetricsKeys.Open() {
+		if _, ok := s.opts.MetricsKeys.owner(r); ok {
+			s.metricsHTTP.ServeHTTP(w, r)
+			return
+		}
+	}
+	_, apiKey := s.opts.Keys.owner(r)
+	if !s.opts.Keys.Open() && !apiKey || s.opts.Keys.Open() && !s.opts.MetricsKeys.Open() {
+		unauthorized(w, r)
+		return
+	}
+	where := "the metrics key (-metrics-key-file)"
+	if s.opts.MetricsOwnListener {
+		where = "the metrics listener (-metrics-addr)"
+		if !s.opts.MetricsKeys.Open() {
+			where += " or the metrics key (-metrics-key-file)"
+		}
+	}
+	s.fail(w, protocol.Errorf(http.StatusForbidden, codePermissionDenied, "",
+		"GET /metrics is not served to API keys: a scraper reads it with %s.", where))
+}
+
+// MetricsHandler serves GET /metrics alone, for a listener of its own (tether serve
+// -metrics-addr; see Options.MetricsOwnListener): to every request, or with
+// Options.MetricsKeys only to a request that carries one (401 invalid_api_key otherwise).
+// Any other route gets 404 not_found.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.opts.MetricsKeys.owner(r); !ok {
+			unauthorized(w, r)
+			return
+		}
+		s.metricsHTTP.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeHTTPError(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on the metrics listener: it serves GET /metrics.", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
 // metricsHandler returns GET /metrics in the Prometheus text format: connections, rollouts by
 // state, continuations by path, cold continuations by reason, frames and bytes sent, the
 // per-turn server time histogram, errors by code, evictions, dropped peers and the store's

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,45 @@ func TestShutdownEndsHTTPStreams(t *testing.T) {
 	rest, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(rest), "event: response.incomplete") || !strings.Contains(string(rest), `"reason":"server_shutdown"`) {
 		t.Fatalf("the SSE stream did not end with response.incomplete server_shutdown: ...%s", rest[max(0, len(rest)-300):])
+	}
+}
+
+// TestMetricsAccess: who reads GET /metrics on the main listener and on the listener of
+// MetricsHandler, for each configuration.
+func TestMetricsAccess(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts Options
+		// main: the status on the main listener of no key, the API key "k" and the metrics key
+		// "m"; own: the same on the MetricsHandler listener
+		main, own [3]int
+	}{
+		{"open", Options{}, [3]int{200, 200, 200}, [3]int{200, 200, 200}},
+		{"keys", Options{Keys: NewKeys("k")}, [3]int{401, 403, 401}, [3]int{200, 200, 200}},
+		{"keys and metrics key", Options{Keys: NewKeys("k"), MetricsKeys: NewKeys("m")}, [3]int{401, 403, 200}, [3]int{401, 401, 200}},
+		{"open and metrics key", Options{MetricsKeys: NewKeys("m")}, [3]int{401, 401, 200}, [3]int{401, 401, 200}},
+		{"keys and own listener", Options{Keys: NewKeys("k"), MetricsOwnListener: true}, [3]int{401, 403, 401}, [3]int{200, 200, 200}},
+		{"open and own listener", Options{MetricsOwnListener: true}, [3]int{403, 403, 403}, [3]int{200, 200, 200}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, url := testServer(t, c.opts)
+			own := httptest.NewServer(s.MetricsHandler())
+			defer own.Close()
+			for i, key := range []string{"", "k", "m"} {
+				for _, l := range []struct {
+					base string
+					want int
+				}{{httpURL(url, ""), c.main[i]}, {own.URL, c.own[i]}} {
+					code, body := do(t, "GET", l.base+"/metrics", key, "")
+					e, _ := body["error"].(map[string]any)
+					switch {
+					case code != l.want:
+						t.Errorf("%s/metrics with %q: %d, want %d", l.base, key, code, l.want)
+					case code == 403 && e["code"] != "permission_denied", code == 401 && e["code"] != "invalid_api_key":
+						t.Errorf("%s/metrics with %q: %v", l.base, key, body)
+					}
+				}
+			}
+		})
 	}
 }

@@ -171,7 +171,7 @@ func TestKeyRolloutQuota(t *testing.T) {
 }
 
 func TestKeyConnectionQuota(t *testing.T) {
-	_, url := testServer(t, Options{Keys: NewKeys("key-a", "key-b"), KeyConnections: 2})
+	_, url := testServer(t, Options{Keys: NewKeys("key-a", "key-b"), KeyConnections: 2, MetricsKeys: NewKeys("scraper")})
 	dialKey(t, url, "key-b")
 	dialKey(t, url, "key-b")
 	h := http.Header{}
@@ -184,7 +184,7 @@ func TestKeyConnectionQuota(t *testing.T) {
 	// Counted per rejection, 401s included.
 	do(t, "GET", httpURL(url, "/v1/responses/x"), "wrong", "")
 	req, _ := http.NewRequest("GET", httpURL(url, "/metrics"), nil)
-	req.Header.Set("Authorization", "Bearer key-a")
+	req.Header.Set("Authorization", "Bearer scraper")
 	mr, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -60,9 +60,22 @@ type Options struct {
 	// answer in time gets store_unavailable. 0 means store.DefaultTimeout (5s).
 	StoreTimeout time.Duration
 	// Keys are the accepted API keys; nil or empty means the server is open. A missing or wrong
-	// key gets 401 on the upgrade and on every /v1 route and on /metrics (not on /healthz).
+	// key gets 401 on the upgrade and on every /v1 route (not on /healthz); see MetricsKeys for
+	// /metrics.
 	// Stored responses belong to the key that created them.
 	Keys *Keys
+	// MetricsKeys are the credentials that may read GET /metrics (-metrics-key-file), whose
+	// gauges tell how much of the shared budget is left. Set, /metrics answers only a request
+	// with "Authorization: Bearer <one of them>" on every listener: no key or a wrong one gets
+	// 401 invalid_api_key, a valid API key of Keys 403 permission_denied. Nil: on the main
+	// listener /metrics is served to everyone on an open server and refused with 403 to
+	// every API key when Keys are set (a scraper then needs MetricsKeys or a listener of its
+	// own, MetricsHandler).
+	MetricsKeys *Keys
+	// MetricsOwnListener tells that /metrics is served by MetricsHandler on a listener of its
+	// own (-metrics-addr): the main listener then answers it only to MetricsKeys, 403 to anyone
+	// else.
+	MetricsOwnListener bool
 	// Compaction signs and opens compaction items (POST /v1/responses/compact), on both
 	// shapes; see session.Options.Compaction. Nil means a random per-process key: instances
 	// that share clients (behind a load balancer) or restarts need one Compactor from the same
@@ -161,6 +174,12 @@ const (
 	DefaultKeyStoredBytes     = store.DefaultBytes / KeyStoreShare
 )
 
+// WebSocketCost is what an open WebSocket connection holds of the -max-memory budget
+// (Options.MaxMemory) from its upgrade to its close, in bytes, besides its frames: its
+// goroutines' stacks, its buffers and its session's state, about 56 KiB measured on an idle
+// connection, rounded up. An upgrade that does not fit gets 503 server_overloaded.
+const WebSocketCost = 64 << 10
+
 // KeyStoreShare is what a key's default store quota is a fraction of: a key may keep
 // 1/KeyStoreShare of the store's responses and bytes unless Options say otherwise.
 const KeyStoreShare = 4
@@ -195,6 +214,8 @@ type Server struct {
 	budget     *session.Budget
 	keyRoll    *session.KeyLimit
 	keyConns   *session.KeyLimit
+	// metricsHTTP writes the Prometheus text of GET /metrics, to whoever metricsRoute lets in
+	metricsHTTP http.Handler
 
 	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
 	conns      map[*session.Conn]connMeta
@@ -255,8 +276,8 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, protocol.Errorf(http.StatusNotFound, "not_found", "", "No route %s %s on this server.", r.Method, r.URL.Path))
 	})
-	metrics := s.metricsHandler()
-	s.mux.HandleFunc("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request, _ string) { metrics.ServeHTTP(w, r) }))
+	s.metricsHTTP = s.metricsHandler()
+	s.mux.HandleFunc("GET /metrics", s.metricsRoute)
 	s.mux.HandleFunc("/v1/responses", s.auth(s.responses))
 	s.mux.HandleFunc("/v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request, owner string) {
 		if r.Method != http.MethodPost {
@@ -477,10 +498,17 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.fail(w, protocol.ErrorOf(err))
 		return
 	}
+	if !s.budget.TryReserve(WebSocketCost) {
+		s.keyConns.Release(quota)
+		s.mu.Unlock()
+		s.fail(w, session.OverloadedError(fmt.Sprintf("the memory budget has no room for another WebSocket connection's %d KiB", WebSocketCost>>10)))
+		return
+	}
 	s.open++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer func() {
+		s.budget.Release(WebSocketCost)
 		s.keyConns.Release(quota)
 		s.mu.Lock()
 		s.open--

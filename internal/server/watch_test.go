@@ -122,20 +122,21 @@ func TestAuthBeforeRouting(t *testing.T) {
 }
 
 func TestHTTPErrorsCounted(t *testing.T) {
-	_, url := testServer(t, Options{Keys: NewKeys("k")})
+	_, url := testServer(t, Options{Keys: NewKeys("k"), MetricsKeys: NewKeys("scraper")})
 	do(t, "GET", httpURL(url, "/nowhere"), "k", "")
 	do(t, "GET", httpURL(url, "/nowhere"), "k", "")
 	do(t, "POST", httpURL(url, "/v1/responses"), "", "{}")
 	do(t, "POST", httpURL(url, "/v1/responses"), "k", "{")
+	do(t, "GET", httpURL(url, "/metrics"), "k", "")
 	req, _ := http.NewRequest("GET", httpURL(url, "/metrics"), nil)
-	req.Header.Set("Authorization", "Bearer k")
+	req.Header.Set("Authorization", "Bearer scraper")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`tether_errors_total{code="not_found"} 2`, `tether_errors_total{code="invalid_api_key"} 1`, `tether_errors_total{code="invalid_json"} 1`} {
+	for _, want := range []string{`tether_errors_total{code="not_found"} 2`, `tether_errors_total{code="invalid_api_key"} 1`, `tether_errors_total{code="invalid_json"} 1`, `tether_errors_total{code="permission_denied"} 1`} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -71,56 +71,80 @@ func CheckCreate(p *CreateParams, where Where) error {
 // saying it was cut off). Other items are appended as given.
 func CheckContinuation(chain, input []Item) error {
 	const bad = http.StatusBadRequest
-	open := map[string]bool{} // call_id → answered
-	cutOff := map[string]bool{}
-	var order []string
+	// One map of flags per call_id, sized once: the chain is the whole history, so this walk
+	// is the create's only cost that grows with it.
+	const (
+		open     = 1 << iota // a complete call or an output of the id was seen
+		answered             // the last of them was an output
+		cutOff               // an incomplete call of the id was seen
+		listed               // the first of them was a call: the id is a candidate for pending
+		ordered              // pending-order pass: the id's first complete call was met
+	)
+	calls := 0
 	for i := range chain {
+		if t := chain[i].Type; t == ItemFunctionCall || t == ItemFunctionCallOutput {
+			calls++
+		}
+	}
+	state := make(map[string]uint8, calls/2+len(input))
+	for i := range chain {
+		id := chain[i].CallID
 		switch chain[i].Type {
 		case ItemFunctionCall:
 			if chain[i].Status == StatusIncomplete {
-				cutOff[chain[i].CallID] = true
+				state[id] |= cutOff
 				continue
 			}
-			if _, seen := open[chain[i].CallID]; !seen {
-				order = append(order, chain[i].CallID)
+			f := state[id]
+			if f&open == 0 {
+				f |= listed
 			}
-			open[chain[i].CallID] = false
+			state[id] = f&^answered | open
 		case ItemFunctionCallOutput:
-			open[chain[i].CallID] = true
+			state[id] |= open | answered
 		}
 	}
+	// The calls chain leaves open, in the order of their first complete call.
 	var pending []string
-	for _, id := range order {
-		if !open[id] {
-			pending = append(pending, id)
+	for i := range chain {
+		if chain[i].Type != ItemFunctionCall || chain[i].Status == StatusIncomplete {
+			continue
+		}
+		id := chain[i].CallID
+		if f := state[id]; f&listed != 0 && f&ordered == 0 {
+			state[id] = f | ordered
+			if f&answered == 0 {
+				pending = append(pending, id)
+			}
 		}
 	}
 	for i := range input {
 		it := &input[i]
 		switch it.Type {
 		case ItemFunctionCall:
-			if _, seen := open[it.CallID]; !seen {
+			f := state[it.CallID]
+			if f&open == 0 {
 				pending = append(pending, it.CallID)
 			}
-			open[it.CallID] = false
+			state[it.CallID] = f&^answered | open
 		case ItemFunctionCallOutput:
-			answered, ok := open[it.CallID]
+			f := state[it.CallID]
 			switch {
-			case !ok && cutOff[it.CallID]:
+			case f&open == 0 && f&cutOff != 0:
 				return Errorf(bad, CodeToolCallNotFound, "input",
 					"Function call %s was cut off before it was complete (status incomplete): it is not pending and takes no output.", it.CallID)
-			case !ok:
+			case f&open == 0:
 				return Errorf(bad, CodeToolCallNotFound, "input",
 					"No tool call found for function call output with call_id %s.", it.CallID)
-			case answered:
+			case f&answered != 0:
 				return Errorf(bad, CodeDuplicateToolOutput, "input",
 					"Duplicate tool output for function call %s.", it.CallID)
 			}
-			open[it.CallID] = true
+			state[it.CallID] = f | answered
 		}
 	}
 	for _, id := range pending {
-		if !open[id] && !calledIn(input, id) {
+		if state[id]&answered == 0 && !calledIn(input, id) {
 			return Errorf(bad, CodeMissingToolOutput, "input",
 				"No tool output found for function call %s.", id)
 		}

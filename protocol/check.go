@@ -71,8 +71,8 @@ func CheckCreate(p *CreateParams, where Where) error {
 // saying it was cut off). Other items are appended as given.
 func CheckContinuation(chain, input []Item) error {
 	const bad = http.StatusBadRequest
-	// One map of flags per call_id, sized once: the chain is the whole history, so this walk
-	// is the create's only cost that grows with it.
+	// One table of flags per call_id (callTable): the chain is the whole history, so this
+	// walk is the create's only cost that grows with it.
 	const (
 		open     = 1 << iota // a complete call or an output of the id was seen
 		answered             // the last of them was an output
@@ -86,22 +86,22 @@ func CheckContinuation(chain, input []Item) error {
 			calls++
 		}
 	}
-	state := make(map[string]uint8, calls/2+len(input))
+	state := getCallTable(calls/2 + len(input))
+	defer state.put()
 	for i := range chain {
-		id := chain[i].CallID
 		switch chain[i].Type {
 		case ItemFunctionCall:
-			if chain[i].Status == StatusIncomplete {
-				state[id] |= cutOff
-				continue
+			f := state.flags(chain[i].CallID)
+			switch {
+			case chain[i].Status == StatusIncomplete:
+				*f |= cutOff
+			case *f&open == 0:
+				*f |= listed | open
+			default:
+				*f &^= answered
 			}
-			f := state[id]
-			if f&open == 0 {
-				f |= listed
-			}
-			state[id] = f&^answered | open
 		case ItemFunctionCallOutput:
-			state[id] |= open | answered
+			*state.flags(chain[i].CallID) |= open | answered
 		}
 	}
 	// The calls chain leaves open, in the order of their first complete call.
@@ -110,11 +110,10 @@ func CheckContinuation(chain, input []Item) error {
 		if chain[i].Type != ItemFunctionCall || chain[i].Status == StatusIncomplete {
 			continue
 		}
-		id := chain[i].CallID
-		if f := state[id]; f&listed != 0 && f&ordered == 0 {
-			state[id] = f | ordered
-			if f&answered == 0 {
-				pending = append(pending, id)
+		if f := state.flags(chain[i].CallID); *f&listed != 0 && *f&ordered == 0 {
+			*f |= ordered
+			if *f&answered == 0 {
+				pending = append(pending, chain[i].CallID)
 			}
 		}
 	}
@@ -122,29 +121,29 @@ func CheckContinuation(chain, input []Item) error {
 		it := &input[i]
 		switch it.Type {
 		case ItemFunctionCall:
-			f := state[it.CallID]
-			if f&open == 0 {
+			f := state.flags(it.CallID)
+			if *f&open == 0 {
 				pending = append(pending, it.CallID)
 			}
-			state[it.CallID] = f&^answered | open
+			*f = *f&^answered | open
 		case ItemFunctionCallOutput:
-			f := state[it.CallID]
+			f := state.flags(it.CallID)
 			switch {
-			case f&open == 0 && f&cutOff != 0:
+			case *f&open == 0 && *f&cutOff != 0:
 				return Errorf(bad, CodeToolCallNotFound, "input",
 					"Function call %s was cut off before it was complete (status incomplete): it is not pending and takes no output.", it.CallID)
-			case f&open == 0:
+			case *f&open == 0:
 				return Errorf(bad, CodeToolCallNotFound, "input",
 					"No tool call found for function call output with call_id %s.", it.CallID)
-			case f&answered != 0:
+			case *f&answered != 0:
 				return Errorf(bad, CodeDuplicateToolOutput, "input",
 					"Duplicate tool output for function call %s.", it.CallID)
 			}
-			state[it.CallID] = f | answered
+			*f |= answered
 		}
 	}
 	for _, id := range pending {
-		if state[id]&answered == 0 && !calledIn(input, id) {
+		if state.get(id)&answered == 0 && !calledIn(input, id) {
 			return Errorf(bad, CodeMissingToolOutput, "input",
 				"No tool output found for function call %s.", id)
 		}

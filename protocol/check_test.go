@@ -168,12 +168,14 @@ func checkContinuationMaps(chain, input []Item) error {
 }
 
 // TestCheckContinuationAgreesWithMaps compares CheckContinuation with the map form on random
-// chains and inputs over a few call ids: calls complete and incomplete, outputs before and
-// after their calls, duplicates, messages between.
+// chains and inputs over a few call ids (and, for one case in twenty, long chains over many
+// ids): calls complete and incomplete, outputs before and after their calls, duplicates,
+// messages between.
 func TestCheckContinuationAgreesWithMaps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	ids, length := 5, 12
 	item := func() Item {
-		id := fmt.Sprintf("call_%d", rng.IntN(5))
+		id := fmt.Sprintf("call_%d", rng.IntN(ids))
 		switch rng.IntN(6) {
 		case 0:
 			return Item{Type: ItemMessage, Role: RoleUser}
@@ -185,8 +187,12 @@ func TestCheckContinuationAgreesWithMaps(t *testing.T) {
 		return Item{Type: ItemFunctionCallOutput, CallID: id}
 	}
 	errs := map[string]int{}
-	for n := 0; n < 50000; n++ {
-		chain := make([]Item, rng.IntN(12))
+	for n := 0; n < 10000; n++ {
+		ids, length = 5, 12
+		if n%20 == 0 {
+			ids, length = 200, 400
+		}
+		chain := make([]Item, rng.IntN(length))
 		for i := range chain {
 			chain[i] = item()
 		}
@@ -205,7 +211,7 @@ func TestCheckContinuationAgreesWithMaps(t *testing.T) {
 		}
 	}
 	for _, code := range []string{"ok", CodeToolCallNotFound, CodeDuplicateToolOutput, CodeMissingToolOutput} {
-		if errs[code] < 100 {
+		if errs[code] < 25 {
 			t.Fatalf("the random cases rarely give %s: %v", code, errs)
 		}
 	}
@@ -227,5 +233,22 @@ func BenchmarkCheckContinuation(b *testing.B) {
 		if err := CheckContinuation(chain, in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCallTableGrows fills a table sized for one id with many, then reads every id back.
+func TestCallTableGrows(t *testing.T) {
+	tab := getCallTable(1)
+	defer tab.put()
+	for i := 0; i < 1000; i++ {
+		*tab.flags(fmt.Sprintf("call_%d", i)) |= uint8(i%7 + 1)
+	}
+	for i := 0; i < 1000; i++ {
+		if got := tab.get(fmt.Sprintf("call_%d", i)); got != uint8(i%7+1) {
+			t.Fatalf("call_%d: flags %d, want %d", i, got, i%7+1)
+		}
+	}
+	if tab.get("call_1000") != 0 || tab.n != 1000 {
+		t.Fatalf("an unknown id has flags, or %d ids counted", tab.n)
 	}
 }

@@ -71,56 +71,79 @@ func CheckCreate(p *CreateParams, where Where) error {
 // saying it was cut off). Other items are appended as given.
 func CheckContinuation(chain, input []Item) error {
 	const bad = http.StatusBadRequest
-	open := map[string]bool{} // call_id → answered
-	cutOff := map[string]bool{}
-	var order []string
+	// One table of flags per call_id (callTable): the chain is the whole history, so this
+	// walk is the create's only cost that grows with it.
+	const (
+		open     = 1 << iota // a complete call or an output of the id was seen
+		answered             // the last of them was an output
+		cutOff               // an incomplete call of the id was seen
+		listed               // the first of them was a call: the id is a candidate for pending
+		ordered              // pending-order pass: the id's first complete call was met
+	)
+	calls := 0
+	for i := range chain {
+		if t := chain[i].Type; t == ItemFunctionCall || t == ItemFunctionCallOutput {
+			calls++
+		}
+	}
+	state := getCallTable(calls/2 + len(input))
+	defer state.put()
 	for i := range chain {
 		switch chain[i].Type {
 		case ItemFunctionCall:
-			if chain[i].Status == StatusIncomplete {
-				cutOff[chain[i].CallID] = true
-				continue
+			f := state.flags(chain[i].CallID)
+			switch {
+			case chain[i].Status == StatusIncomplete:
+				*f |= cutOff
+			case *f&open == 0:
+				*f |= listed | open
+			default:
+				*f &^= answered
 			}
-			if _, seen := open[chain[i].CallID]; !seen {
-				order = append(order, chain[i].CallID)
-			}
-			open[chain[i].CallID] = false
 		case ItemFunctionCallOutput:
-			open[chain[i].CallID] = true
+			*state.flags(chain[i].CallID) |= open | answered
 		}
 	}
+	// The calls chain leaves open, in the order of their first complete call.
 	var pending []string
-	for _, id := range order {
-		if !open[id] {
-			pending = append(pending, id)
+	for i := range chain {
+		if chain[i].Type != ItemFunctionCall || chain[i].Status == StatusIncomplete {
+			continue
+		}
+		if f := state.flags(chain[i].CallID); *f&listed != 0 && *f&ordered == 0 {
+			*f |= ordered
+			if *f&answered == 0 {
+				pending = append(pending, chain[i].CallID)
+			}
 		}
 	}
 	for i := range input {
 		it := &input[i]
 		switch it.Type {
 		case ItemFunctionCall:
-			if _, seen := open[it.CallID]; !seen {
+			f := state.flags(it.CallID)
+			if *f&open == 0 {
 				pending = append(pending, it.CallID)
 			}
-			open[it.CallID] = false
+			*f = *f&^answered | open
 		case ItemFunctionCallOutput:
-			answered, ok := open[it.CallID]
+			f := state.flags(it.CallID)
 			switch {
-			case !ok && cutOff[it.CallID]:
+			case *f&open == 0 && *f&cutOff != 0:
 				return Errorf(bad, CodeToolCallNotFound, "input",
 					"Function call %s was cut off before it was complete (status incomplete): it is not pending and takes no output.", it.CallID)
-			case !ok:
+			case *f&open == 0:
 				return Errorf(bad, CodeToolCallNotFound, "input",
 					"No tool call found for function call output with call_id %s.", it.CallID)
-			case answered:
+			case *f&answered != 0:
 				return Errorf(bad, CodeDuplicateToolOutput, "input",
 					"Duplicate tool output for function call %s.", it.CallID)
 			}
-			open[it.CallID] = true
+			*f |= answered
 		}
 	}
 	for _, id := range pending {
-		if !open[id] && !calledIn(input, id) {
+		if state.get(id)&answered == 0 && !calledIn(input, id) {
 			return Errorf(bad, CodeMissingToolOutput, "input",
 				"No tool output found for function call %s.", id)
 		}

@@ -38,11 +38,23 @@ func NewContext(settings *sampler.Settings) *Context {
 }
 
 // Append adds items to the context and renders only them.
-func (c *Context) Append(items ...protocol.Item) {
+func (c *Context) Append(items ...protocol.Item) { c.append(items, nil) }
+
+// append adds items; known, when not nil, appends the render of an item it already has (the
+// model's own output) and reports whether it did, so the item is not encoded again. What it
+// appends must be appendItem's render.
+func (c *Context) append(items []protocol.Item, known func(dst []uint32, it *protocol.Item) ([]uint32, bool)) {
 	for i := range items {
-		c.tokens = appendItem(c.tokens, &items[i])
+		it := &items[i]
+		ok := false
+		if known != nil {
+			c.tokens, ok = known(c.tokens, it)
+		}
+		if !ok {
+			c.tokens = appendItem(c.tokens, it)
+		}
 		c.rendered++
-		c.note(&items[i])
+		c.note(it)
 	}
 	c.items = append(c.items, items...)
 }
@@ -139,6 +151,9 @@ func appendItem(dst []uint32, it *protocol.Item) []uint32 {
 	}
 	return append(dst, TokenEnd)
 }
+
+// spaceTokens are the tokens of " ", between a function_call's name and its arguments.
+var spaceTokens = sync.OnceValue(func() []uint32 { return appendEncoded(nil, " ") })
 
 // renderText appends an item with the given header and body text.
 func renderText(dst []uint32, header, body string) []uint32 {

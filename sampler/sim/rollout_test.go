@@ -399,13 +399,42 @@ func TestResumeRendersOnlyNewItems(t *testing.T) {
 	}
 	s = rec.mustSuspend(t)
 	encoded := encodeStats.bytes.Load() - before
-	// The new output, the new call (its name, arguments, rendered twice: generated and
-	// appended), and headers — nothing of the 160 KB history.
-	if encoded > 500 {
-		t.Fatalf("a resume encoded %d bytes", encoded)
+	// The new output and the new call's arguments, each once (the call's item is appended with
+	// the tokens generated, its name's tokens are the session's), at most a header and the
+	// space after a call's name the first time they are met — nothing of the 160 KB history.
+	want := int64(len(in[0].Output) + len(s.Output[0].Arguments))
+	if encoded < want || encoded > want+int64(len("tool ")) {
+		t.Fatalf("a resume encoded %d bytes, want %d", encoded, want)
 	}
 	if s.StepUsage.InputTokens-s.StepUsage.InputTokensDetails.CachedTokens != len(RenderItems(nil, in)) {
 		t.Fatalf("step usage %+v", s.StepUsage)
+	}
+}
+
+// TestGeneratedCallsRenderAsEncoded checks that the calls a step generated, appended to the
+// context with the tokens the sim generated (parallel calls, two tools, a name and arguments
+// that need escaping), leave the context equal to its render from the items: the answer's
+// fingerprint is that of RenderItems.
+func TestGeneratedCallsRenderAsEncoded(t *testing.T) {
+	odd := fnTool("look_ünï", `{"type":"object","properties":{"q":{"type":"string"},"n":{"type":"integer"}},"required":["q","n"]}`)
+	set := Settings{Tools: []protocol.Tool{odd, timeTool}, Instructions: "be brief", ParallelToolCalls: true,
+		Metadata: map[string]string{MetaCalls: "3", MetaParallel: "3"}}
+	r, rec := start(t, Config{Settings: set, Input: []protocol.Item{userMsg(`find <a&b> "quoted" naïveté`)}})
+	var s Suspension
+	for i := 0; i < 3; i++ {
+		s = rec.mustSuspend(t)
+		if len(s.PendingCallIDs) != 3 {
+			t.Fatalf("step %d: %d calls", i, len(s.PendingCallIDs))
+		}
+		if err := r.Resume(Resume{Input: outputs(s, "out\n\u00e9")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := rec.mustEnd(t)
+	ctx := e.Context[:len(e.Context)-1] // the answer's context: everything before the answer
+	want := Fingerprint(RenderItems(&set, ctx))
+	if got := answerText(e.Output); !strings.HasSuffix(got, want) {
+		t.Fatalf("answer %q does not end with the render's fingerprint %s", got, want)
 	}
 }
 

@@ -31,6 +31,9 @@ type schema struct {
 	MinItems   int                `json:"minItems"`
 
 	root *schema // the document's root, for local $refs
+
+	typName  string // typ's answer, once typKnown
+	typKnown bool
 }
 
 func parseSchema(raw json.RawMessage) *schema {
@@ -43,6 +46,13 @@ func parseSchema(raw json.RawMessage) *schema {
 
 // typ returns the schema's first non-null type, or "".
 func (s *schema) typ() string {
+	if !s.typKnown {
+		s.typName, s.typKnown = s.parseType(), true
+	}
+	return s.typName
+}
+
+func (s *schema) parseType() string {
 	if len(s.Type) == 0 {
 		return ""
 	}
@@ -77,24 +87,31 @@ func commandProperty(s *schema) string {
 	return ""
 }
 
-// isShellTool reports whether a function tool is shell-like: named exec_command, shell,
-// shell_command or local_shell, or with a required cmd/command property.
-func isShellTool(t *protocol.Tool) bool {
-	return shellTools[t.Name] || commandProperty(parseSchema(t.Parameters)) != ""
+// toolInfo is what the sim reads of a function tool, parsed once per rollout.
+type toolInfo struct {
+	raw    []byte  // the Parameters it was parsed from
+	schema *schema // parsed Parameters
+	// shell: the tool is shell-like, named exec_command, shell, shell_command or local_shell,
+	// or with a required cmd/command property (cmd names it, "" for a name-only match).
+	shell bool
+	cmd   string
 }
 
-// synthArguments returns the JSON arguments of a call of t, at most limit bytes (cut reports
-// that the value was cut there): an object holding the schema's required properties only, in
-// the order of "required". A shell-like tool's cmd/command gets "echo <marker>"
-// (["echo","<marker>"] when array-typed); other values are synthesised: const or the first enum
-// value, string → word, number/integer → 1, boolean → true, array → [], object → its required
-// properties, recursively.
-func synthArguments(t *protocol.Tool, marker, word string, limit int) (args string, cut bool) {
-	s := parseSchema(t.Parameters)
-	cmd := ""
-	if isShellTool(t) {
-		cmd = commandProperty(s)
-	}
+func newToolInfo(t *protocol.Tool) *toolInfo {
+	info := &toolInfo{raw: bytes.Clone(t.Parameters), schema: parseSchema(t.Parameters)}
+	info.cmd = commandProperty(info.schema)
+	info.shell = shellTools[t.Name] || info.cmd != ""
+	return info
+}
+
+// synthArguments returns the JSON arguments of a call of the tool info describes, at most
+// limit bytes (cut reports that the value was cut there): an object holding the schema's
+// required properties only, in the order of "required". A shell-like tool's cmd/command gets
+// "echo <marker>" (["echo","<marker>"] when array-typed); other values are synthesised: const
+// or the first enum value, string → word, number/integer → 1, boolean → true, array → [],
+// object → its required properties, recursively.
+func synthArguments(info *toolInfo, marker, word string, limit int) (args string, cut bool) {
+	s, cmd := info.schema, info.cmd
 	w := newSynth(limit)
 	b := &w.b
 	b.WriteByte('{')
@@ -325,9 +342,27 @@ func compact(raw json.RawMessage) []byte {
 }
 
 func writeString(b *bytes.Buffer, s string) {
+	if plainJSON(s) {
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return
+	}
 	q, _ := json.Marshal(s) // escapes like encoding/json everywhere else
 	if q == nil {
 		q = []byte(strconv.Quote(s))
 	}
 	b.Write(q)
+}
+
+// plainJSON reports whether s is its own JSON string body under json.Marshal: printable ASCII
+// without '"', '\\' and the characters it escapes for HTML ('<', '>', '&').
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }

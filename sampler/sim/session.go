@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -19,6 +20,82 @@ type request struct {
 	// Step is the step's index in the rollout; Calls the function calls made before it.
 	Step  int
 	Calls int
+	// session holds the rollout's caches (nil: none, everything is computed afresh).
+	session *session
+}
+
+// tool returns what the sim reads of t: from the session's cache when t is unchanged since it
+// was cached.
+func (req *request) tool(t *protocol.Tool) *toolInfo {
+	ss := req.session
+	if ss == nil {
+		return newToolInfo(t)
+	}
+	if info, ok := ss.tools[t]; ok && bytes.Equal(info.raw, t.Parameters) {
+		return info
+	}
+	if len(ss.tools) >= maxCachedTools {
+		clear(ss.tools)
+	}
+	info := newToolInfo(t)
+	ss.tools[t] = info
+	return info
+}
+
+// nameTokens returns the tokens of a tool's name (appendEncoded(nil, name)), from the session's
+// cache when it has them. The names are those of the settings' tools, so the cache is bounded
+// by them; it is cleared past maxCachedTools all the same.
+func (req *request) nameTokens(name string) []uint32 {
+	ss := req.session
+	if ss == nil {
+		return appendEncoded(nil, name)
+	}
+	if ids, ok := ss.names[name]; ok {
+		return ids
+	}
+	if len(ss.names) >= maxCachedTools {
+		clear(ss.names)
+	}
+	ids := appendEncoded(nil, name)
+	ss.names[name] = ids
+	return ids
+}
+
+// generated returns a buffer for the ids of a call's arguments as the step generates them, or
+// nil without a session.
+func (req *request) generated() *[]uint32 {
+	ss := req.session
+	if ss == nil {
+		return nil
+	}
+	if len(ss.gen) < cap(ss.gen) {
+		ss.gen = ss.gen[:len(ss.gen)+1]
+	} else {
+		ss.gen = append(ss.gen, genCall{})
+	}
+	g := &ss.gen[len(ss.gen)-1]
+	g.name, g.args, g.ids = "", "", g.ids[:0]
+	return &g.ids
+}
+
+// keepGenerated marks the buffer generated returned last as holding the whole arguments args
+// of a call of name: the next step appends that call's item without encoding it again.
+func (req *request) keepGenerated(name, args string, ids *[]uint32) {
+	if ids == nil {
+		return
+	}
+	g := &req.session.gen[len(req.session.gen)-1]
+	g.name, g.args = name, args
+}
+
+// maxCachedTools bounds a session's caches of tools and tool names.
+const maxCachedTools = 256
+
+// genCall is a function call the sim generated in the previous step: its name, its whole
+// arguments, and their tokens.
+type genCall struct {
+	name, args string // args "": not kept (cut short)
+	ids        []uint32
 }
 
 // session is one rollout's sim state: the rollout's context rendered into o200k_base tokens,
@@ -31,12 +108,46 @@ type session struct {
 	// rollout (the cold path), the warm-up's context after Prefill, everything up to the end
 	// of the previous step's output after a step.
 	prefilled int
+
+	// The rollout's caches: the tools' parsed schemas, the tokens of the tool names called,
+	// and the tokens of the calls the previous step generated (the model's own output, which
+	// it does not tokenize again when the step's items come back).
+	tools map[*protocol.Tool]*toolInfo
+	names map[string][]uint32
+	gen   []genCall
+}
+
+// renderGenerated appends the render of it when it is a function_call the previous step
+// generated whole (the same name and arguments): header, name, " ", the arguments' tokens as
+// generated. It reports false for any other item.
+func (ss *session) renderGenerated(dst []uint32, it *protocol.Item) ([]uint32, bool) {
+	if it.Type != protocol.ItemFunctionCall {
+		return dst, false
+	}
+	for i := range ss.gen {
+		g := &ss.gen[i]
+		if g.args == "" || g.name != it.Name || g.args != it.Arguments {
+			continue
+		}
+		name, ok := ss.names[g.name]
+		if !ok {
+			return dst, false
+		}
+		dst = appendHeader(dst, protocol.RoleAssistant)
+		dst = append(dst, name...)
+		dst = append(dst, spaceTokens()...)
+		dst = append(dst, g.ids...)
+		g.args = "" // each generated call renders one item
+		return append(dst, TokenEnd), true
+	}
+	return dst, false
 }
 
 // Open implements sampler.Model. The session renders the instructions at once; items are
 // rendered as Prefill and Sample receive them, each only once.
 func (s *Sim) Open(_ context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
-	return &session{sim: s, settings: info.Settings, context: NewContext(info.Settings)}, nil
+	return &session{sim: s, settings: info.Settings, context: NewContext(info.Settings),
+		tools: make(map[*protocol.Tool]*toolInfo), names: make(map[string][]uint32)}, nil
 }
 
 // Prefill implements sampler.ModelSession: the input is rendered and counts as in the model's
@@ -52,11 +163,13 @@ func (ss *session) Prefill(_ context.Context, input []protocol.Item) error {
 // cached_tokens what was in the model's state before the input.
 func (ss *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
 	if len(step.Output) > 0 {
-		ss.context.Append(step.Output...)
+		ss.context.append(step.Output, ss.renderGenerated)
 		ss.prefilled = ss.context.Len()
 	}
+	ss.gen = ss.gen[:0]
 	ss.context.Append(step.Input...)
-	req := request{Settings: ss.settings, Context: ss.context, Cached: ss.prefilled, Step: step.Index, Calls: step.Calls}
+	req := request{Settings: ss.settings, Context: ss.context, Cached: ss.prefilled, Step: step.Index, Calls: step.Calls,
+		session: ss}
 	res, err := ss.sim.sample(ctx, &req, out)
 	ss.prefilled = ss.context.Len()
 	return res, err

@@ -181,26 +181,29 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 	limit := synthLimit(st.budget)
 	for i, t := range calls {
 		marker := "tether-call-" + strconv.Itoa(req.Context.Calls()+i+1)
-		args, cut := synthArguments(t, marker, keyword(req.Context.LastUserText()), limit)
+		info := req.tool(t)
+		args, cut := synthArguments(info, marker, keyword(req.Context.LastUserText()), limit)
 		if err := out.Call(t.Name, ""); err != nil {
 			return result(), err
 		}
-		if err := st.stream(t.Name, nil); err != nil || st.incomplete != "" {
+		if err := st.streamTokens(len(req.nameTokens(t.Name))); err != nil || st.incomplete != "" {
 			return result(), err
 		}
-		if err := st.stream(args, out.Arguments); err != nil || st.incomplete != "" {
+		ids := req.generated()
+		if err := st.stream(args, out.Arguments, ids); err != nil || st.incomplete != "" {
 			return result(), err
 		}
 		if cut {
 			st.incomplete = protocol.ReasonMaxOutputTokens
 			return result(), nil
 		}
+		req.keepGenerated(t.Name, args, ids)
 	}
 	if len(calls) > 0 {
 		return result(), nil
 	}
 	text, cut := formatAnswer(req.Settings.TextFormat, req.Context, p.AnswerTokens, limit)
-	err := st.stream(text, out.Text)
+	err := st.stream(text, out.Text, nil)
 	if err == nil && cut && st.incomplete == "" {
 		st.incomplete = protocol.ReasonMaxOutputTokens
 	}
@@ -295,7 +298,7 @@ func planCalls(req *request, p *simmeta.Params) []*protocol.Tool {
 		only = find(p.Tool)
 	default:
 		for _, t := range tools {
-			if isShellTool(t) {
+			if req.tool(t).shell {
 				only = t
 				break
 			}
@@ -446,8 +449,9 @@ const maxDeltaTokens = 8
 // stream generates text token by token and emits it through emit in word-ish deltas (a delta
 // ends before a token starting with a space or newline, or after maxDeltaTokens tokens, never
 // inside a UTF-8 character). emit nil generates without emitting (a call's name). It stops at
-// the step's token budget, setting st.incomplete.
-func (st *simStep) stream(text string, emit func(string) error) error {
+// the step's token budget, setting st.incomplete. ids, when not nil, receives the ids of the
+// tokens generated.
+func (st *simStep) stream(text string, emit func(string) error, ids *[]uint32) error {
 	var err error
 	from, pos, n := 0, 0, 0
 	flush := func(end int) bool {
@@ -465,7 +469,7 @@ func (st *simStep) stream(text string, emit func(string) error) error {
 		from, n = end, 0
 		return true
 	}
-	encodePieces(text, func(size int) bool {
+	encodePieces(text, func(id uint32, size int) bool {
 		if st.budget > 0 && st.generated >= st.budget {
 			st.incomplete = protocol.ReasonMaxOutputTokens
 			return false
@@ -474,6 +478,9 @@ func (st *simStep) stream(text string, emit func(string) error) error {
 			if !flush(pos) {
 				return false
 			}
+		}
+		if ids != nil {
+			*ids = append(*ids, id)
 		}
 		pos += size
 		n++
@@ -490,4 +497,23 @@ func (st *simStep) stream(text string, emit func(string) error) error {
 	}
 	flush(end)
 	return err
+}
+
+// streamTokens generates n tokens without emitting them (a call's name, whose tokens the
+// session knows): the step's budget as stream's, and one wait for their model time at the end
+// (stream(name, nil, nil) waits at each delta boundary, which ends at the same time).
+func (st *simStep) streamTokens(n int) error {
+	made := 0
+	for ; made < n; made++ {
+		if st.budget > 0 && st.generated >= st.budget {
+			st.incomplete = protocol.ReasonMaxOutputTokens
+			break
+		}
+		st.generated++
+		st.due += st.cost.decode(1)
+	}
+	if made > 0 {
+		return st.wait()
+	}
+	return nil
 }

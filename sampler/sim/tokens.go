@@ -71,13 +71,14 @@ func countTokens(s string) int {
 	return n
 }
 
-// encodePieces calls fn with the length in bytes of each token of s, in order (a token may
-// hold part of a multi-byte character; the lengths sum to len(s)), until fn returns false.
-func encodePieces(s string, fn func(n int) bool) {
+// encodePieces calls fn with the id and the length in bytes of each token of s, in order (a
+// token may hold part of a multi-byte character; the lengths sum to len(s)), until fn returns
+// false. The ids are those appendEncoded appends for s.
+func encodePieces(s string, fn func(id uint32, n int) bool) {
 	encodeChunksUntil(s, func(chunk string) bool {
-		_, pieces, _ := codec().Encode(chunk)
-		for _, p := range pieces {
-			if !fn(len(p)) {
+		ids, pieces, _ := codec().Encode(chunk)
+		for i, p := range pieces {
+			if !fn(uint32(ids[i]), len(p)) {
 				return false
 			}
 		}

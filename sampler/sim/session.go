@@ -146,8 +146,13 @@ func (ss *session) renderGenerated(dst []uint32, it *protocol.Item) ([]uint32, b
 // Open implements sampler.Model. The session renders the instructions at once; items are
 // rendered as Prefill and Sample receive them, each only once.
 func (s *Sim) Open(_ context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
-	return &session{sim: s, settings: info.Settings, context: NewContext(info.Settings),
-		tools: make(map[*protocol.Tool]*toolInfo), names: make(map[string][]uint32)}, nil
+	return newSession(s, info.Settings, NewContext(info.Settings), 0), nil
+}
+
+// newSession is a session over c with empty caches.
+func newSession(s *Sim, settings *sampler.Settings, c *Context, prefilled int) *session {
+	return &session{sim: s, settings: settings, context: c, prefilled: prefilled,
+		tools: make(map[*protocol.Tool]*toolInfo), names: make(map[string][]uint32)}
 }
 
 // Prefill implements sampler.ModelSession: the input is rendered and counts as in the model's
@@ -216,5 +221,5 @@ func (s *Sim) Unpark(_ context.Context, info sampler.RolloutInfo, state []byte, 
 		c.note(&fed[i])
 	}
 	c.items = fed
-	return &session{sim: s, settings: info.Settings, context: c, prefilled: int(prefilled)}, nil
+	return newSession(s, info.Settings, c, int(prefilled)), nil
 }

@@ -115,9 +115,10 @@ type Options struct {
 	// ones alone hold that much a create or append gets rollout_limit_reached (429). Nil
 	// means no server-wide bound.
 	Budget *Budget
-	// ParkAfter parks a rollout suspended this long (append shape, with a Model that can park,
-	// sampler.Unparker): its goroutine ends and the registry keeps its state as one value; the
-	// next append, cancel or drain continues it (sampler.Unpark), hot. The suspend timeout
+	// ParkAfter parks a rollout suspended this long (append shape, or a shape whose Sink is a
+	// ParkableSink: the public WebSocket shape; with a Model that can park, sampler.Unparker):
+	// its goroutine ends and the registry keeps its state as one value; the next append (or
+	// hot continuation), cancel or drain continues it (sampler.Unpark), hot. The suspend timeout
 	// still ends it. 0 means rollouts stay live while suspended.
 	ParkAfter time.Duration
 	// Compaction signs and opens compaction items (POST /v1/responses/compact; a create's
@@ -184,7 +185,7 @@ type Conn struct {
 	closed   chan struct{} // closed by Close
 	opened   time.Time     // when NewConn returned (Snapshot)
 
-	mu         sync.Mutex // guards reg, ended, lanes, stamp, draining, drainWhy, closing, graceEnded
+	mu         sync.Mutex // guards reg, ended, lanes, stamp, draining, drainWhy, closing, graceEnded, unparkSink
 	reg        map[string]*rollout
 	ended      *Recent[*rollout] // the ended rollouts of reg, least recently used first: evicted from here
 	lanes      map[string]*gate  // by stream_id; "" is the default lane
@@ -195,6 +196,7 @@ type Conn struct {
 	graceEnded bool          // EndGrace was called
 	changed    chan struct{} // signalled (non-blocking) when a rollout suspends or ends
 	nextExpiry time.Time     // the earliest suspend deadline of a parked rollout; zero: none
+	unparkSink UnparkSink    // SetUnparkSink: continues a parked rollout of the shape's ParkableSink
 
 	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog
 

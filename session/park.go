@@ -77,14 +77,17 @@ type parkingSink struct{ *coreSink }
 // held.
 func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sink {
 	cs := &coreSink{c: c, h: h, inner: inner, answers: answers}
-	if c.opts.ParkAfter <= 0 || !sampler.CanPark(c.opts.Model) {
+	if !sampler.CanPark(c.opts.Model) {
 		return cs
 	}
-	switch inner.(type) {
+	switch in := inner.(type) {
 	case *appendSink:
-		return &parkingSink{cs}
+		h.reattach = c.reattachableLocked(in.resp.Store)
+		if c.opts.ParkAfter > 0 || h.reattach {
+			return &parkingSink{cs}
+		}
 	case ParkableSink:
-		if c.unparkSink != nil {
+		if c.opts.ParkAfter > 0 && c.unparkSink != nil {
 			return &parkingSink{cs}
 		}
 	}
@@ -136,6 +139,8 @@ func (s *parkingSink) Parked(p *sampler.ParkedRollout) {
 		}
 	case c.closing:
 		_, _ = c.unparkLocked(h, true, nil) // ends with the connection's context, as a live one
+	case c.draining:
+		c.signal() // the drain parks it to the store, or ends it
 	}
 }
 
@@ -151,8 +156,12 @@ func (c *Conn) parkedLocked(h *rollout) {
 }
 
 // liveLocked returns the live rollout of h, continuing it first when it is parked (waiting
-// for a park in flight, parkedLocked). Errors: those of unparkLocked.
+// for a park in flight, parkedLocked). Errors: those of unparkLocked; shutting down (503)
+// while a drain parks it to the store.
 func (c *Conn) liveLocked(h *rollout) (*sampler.Rollout, error) {
+	if h.moving {
+		return nil, shuttingDownError() // a drain is parking it to the store
+	}
 	c.parkedLocked(h)
 	if h.parked != nil {
 		return c.unparkLocked(h, false, nil)

@@ -48,7 +48,7 @@ type Options struct {
 	MaxConnectionAge time.Duration
 	// SuspendTimeout, QueueDepth, CacheResponses, CacheBytes, ShutdownGrace: see session.Options.
 	SuspendTimeout time.Duration
-	// ParkAfter parks append-shape rollouts suspended this long (session.Options.ParkAfter);
+	// ParkAfter parks WebSocket rollouts suspended this long (session.Options.ParkAfter);
 	// 0 means they stay live.
 	ParkAfter time.Duration
 	// ParkUnstored lets a drain park store:false rollouts to a shared store too

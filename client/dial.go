@@ -20,6 +20,13 @@ import (
 // echoes it on the 101 to confirm (append-protocol.md, Opting in).
 const AppendBeta = "responses_append=v1"
 
+// ReattachBeta is the OpenAI-Beta token that opts an append-shape connection into
+// reattachment: a server that shuts down parks its suspended rollouts to a shared store and
+// says so with response.parked; the client's next Append resumes them on a new connection
+// (append-protocol.md, Reattaching after a shutdown). Dial sends it unless
+// Options.NoReconnect or Options.PublicShape.
+const ReattachBeta = "responses_reattach=v1"
+
 // Shape is the protocol a connection speaks.
 type Shape string
 
@@ -49,7 +56,8 @@ type Options struct {
 	// that drop the OpenAI-Beta header (append-protocol.md, Opting in).
 	QueryOptIn bool
 	// NoReconnect keeps the client from dialing again after the server ended the connection for
-	// its age limit or with close 1001; suspended rollouts then end with ErrConnectionLost.
+	// its age limit or with close 1001 or 1012, and from opting into reattachment
+	// (ReattachBeta); suspended rollouts then end with ErrConnectionLost.
 	NoReconnect bool
 	// ReadLimit is the largest server frame in bytes; 0 means no limit.
 	ReadLimit int64
@@ -197,10 +205,16 @@ func (c *Conn) dial(ctx context.Context) (*link, error) {
 	}
 	if !c.opts.PublicShape {
 		h.Add("OpenAI-Beta", AppendBeta)
+		if !c.opts.NoReconnect {
+			h.Add("OpenAI-Beta", ReattachBeta)
+		}
 	}
 	u := c.url
 	if c.opts.QueryOptIn && !c.opts.PublicShape {
 		u = withQuery(u, "protocol", "append.v1")
+		if !c.opts.NoReconnect {
+			u = withQuery(u, "reattach", "v1")
+		}
 	}
 	// wsguard: a message cut off by the end of the connection is a lost connection, not an
 	// empty or truncated frame.

@@ -64,6 +64,19 @@
 // rollout then ends with the server's response.incomplete, and the Conn with the WebSocket. Replaying is not possible for a rollout whose create named a
 // previous_response_id with store:false: its Append returns [ErrCannotContinue].
 //
+// # Reattaching
+//
+// An append-shape Conn also opts into reattachment (OpenAI-Beta: responses_reattach=v1,
+// append-protocol.md, Reattaching after a shutdown). A server that runs with a shared store
+// (-store redis://…) then parks a suspended rollout to the store when it shuts down, instead
+// of ending it, and tells the client with response.parked before it closes (1001, or 1012).
+// The client does not pass that event on: the rollout stays suspended, and its next Append
+// dials a new connection (to the same URL, any instance behind it) and sends response.append
+// naming the same Response, which the server there claims from the store and continues, hot:
+// same Response id, numbering going on, nothing resent. Should that append be refused (the
+// rollout expired, or another instance took it: response_not_found), Events returns the
+// *Error. Options.NoReconnect turns this off too.
+//
 // # Errors
 //
 // A rejected frame is a [*Error] (status, type, code, param, message) returned by

@@ -146,7 +146,7 @@ func (l *link) read() {
 func (l *link) exit(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if websocket.CloseStatus(err) == websocket.StatusGoingAway {
+	if st := websocket.CloseStatus(err); st == websocket.StatusGoingAway || st == websocket.StatusServiceRestart {
 		l.away = true
 	}
 	l.err = err
@@ -178,6 +178,8 @@ func (l *link) handle(raw []byte) {
 		l.onCreated(&w, raw)
 	case w.Type == "response.done":
 		l.onSuspended(&w, raw)
+	case w.Type == "response.parked":
+		l.onParked(w.ResponseID)
 	case w.Response != nil:
 		l.onLifecycle(&w, raw)
 	default:
@@ -252,6 +254,24 @@ func (l *link) onSuspended(w *wireEvent, raw []byte) {
 		r.suspended(w.event(raw), w.PendingCallIDs, w.Output, w.Usage)
 	}
 	r.mu.Unlock()
+}
+
+// onParked handles response.parked: the server parked the suspended rollout id to its shared
+// store as it shut down. The rollout detaches from this WebSocket, which takes no more
+// requests, and its next Append resumes it on a new one with response.append (reattach).
+func (l *link) onParked(id string) {
+	r := l.byID[id]
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.link == l && r.state == stSuspended && !r.cancelling {
+		r.state, r.parked = stDetached, true
+		l.away = true // the server drains this WebSocket: the next request goes to a new one
+	}
+	r.mu.Unlock()
+	delete(l.byID, id)
+	delete(l.all, r)
 }
 
 func (l *link) onLifecycle(w *wireEvent, raw []byte) {

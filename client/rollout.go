@@ -48,6 +48,7 @@ type Rollout struct {
 	cur        []Item            // append shape: the current Response's output up to its last suspension
 	cancelling bool              // a response.cancel was sent; the terminal event is due
 	ended      bool              // r.id names a Response that has ended on the server (stored if store)
+	parked     bool              // detached by response.parked: an append on a new WebSocket resumes r.id
 	prior      []Item            // the output of the rollout's ended Responses (segments)
 	priorUsage Usage             // their usage
 	usage      Usage             // the current Response's usage
@@ -257,6 +258,21 @@ func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.Ra
 	prevState, prevLink, n := r.state, r.link, len(r.history)
 	q.undo = func() { r.state, r.link, r.history = prevState, prevLink, r.history[:n] }
 	members := maps.Clone(r.settings)
+	if r.parked && r.state == stDetached && l.shape == ShapeAppend {
+		// Reattach: the server that shut down parked the rollout to its shared store; an
+		// append naming it on this WebSocket resumes it, same Response, numbering going on.
+		// l.mu is held: the reader routes its events here from now on.
+		q.kind, r.state, r.link, r.parked = reqAppend, stSampling, l, false
+		l.byID[r.id] = r
+		q.undo = func() {
+			r.state, r.link, r.history, r.parked = prevState, prevLink, r.history[:n], true
+			delete(l.byID, r.id)
+		}
+		members = map[string]json.RawMessage{"input": input}
+		members["response_id"], _ = json.Marshal(r.id)
+		r.history = append(r.history, items...)
+		return frame("response.append", members)
+	}
 	switch {
 	case r.link == l && l.shape == ShapeAppend:
 		q.kind, r.state = reqAppend, stSampling

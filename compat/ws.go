@@ -46,7 +46,9 @@ func (o *Options) counters() *Counters {
 // an error envelope, and closes c before it returns. The returned error says why the read loop
 // ended; it is nil after a drain.
 func ServeWebSocket(c *session.Conn, opts Options) error {
-	return session.Serve(c, &wsHandler{c: c, r: opts.registry(c), counters: opts.counters()})
+	r := opts.registry(c)
+	c.SetUnparkSink(r.unparkSink)
+	return session.Serve(c, &wsHandler{c: c, r: r, counters: opts.counters()})
 }
 
 // wsHandler is the public WebSocket shape's session.Handler.

@@ -115,11 +115,27 @@ type Options struct {
 	// ones alone hold that much a create or append gets rollout_limit_reached (429). Nil
 	// means no server-wide bound.
 	Budget *Budget
-	// ParkAfter parks a rollout suspended this long (append shape, with a Model that can park,
-	// sampler.Unparker): its goroutine ends and the registry keeps its state as one value; the
-	// next append, cancel or drain continues it (sampler.Unpark), hot. The suspend timeout
+	// ParkAfter parks a rollout suspended this long (append shape, or a shape whose Sink is a
+	// ParkableSink: the public WebSocket shape; with a Model that can park, sampler.Unparker):
+	// its goroutine ends and the registry keeps its state as one value; the next append (or
+	// hot continuation), cancel or drain continues it (sampler.Unpark), hot. The suspend timeout
 	// still ends it. 0 means rollouts stay live while suspended.
 	ParkAfter time.Duration
+	// Parker is the store shared by the instances of a deployment that keeps parked rollouts
+	// (store.ParkerOf of a shared Store, under its timeout). An append or cancel naming a
+	// Response that is not on its connection claims it from there (its Owner's only) and
+	// continues it on this connection, hot. Nil means none.
+	Parker store.Parker
+	// Reattach: the client opted into reattachment (docs/append-protocol.md, Reattaching).
+	// With a Parker, a drain for server shutdown then parks the connection's suspended
+	// append-shape rollouts of store:true Responses to it instead of ending them: each gets a
+	// last event EventParked, and lives in the store for the rest of its suspend timeout (a
+	// rollout without one is ended as before).
+	Reattach bool
+	// ParkUnstored lets a drain park store:false Responses to the store too (Reattach): it
+	// then persists what the client asked not to store, for at most the suspend timeout,
+	// deleted when it is claimed.
+	ParkUnstored bool
 	// Compaction signs and opens compaction items (POST /v1/responses/compact; a create's
 	// compaction items are expanded with it). Nil means a random per-process key, so items
 	// from another process (another instance, or before a restart) are invalid_compaction_item.
@@ -184,7 +200,7 @@ type Conn struct {
 	closed   chan struct{} // closed by Close
 	opened   time.Time     // when NewConn returned (Snapshot)
 
-	mu         sync.Mutex // guards reg, ended, lanes, stamp, draining, drainWhy, closing, graceEnded
+	mu         sync.Mutex // guards reg, ended, lanes, stamp, draining, drainWhy, closing, graceEnded, unparkSink
 	reg        map[string]*rollout
 	ended      *Recent[*rollout] // the ended rollouts of reg, least recently used first: evicted from here
 	lanes      map[string]*gate  // by stream_id; "" is the default lane
@@ -195,6 +211,8 @@ type Conn struct {
 	graceEnded bool          // EndGrace was called
 	changed    chan struct{} // signalled (non-blocking) when a rollout suspends or ends
 	nextExpiry time.Time     // the earliest suspend deadline of a parked rollout; zero: none
+	unparkSink UnparkSink    // SetUnparkSink: continues a parked rollout of the shape's ParkableSink
+	parker     store.Parker  // Options.Parker
 
 	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog
 
@@ -229,6 +247,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		changed:  make(chan struct{}, 1),
 		opened:   time.Now(),
 	}
+	c.parker = o.Parker
 	if o.MaxAge > 0 {
 		c.goroutines.Add(1)
 		go c.ageLimit(o.MaxAge)
@@ -607,8 +626,16 @@ func (c *Conn) cancelIdle(reason string, all bool) int {
 	var stop []*sampler.Rollout
 	var parked []*rollout
 	live := 0
+	var moves []*rollout
 	for _, r := range c.reg {
 		if r.final {
+			continue
+		}
+		if move, handled := c.parkToStoreLocked(r, reason, all); handled {
+			live++
+			if move {
+				moves = append(moves, r)
+			}
 			continue
 		}
 		if r.parked != nil {
@@ -639,6 +666,9 @@ func (c *Conn) cancelIdle(reason string, all bool) int {
 	c.mu.Unlock()
 	for _, r := range stop {
 		r.Cancel(reason)
+	}
+	for _, h := range moves {
+		c.moveToStore(h, reason)
 	}
 	return live
 }

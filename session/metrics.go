@@ -21,6 +21,9 @@ type Metrics struct {
 	Queued, Sampling, Suspended, Parked atomic.Int64
 	// Parks and Unparks count rollouts parked and continued from parked (counters).
 	Parks, Unparks atomic.Int64
+	// StoreParks counts rollouts a drain parked to the shared store (Options.Reattach), Claims
+	// those claimed from it by an append or cancel (counters).
+	StoreParks, Claims atomic.Int64
 	// Connections now (gauge), by shape.
 	AppendConns, PublicConns atomic.Int64
 	// Frames and bytes written to clients (counters). Each connection adds its own counts

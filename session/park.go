@@ -1,6 +1,8 @@
 package session
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/tetherd/tether/protocol"
@@ -19,6 +21,31 @@ type parkedRollout struct {
 	Owner string `json:"owner"`
 	// Sink is the append shape's sink: the Response and the next sequence_number.
 	Sink appendParked `json:"sink"`
+	// Shape, when set, is the state of another shape's sink (ParkableSink.ParkState): the
+	// rollout continues with the sink the connection's UnparkSink returns for it.
+	Shape json.RawMessage `json:"shape,omitempty"`
+}
+
+// ParkableSink is an optional interface of a shape's Sink (Route.Sink) whose rollouts can park
+// (Options.ParkAfter) on a connection that has an UnparkSink (Conn.SetUnparkSink). ParkState
+// returns the sink's whole state as JSON; it is called once, from the rollout's goroutine,
+// when the rollout parks, and the sink is not used again.
+type ParkableSink interface {
+	sampler.Sink
+	ParkState() json.RawMessage
+}
+
+// UnparkSink returns the Sink that continues, on its connection, the parked rollout key from
+// the state its ParkableSink returned. An error ends nothing: the continuation is refused
+// (server_error) and the rollout stays parked.
+type UnparkSink func(key string, state json.RawMessage) (sampler.Sink, error)
+
+// SetUnparkSink lets the rollouts of a shape whose Sink is a ParkableSink park on c: f
+// continues them. Call it before the first Start.
+func (c *Conn) SetUnparkSink(f UnparkSink) {
+	c.mu.Lock()
+	c.unparkSink = f
+	c.mu.Unlock()
 }
 
 // appendParked is the state of a parked rollout's appendSink.
@@ -46,13 +73,48 @@ type parkingSink struct{ *coreSink }
 
 // sinkFor returns the Sink a rollout of the registry entry h runs with: a parkingSink when
 // rollouts park (Options.ParkAfter, a Model that can park) and the shape's sink can (the
-// append shape's).
+// append shape's, or a ParkableSink on a connection with an UnparkSink). Called with c.mu
+// held.
 func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sink {
 	cs := &coreSink{c: c, h: h, inner: inner, answers: answers}
-	if _, ok := inner.(*appendSink); ok && c.opts.ParkAfter > 0 && sampler.CanPark(c.opts.Model) {
-		return &parkingSink{cs}
+	if !sampler.CanPark(c.opts.Model) {
+		return cs
+	}
+	switch in := inner.(type) {
+	case *appendSink:
+		h.reattach = c.reattachableLocked(in.resp.Store)
+		if c.opts.ParkAfter > 0 || h.reattach {
+			return &parkingSink{cs}
+		}
+	case ParkableSink:
+		if c.opts.ParkAfter > 0 && c.unparkSink != nil {
+			return &parkingSink{cs}
+		}
 	}
 	return cs
+}
+
+// parkState returns the parked value of h's rollout p, with its shape's sink state.
+func (s *parkingSink) parkState(p *sampler.ParkedRollout) *parkedRollout {
+	v := &parkedRollout{Rollout: p, Owner: s.c.opts.Owner}
+	switch in := s.inner.(type) {
+	case *appendSink:
+		v.Sink = in.park()
+	case ParkableSink:
+		v.Shape = in.ParkState()
+	}
+	return v
+}
+
+// shapeSink returns the Sink that continues the parked rollout p of h on c.
+func (c *Conn) shapeSink(h *rollout, p *parkedRollout) (sampler.Sink, error) {
+	if p.Shape == nil {
+		return p.Sink.unpark(c), nil
+	}
+	if c.unparkSink == nil {
+		return nil, fmt.Errorf("session: the connection's shape cannot continue a parked rollout of another shape")
+	}
+	return c.unparkSink(h.key, p.Shape)
 }
 
 // Parked implements sampler.ParkSink: the registry keeps the rollout's state instead of its
@@ -60,7 +122,7 @@ func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sin
 // closes, is continued at once to end as it would have.
 func (s *parkingSink) Parked(p *sampler.ParkedRollout) {
 	c, h := s.c, s.h
-	v := &parkedRollout{Rollout: p, Owner: c.opts.Owner, Sink: s.inner.(*appendSink).park()}
+	v := s.parkState(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.parked, h.r = v, nil
@@ -77,6 +139,8 @@ func (s *parkingSink) Parked(p *sampler.ParkedRollout) {
 		}
 	case c.closing:
 		_, _ = c.unparkLocked(h, true, nil) // ends with the connection's context, as a live one
+	case c.draining:
+		c.signal() // the drain parks it to the store, or ends it
 	}
 }
 
@@ -92,8 +156,12 @@ func (c *Conn) parkedLocked(h *rollout) {
 }
 
 // liveLocked returns the live rollout of h, continuing it first when it is parked (waiting
-// for a park in flight, parkedLocked). Errors: those of unparkLocked.
+// for a park in flight, parkedLocked). Errors: those of unparkLocked; shutting down (503)
+// while a drain parks it to the store.
 func (c *Conn) liveLocked(h *rollout) (*sampler.Rollout, error) {
+	if h.moving {
+		return nil, shuttingDownError() // a drain is parking it to the store
+	}
 	c.parkedLocked(h)
 	if h.parked != nil {
 		return c.unparkLocked(h, false, nil)
@@ -111,9 +179,12 @@ func (c *Conn) unparkLocked(h *rollout, inClose bool, in *sampler.Resume) (*samp
 		return nil, shuttingDownError()
 	}
 	p := h.parked
-	inner := p.Sink.unpark(c)
-	cfg := sampler.Config{Model: c.opts.Model, ConnID: c.id, Sink: c.sinkFor(h, inner, p.Rollout.SuspendOnAnswer), ParkAfter: c.opts.ParkAfter}
-	r, err := sampler.Unpark(c.ctx, cfg, p.Rollout, in)
+	inner, err := c.shapeSink(h, p)
+	var r *sampler.Rollout
+	if err == nil {
+		cfg := sampler.Config{Model: c.opts.Model, ConnID: c.id, Sink: c.sinkFor(h, inner, p.Rollout.SuspendOnAnswer), ParkAfter: c.opts.ParkAfter}
+		r, err = sampler.Unpark(c.ctx, cfg, p.Rollout, in)
+	}
 	if perr, ok := protocol.AsError(err); ok {
 		return nil, perr
 	}

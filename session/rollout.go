@@ -41,6 +41,9 @@ type rollout struct {
 	turns     int            // turns begun: Start, then one per accepted Resume
 	usage     protocol.Usage // cumulative, as of the last suspension or the end
 	context   int            // tokens of the last sampling step's context (input + output)
+	// reattach: an append-shape rollout that a drain parks to the store (reattachableLocked);
+	// parkAsked: the drain asked it to park; moving: its parked value is being written there.
+	reattach, parkAsked, moving bool
 	// idleAnswer: the rollout suspends after answers (Config.SuspendOnAnswer) and its last
 	// suspension had no pending calls; Conn.releaseIdleLocked may release it.
 	idleAnswer bool
@@ -211,9 +214,25 @@ func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, error) {
 // queued, sampling or ended, tool_call_not_found / missing_tool_output / duplicate_tool_output
 // (400; the rollout stays suspended), websocket_queue_limit_reached (429). A parked rollout is
 // continued first (sampler.Unpark): the resume is as hot as a live one's.
+//
+// A key that is not on this connection is claimed from the store when it keeps parked
+// rollouts (Options.Reattach): the rollout continues here, hot; errors then also
+// store_unavailable (503) and those of a create's limits.
 func (c *Conn) Resume(key string, input []protocol.Item) error {
+	claimed := false
 	for {
 		err := c.resume(key, input)
+		if errors.Is(err, errNotHere) && !claimed {
+			if claimed, err = c.claim(key); err == nil && claimed {
+				continue
+			}
+			if err == nil {
+				err = errNotHere
+			}
+		}
+		if errors.Is(err, errNotHere) {
+			return notFoundError(key)
+		}
 		if !errors.Is(err, sampler.ErrParked) {
 			return err
 		}
@@ -227,11 +246,15 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	h, ok := c.reg[key]
 	if !ok {
 		c.mu.Unlock()
-		return notFoundError(key)
+		return errNotHere
 	}
 	if h.final {
 		c.mu.Unlock()
 		return notSuspendedError(key, sampler.Ended)
+	}
+	if h.moving {
+		c.mu.Unlock()
+		return shuttingDownError()
 	}
 	c.parkedLocked(h)
 	var r *sampler.Rollout
@@ -293,12 +316,24 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 
 // Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404),
 // response_already_completed (409) for a rollout that has ended.
+// A key that is not on this connection is claimed from the store as by Resume, then ended.
 func (c *Conn) Cancel(key, reason string) error {
 	c.mu.Lock()
 	h, ok := c.reg[key]
 	if !ok {
 		c.mu.Unlock()
-		return notFoundError(key)
+		claimed, err := c.claim(key)
+		if err != nil {
+			return err
+		}
+		if !claimed {
+			return notFoundError(key)
+		}
+		return c.Cancel(key, reason)
+	}
+	if h.moving {
+		c.mu.Unlock()
+		return shuttingDownError()
 	}
 	if h.final || h.cancelled || (h.r != nil && h.r.State() == sampler.Ended) {
 		c.mu.Unlock()

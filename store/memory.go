@@ -33,6 +33,8 @@ type Memory struct {
 	keys  map[string]*keyUsage // by Response.Quota; deleted when its key holds nothing
 
 	evictedKey, evictedGlobal atomic.Int64
+
+	parked parked // Parker
 }
 
 type memEntry struct {

@@ -45,6 +45,8 @@ type RedisOptions struct {
 //	tether:sizes           hash: response key → Size in bytes
 //	tether:bytes           string: the sum of tether:sizes
 //	tether:clock           string: the last stamp given out (unix µs)
+//	tether:p:<owner>:<id>  string: a parked rollout (Parker), with its own TTL, outside the
+//	                       bounds and the LRU
 //
 // and, with per-key quotas (SetKeyQuota):
 //

@@ -32,6 +32,7 @@ type serveConfig struct {
 	maxAge            time.Duration
 	suspendTimeout    time.Duration
 	parkAfter         time.Duration
+	parkUnstored      bool
 	shutdownGrace     time.Duration
 	queueDepth        int
 	maxInflight       int
@@ -93,7 +94,8 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
 	fs.DurationVar(&c.maxAge, "max-connection-age", 60*time.Minute, "WebSocket connection age limit (0 = none)")
 	fs.DurationVar(&c.suspendTimeout, "suspend-timeout", 10*time.Minute, "how long a suspended rollout waits for input")
-	fs.DurationVar(&c.parkAfter, "park-after", 30*time.Second, "park an append-shape rollout suspended this long: its goroutine ends, its state is kept as one value, and the next append resumes it hot (0 = never park)")
+	fs.DurationVar(&c.parkAfter, "park-after", 30*time.Second, "park a WebSocket rollout suspended this long: its goroutine ends, its state is kept as one value, and the next append (or hot continuation) resumes it hot (0 = never park)")
+	fs.BoolVar(&c.parkUnstored, "park-unstored", false, "with -store redis://…: on shutdown, park the suspended store:false rollouts of reattaching append-shape clients to the shared store too (it persists what the client asked not to store, for at most -suspend-timeout, deleted on resume or expiry)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight responses may finish on shutdown")
 	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per lane of a connection")
 	fs.IntVar(&c.maxInflight, "max-inflight", 16, "lanes (stream_id) of one WebSocket connection that sample at once (0 = no cap)")
@@ -157,7 +159,7 @@ var serveGroups = []flagGroup{
 	{"Limits", []string{"max-frame", "max-memory", "max-connections", "max-http-connections",
 		"max-suspended", "max-suspended-total", "max-rollout-bytes", "max-sampling", "max-decoding", "max-inflight", "max-lanes",
 		"queue-depth", "key-rollouts", "key-connections", "key-share", "key-store-responses", "key-store-bytes"}},
-	{"Tuning", []string{"suspend-timeout", "park-after", "max-connection-age", "shutdown-grace", "keepalive", "ping-interval", "write-timeout",
+	{"Tuning", []string{"suspend-timeout", "park-after", "park-unstored", "max-connection-age", "shutdown-grace", "keepalive", "ping-interval", "write-timeout",
 		"read-timeout", "idle-timeout", "cache-responses", "cache-bytes", "store-responses", "store-bytes", "store-ttl",
 		"store-timeout", "compaction-key-file", "websocket", "slots"}},
 	{"Logs, metrics, profiling and the demo page", []string{"log-level", "log-format", "metrics-addr", "metrics-key-file", "pprof", "ui", "ui-race-timeout"}},
@@ -358,6 +360,7 @@ func serverOptions(cfg *serveConfig, log *slog.Logger) (server.Options, error) {
 		MaxConnectionAge:   cfg.maxAge,
 		SuspendTimeout:     cfg.suspendTimeout,
 		ParkAfter:          cfg.parkAfter,
+		ParkUnstored:       cfg.parkUnstored,
 		QueueDepth:         cfg.queueDepth,
 		MaxInflight:        orNoBound(cfg.maxInflight),
 		MaxLanes:           orNoBound(cfg.maxLanes),

@@ -93,6 +93,8 @@ func (s *Server) metricsHandler() http.Handler {
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "parked"}, func() float64 { return float64(m.Parked.Load()) })
 	counter("tether_parks_total", "Suspended rollouts parked (-park-after): their goroutine ended, their state kept as one value.", nil, func() float64 { return float64(m.Parks.Load()) })
 	counter("tether_unparks_total", "Parked rollouts continued (an append, cancel, drain or their suspend timeout).", nil, func() float64 { return float64(m.Unparks.Load()) })
+	counter("tether_store_parks_total", "Suspended rollouts a shutdown parked to the shared store (reattaching clients resume them on any instance).", nil, func() float64 { return float64(m.StoreParks.Load()) })
+	counter("tether_claims_total", "Parked rollouts claimed from the shared store by an append or cancel on this instance.", nil, func() float64 { return float64(m.Claims.Load()) })
 	c := &s.counters
 	for path, v := range map[string]func() int64{"hot": c.Hot.Load, "cold": c.Cold.Load, "new": c.New.Load, "warmup": c.WarmUp.Load} {
 		counter("tether_continuations_total", "Public-shape creates by path: hot (resumed), cold (rebuilt), new chain, warm-up.", prometheus.Labels{"path": path}, func() float64 { return float64(v()) })

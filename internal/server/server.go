@@ -29,6 +29,15 @@ const (
 	AppendQuery = "append.v1"
 )
 
+// ReattachBeta is the OpenAI-Beta token by which an append-shape client opts into
+// reattachment (docs/append-protocol.md, Reattaching); ReattachQuery is the equivalent query
+// parameter reattach=v1. The 101 answer carries the token back when the server parks rollouts
+// to a shared store on shutdown.
+const (
+	ReattachBeta  = "responses_reattach=v1"
+	ReattachQuery = "v1"
+)
+
 // Options configures the server. The zero value works; each default is given.
 type Options struct {
 	// Model serves every request. Nil means the sim model at the "instant" preset.
@@ -39,10 +48,14 @@ type Options struct {
 	MaxConnectionAge time.Duration
 	// SuspendTimeout, QueueDepth, CacheResponses, CacheBytes, ShutdownGrace: see session.Options.
 	SuspendTimeout time.Duration
-	// ParkAfter parks append-shape rollouts suspended this long (session.Options.ParkAfter);
+	// ParkAfter parks WebSocket rollouts suspended this long (session.Options.ParkAfter);
 	// 0 means they stay live.
-	ParkAfter  time.Duration
-	QueueDepth int
+	ParkAfter time.Duration
+	// ParkUnstored lets a drain park store:false rollouts to a shared store too
+	// (session.Options.ParkUnstored, -park-unstored): it persists what the client asked not
+	// to store, for at most the suspend timeout, deleted when resumed or expired.
+	ParkUnstored bool
+	QueueDepth   int
 	// MaxInflight and MaxLanes bound a WebSocket connection's lanes (stream_id): lanes sampling
 	// at once, and distinct named lanes over its life. See session.Options; 0 means 16 and 32.
 	MaxInflight    int
@@ -211,6 +224,7 @@ type Server struct {
 	// httpErrors counts HTTP error answers by code (tether_errors_total with the error frames)
 	httpErrors codeCounts
 	store      *store.Guarded // opts.Store under StoreTimeout, counting failures
+	parker     store.Parker   // store, when it is shared and keeps parked rollouts; else nil
 	budget     *session.Budget
 	keyRoll    *session.KeyLimit
 	keyConns   *session.KeyLimit
@@ -245,6 +259,11 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]connMeta), adm: session.NewAdmission(opts.MaxSampling),
 		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
+	if _, inProcess := opts.Store.(*store.Memory); !inProcess {
+		// A rollout parked in this process's own memory would not outlive it: only a store
+		// shared by the deployment (Redis) takes parked rollouts.
+		s.parker, _ = store.ParkerOf(s.store)
+	}
 	s.keyRoll = session.NewKeyLimit(orDefault(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
 	s.keyConns = session.NewKeyLimit(orDefault(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
 	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
@@ -418,6 +437,23 @@ func WantsAppend(r *http.Request) (bool, *protocol.Error) {
 	return want, nil
 }
 
+// WantsReattach reports whether an append-shape upgrade request opts into reattachment: an
+// OpenAI-Beta token responses_reattach=v1 (compared as WantsAppend compares), or the query
+// reattach=v1. Another version is not an error: the 101 then lacks the token.
+func WantsReattach(r *http.Request) bool {
+	if r.URL.Query().Get("reattach") == ReattachQuery {
+		return true
+	}
+	for _, v := range r.Header.Values("OpenAI-Beta") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), ReattachBeta) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // clipValue shortens a header or query value quoted in an error message.
 func clipValue(v string) string {
 	if len(v) > 64 {
@@ -516,15 +552,21 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		s.wg.Done()
 	}()
 
+	reattach := appendShape && s.parker != nil && WantsReattach(r)
 	if appendShape {
 		w.Header().Set("OpenAI-Beta", AppendBeta)
+		if reattach {
+			w.Header().Add("OpenAI-Beta", ReattachBeta)
+		}
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c := session.NewConn(wstransport.NewLimited(ws, s.opts.MaxFrame, s.budget, positive(s.opts.ReadTimeout, DefaultReadTimeout), quota), s.sessionOptions(owner, quota))
+	sess := s.sessionOptions(owner, quota)
+	sess.Reattach = reattach
+	c := session.NewConn(wstransport.NewLimited(ws, s.opts.MaxFrame, s.budget, positive(s.opts.ReadTimeout, DefaultReadTimeout), quota), sess)
 	shape, gauge := ShapePublic, &s.metrics.PublicConns
 	if appendShape {
 		shape, gauge = ShapeAppend, &s.metrics.AppendConns
@@ -593,6 +635,8 @@ func (s *Server) sessionOptions(owner, quota string) session.Options {
 		MaxFrame:          o.MaxFrame,
 		Logger:            s.log,
 		Store:             s.store,
+		Parker:            s.parker,
+		ParkUnstored:      o.ParkUnstored,
 		Owner:             owner,
 		KeyRollouts:       s.keyRoll,
 		Budget:            s.budget,

@@ -37,6 +37,9 @@ func Run(t *testing.T, f Factory) {
 		{"KeyQuotaCount", testKeyQuotaCount},
 		{"KeyQuotaBytes", testKeyQuotaBytes},
 		{"KeyQuotaConcurrent", testKeyQuotaConcurrent},
+		{"ParkClaim", testParkClaim},
+		{"ParkExpires", testParkExpires},
+		{"ParkClaimRace", testParkClaimRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })

@@ -1,0 +1,227 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/store"
+)
+
+// This file moves parked rollouts between instances through a shared store (store.Parker):
+// a drain parks a reattaching connection's suspended append-shape rollouts to the store (with
+// a response.parked event each) instead of ending them, and an append or cancel naming a
+// Response that is not on its connection claims it from the store and continues it there, hot.
+
+// EventParked is the last event a rollout sends on a connection that drains when it has been
+// parked to the shared store: {response_id, sequence_number[, stream_id]}. A response.append
+// naming it on any connection to an instance sharing the store resumes it, the next
+// sequence_number following this one.
+const EventParked protocol.EventType = "response.parked"
+
+// errNotHere: the key is not in the connection's registry (Resume and Cancel then try the
+// store).
+var errNotHere = errors.New("session: not on this connection")
+
+// reattachableLocked reports whether a rollout of a Response with store stored moves to the
+// store on drain (Options.Reattach, a store.Parker, store:true or Options.ParkUnstored).
+func (c *Conn) reattachableLocked(stored bool) bool {
+	return c.parker != nil && c.opts.Reattach && (stored || c.opts.ParkUnstored)
+}
+
+// parkedFrame is the response.parked event of the rollout key at seq in lane.
+func parkedFrame(key string, seq int, lane string) []byte {
+	b, _ := json.Marshal(struct {
+		Type     protocol.EventType `json:"type"`
+		Seq      int                `json:"sequence_number"`
+		ID       string             `json:"response_id"`
+		StreamID string             `json:"stream_id,omitempty"`
+	}{EventParked, seq, key, lane}) // strings and an int always encode
+	return b
+}
+
+// storeParked writes v (its sink's seq already past the response.parked event) to the store
+// for the rest of its suspend timeout. A rollout without one is not parked to the store (it
+// would never expire).
+func (c *Conn) storeParked(key string, v *parkedRollout) error {
+	if v.Rollout.Deadline.IsZero() {
+		return errors.New("session: a rollout without a suspend timeout is not parked to the store")
+	}
+	ttl := time.Until(v.Rollout.Deadline)
+	if ttl <= 0 {
+		return errors.New("session: the rollout's suspend timeout has passed")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.parker.Park(c.ctx, c.opts.Owner, key, b, ttl)
+}
+
+// moveToStore parks the parked rollout of h (marked moving) to the store, forgets it here and
+// sends its response.parked event. When the store does not take it, the rollout ends with
+// the drain's reason as it would have without a store. A connection that closes meanwhile
+// (its client gone) ends it as Close does: the copy in the store is then taken back.
+func (c *Conn) moveToStore(h *rollout, reason string) {
+	c.mu.Lock()
+	v := *h.parked
+	c.mu.Unlock()
+	seq := v.Sink.Seq
+	v.Sink.Seq = seq + 1
+	err := c.storeParked(h.key, &v)
+	c.mu.Lock()
+	if h.parked == nil { // Close continued it to end it
+		c.mu.Unlock()
+		if err == nil {
+			_, _ = c.parker.Claim(context.WithoutCancel(c.ctx), c.opts.Owner, h.key)
+		}
+		return
+	}
+	if err != nil {
+		h.moving = false
+		h.cancelled, h.cancelWhy = true, reason
+		r, uerr := c.unparkLocked(h, false, nil)
+		c.mu.Unlock()
+		c.log.Warn("a rollout could not be parked to the store: it ends", "key", h.key, "err", err.Error())
+		if uerr == nil {
+			r.Cancel(reason)
+		}
+		c.signal()
+		return
+	}
+	c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+	h.parked, h.final = nil, true
+	c.dropLocked(h)
+	if m := c.opts.Metrics; m != nil {
+		m.Parked.Add(-1)
+		m.StoreParks.Add(1)
+	}
+	c.mu.Unlock()
+	// In its lane's turn, as a terminal event, so that it never interleaves with the events of
+	// the lane's sampling rollout.
+	t := h.gate.enqueueAlways()
+	if t.Wait(c.ctx) == nil {
+		_ = c.Write(parkedFrame(h.key, seq, v.Sink.Lane))
+		t.Release()
+	}
+	c.log.Debug("rollout parked to the store", "key", h.key, "sequence_number", seq)
+	c.signal()
+}
+
+// claim takes the parked rollout key of the connection's owner from the store into the
+// registry, parked, and reports whether there was one. Errors: store_unavailable (503) when
+// the store fails, server_error (500) for a value that does not decode, and those of
+// adoptLocked (the value then goes back to the store).
+func (c *Conn) claim(key string) (bool, error) {
+	if c.parker == nil {
+		return false, nil
+	}
+	b, err := c.parker.Claim(c.ctx, c.opts.Owner, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, StoreUnavailable()
+	}
+	v := new(parkedRollout)
+	if err := json.Unmarshal(b, v); err != nil || v.Rollout == nil || v.Shape != nil || v.Owner != c.opts.Owner {
+		c.log.Error("a rollout claimed from the store does not decode", "key", key, "err", errString(err))
+		return false, protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "The parked response %s could not be resumed.", key)
+	}
+	c.mu.Lock()
+	err = c.adoptLocked(key, v)
+	c.mu.Unlock()
+	if err != nil {
+		if ttl := time.Until(v.Rollout.Deadline); ttl > 0 {
+			if perr := c.parker.Park(c.ctx, c.opts.Owner, key, b, ttl); perr != nil {
+				c.log.Warn("a claimed rollout could not go back to the store", "key", key, "err", perr.Error())
+			}
+		}
+		return false, err
+	}
+	if m := c.opts.Metrics; m != nil {
+		m.Claims.Add(1)
+	}
+	c.log.Debug("rollout claimed from the store", "key", key)
+	return true, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "not an append-shape rollout of this owner"
+	}
+	return err.Error()
+}
+
+// adoptLocked registers the parked rollout v under key as a create would: the connection's
+// limits, lane, key quota and budget. Errors: shutting down (503) while the connection
+// drains, invalid_value for a key in use here, and those of Start's checks.
+func (c *Conn) adoptLocked(key string, v *parkedRollout) error {
+	if c.closing || c.draining {
+		return shuttingDownError()
+	}
+	if _, dup := c.reg[key]; dup {
+		return protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "", "Response id %s is already in use on this connection.", key)
+	}
+	if err := c.checkLimitsLocked(); err != nil {
+		return err
+	}
+	g, err := c.laneLocked(v.Sink.Lane)
+	if err != nil {
+		return err
+	}
+	if err := c.opts.KeyRollouts.Acquire(c.opts.QuotaKey); err != nil {
+		return err
+	}
+	size := ItemsBytes(v.Rollout.Context)
+	if err := c.reserveLocked(size); err != nil {
+		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+		return err
+	}
+	now := time.Now()
+	h := &rollout{key: key, lane: v.Sink.Lane, gate: g, parked: v, started: now, turnStart: now, turns: 1, bytes: size, usage: v.Rollout.Usage}
+	c.stamp++
+	h.stamp, h.seq = c.stamp, c.stamp
+	c.reg[key] = h
+	if m := c.opts.Metrics; m != nil {
+		m.Parked.Add(1)
+	}
+	if d := v.Rollout.Deadline; !d.IsZero() && (c.nextExpiry.IsZero() || d.Before(c.nextExpiry)) {
+		c.nextExpiry = d
+	}
+	return nil
+}
+
+// parkToStoreLocked is the drain's part for a rollout h that may move to the store (reason
+// server_shutdown, h.reattach, not cancelled): a parked one is marked moving and returned for
+// moveToStore; a live suspended one is asked to park (it comes back through the loop of
+// Drain once parked). handled is false when h is left to end as without a store; once the
+// grace is over (all) a suspended rollout that was asked and did not park (a steer waits, or
+// its backend could not park it then) is.
+func (c *Conn) parkToStoreLocked(h *rollout, reason string, all bool) (move, handled bool) {
+	if reason != protocol.ReasonServerShutdown || !h.reattach || h.cancelled {
+		return false, false
+	}
+	if h.parked != nil {
+		if !h.moving {
+			h.moving = true
+			return true, true
+		}
+		return false, true
+	}
+	switch h.r.State() {
+	case sampler.Parked:
+		return false, true // on its way: Parked signals the drain
+	case sampler.Suspended:
+		if h.parkAsked {
+			return false, !all // asked: it parks, or ends once the grace is over
+		}
+		h.parkAsked = true
+		return false, h.r.Park() == nil
+	}
+	return false, false
+}

@@ -1,0 +1,98 @@
+package session
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/store"
+)
+
+// TestDrainParksToTheStore: two connections share a store that keeps parked rollouts. A drain
+// of the first, whose client opted in, parks its suspended rollout there (response.parked with
+// the next sequence_number); an append on the second claims and continues it, hot, numbering
+// going on; a cancel of a parked one on another connection claims it and ends it; an owner's
+// rollout is not another owner's; a client that did not opt in sees the drain as before.
+func TestDrainParksToTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := store.NewMemory(0, 0)
+		ma, mb := &Metrics{}, &Metrics{}
+		a, ca, stopA := serve(t, Options{Parker: mem, Reattach: true, SuspendTimeout: time.Minute, Metrics: ma, Owner: "k"})
+		defer stopA()
+		b, _, stopB := serve(t, Options{Parker: mem, Metrics: mb, Owner: "k"})
+		defer stopB()
+		other, _, stopO := serve(t, Options{Parker: mem, Owner: "k2"})
+		defer stopO()
+		id, call, seq := createCalls(t, a, "2")
+		id2, _, _ := createCalls(t, a, "2")
+
+		go ca.Drain(protocol.ReasonServerShutdown)
+		parked := map[string]float64{}
+		for range 2 {
+			f := a.next(t)
+			if f["type"] != string(EventParked) {
+				t.Fatalf("want response.parked, got %v", f)
+			}
+			parked[f["response_id"].(string)] = f["sequence_number"].(float64)
+		}
+		if parked[id] != seq+1 || len(parked) != 2 {
+			t.Fatalf("parked %v: want %s at %v", parked, id, seq+1)
+		}
+		synctest.Wait()
+		if ma.StoreParks.Load() != 2 || ma.Parked.Load() != 0 || ma.Suspended.Load() != 0 {
+			t.Fatalf("A: %d parked to the store, %d parked, %d suspended", ma.StoreParks.Load(), ma.Parked.Load(), ma.Suspended.Load())
+		}
+
+		appendOutput(t, other, id, call)
+		if f := other.next(t); f["type"] != "error" || f["error"].(map[string]any)["code"] != protocol.CodeResponseNotFound {
+			t.Fatalf("another owner's append: %v", f)
+		}
+		appendOutput(t, b, id, call)
+		fs := b.until(t, protocol.EventDone)
+		for i, f := range fs {
+			if f["sequence_number"].(float64) != seq+2+float64(i) {
+				t.Fatalf("frame %d (%s): sequence_number %v", i, f["type"], f["sequence_number"])
+			}
+		}
+		done := fs[len(fs)-1]
+		if done["response_id"] != id {
+			t.Fatalf("response.done of %v", done["response_id"])
+		}
+		if cached := usageOf(done)["input_tokens_details"].(map[string]any)["cached_tokens"].(float64); cached == 0 {
+			t.Fatalf("not hot: %v", usageOf(done))
+		}
+		b.send(t, map[string]any{"type": "response.cancel", "response_id": id2})
+		if f := b.next(t); f["type"] != string(protocol.EventIncomplete) || reason(f) != protocol.ReasonCancelled {
+			t.Fatalf("cancel of a parked rollout: %v", f)
+		}
+		appendOutput(t, b, id, call) // claimed already: the live rollout refuses the old call
+		if f := b.next(t); f["type"] != "error" {
+			t.Fatalf("a second append of the same output: %v", f)
+		}
+		synctest.Wait()
+		if mb.Claims.Load() != 2 {
+			t.Fatalf("B claimed %d, want 2", mb.Claims.Load())
+		}
+	})
+}
+
+// TestDrainWithoutReattach: without the client's opt-in, or for a store:false Response
+// without ParkUnstored, a drain ends the suspended rollout as before.
+func TestDrainWithoutReattach(t *testing.T) {
+	for _, o := range []Options{{Reattach: false}, {Reattach: true, ParkUnstored: false}} {
+		synctest.Test(t, func(t *testing.T) {
+			o.Parker = store.NewMemory(0, 0)
+			p, c, stop := serve(t, o)
+			defer stop()
+			stored := !o.Reattach
+			p.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "run the checks", "store": stored,
+				"tools": []any{shellTool}, "metadata": map[string]string{"sim.calls": "2"}})
+			p.until(t, protocol.EventDone)
+			go c.Drain(protocol.ReasonServerShutdown)
+			if f := p.next(t); f["type"] != string(protocol.EventIncomplete) || reason(f) != protocol.ReasonServerShutdown {
+				t.Fatalf("want response.incomplete server_shutdown, got %v", f)
+			}
+		})
+	}
+}

@@ -13,7 +13,7 @@ import (
 	"github.com/tetherd/tether/internal/redistest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // switchProxy is one URL in front of several servers: a reverse proxy that forwards every

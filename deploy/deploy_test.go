@@ -22,7 +22,7 @@ import (
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/skipnote"
 	"github.com/tetherd/tether/internal/wstest"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "deploy")) }

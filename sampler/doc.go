@@ -3,7 +3,7 @@
 // nothing of WebSockets, HTTP or connections: the session package drives it through Start,
 // Resume and Cancel, and hears back through a Sink. It knows nothing of tokens either: each
 // backend owns its tokenizer and rendering (package sampler/sim renders o200k_base for the
-// default "sim" model; package backend/… converts items for upstream engines).
+// default "sim" model; packages sampler/chat and sampler/responses drive upstream engines).
 //
 // Entry points:
 //
@@ -68,7 +68,7 @@
 // with status incomplete); the suspend timer → incomplete, idle_timeout; max_output_tokens
 // reached in a step → incomplete, max_output_tokens; a model error → failed with error
 // {code: server_error, message} (or the code and message of a *protocol.Error the backend
-// returned, e.g. backend/chat's invalid_prompt for an upstream 400); Start's ctx ending
+// returned, e.g. sampler/chat's invalid_prompt for an upstream 400); Start's ctx ending
 // (client disconnect) or the Sink's Event failing → incomplete, cancelled, with Ending.Err set
 // and no further events: the sink drops it.
 //

@@ -10,7 +10,7 @@ import (
 // Model is the seam between the rollout loop and an engine. A backend is
 // opened once per rollout and keeps the engine state of that rollout (its converted context, a
 // pinned engine slot, an upstream connection) until Close. Package sampler/sim is the default
-// backend; package backend/… holds the upstream ones.
+// backend; sampler/chat and sampler/responses are the upstream ones.
 //
 // Open is called on the rollout's goroutine when the rollout first needs the model: before its
 // first sampling step, or before a warm-up's Prefill. A rollout rebuilt on the cold path opens

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // A Shape is a wire shape's part in Conn.Create: where it keeps the responses of the

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // DefaultMaxFrame is the default largest client frame: 32 MiB.

@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // ResolveItemRefs replaces every item_reference of input by the item it names: local's (the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // This file moves parked rollouts between instances through a shared store (store.Parker):

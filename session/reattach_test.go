@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // TestDrainParksToTheStore: two connections share a store that keeps parked rollouts. A drain

@@ -3,7 +3,7 @@ package session
 import (
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // What a shape adapter outside this package (compat) sees of the rollouts and of the store,

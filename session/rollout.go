@@ -8,7 +8,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // rollout is the registry entry of one rollout: the live sampler.Rollout while it runs, and the

@@ -5,7 +5,7 @@ import (
 	"net"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // SettingsBytes estimates the memory a rollout holds for the settings of its create, besides

@@ -15,14 +15,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherd/tether/backend/chat"
-	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/ui"
 	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/chat"
+	"github.com/tetherd/tether/sampler/responses"
 	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 type serveConfig struct {

@@ -16,9 +16,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tetherd/tether/backend/chat"
-	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/sampler/chat"
+	"github.com/tetherd/tether/sampler/responses"
 )
 
 // childEnv makes the test binary act as a `tether serve` child.

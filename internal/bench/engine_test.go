@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/sampler/chat"
 )
 
 // TestBenchAgainstLlamaServer runs the bench against a real llama-server with Tether (the chat

@@ -4,7 +4,7 @@
 // and between a request's generation fields and sampler.Settings.
 //
 // Package chatapi serves POST /v1/chat/completions with it (ItemsFromMessages,
-// SettingsFromRequest); package backend/chat is a client of an upstream engine with it
+// SettingsFromRequest); package sampler/chat is a client of an upstream engine with it
 // (MessagesFromItems, CheckItems, Request.SetSettings). It depends on protocol and sampler
 // only, so that a model backend does not link the server's connection core.
 //
@@ -23,7 +23,7 @@
 //
 // # Items → messages (a client of an engine)
 //
-// MessagesFromItems is the reverse, with the rules package backend/chat documents: developer
+// MessagesFromItems is the reverse, with the rules package sampler/chat documents: developer
 // messages are sent as system, consecutive function calls merge into one assistant message
 // with tool_calls, reasoning items are dropped, and item types or parts an engine cannot take
 // are errors (CheckItems finds them before a response starts).

@@ -8,7 +8,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// MessagesFromItems appends items converted to chat messages to msgs (package backend/chat's
+// MessagesFromItems appends items converted to chat messages to msgs (package sampler/chat's
 // rule): messages keep their role except developer, sent as system (chat templates know
 // system, not developer); consecutive function_call items, and the assistant message right
 // before them, merge into one assistant message with tool_calls (id = call_id); a

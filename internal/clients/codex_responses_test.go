@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/sampler/responses"
 )
 
 // TestCodexExecThroughResponsesChain runs a real Codex CLI turn against a Tether whose backend
-// is an upstream Tether (sim) over WebSocket (backend/responses): Codex's warm-up and its two
+// is an upstream Tether (sim) over WebSocket (sampler/responses): Codex's warm-up and its two
 // chained creates reach the upstream as a warm-up and two hot continuations, and the answer
 // is the upstream sim's.
 func TestCodexExecThroughResponsesChain(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // codePermissionDenied is the error code of a valid API key on a route it may not use

@@ -10,7 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/internal/wstest"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // bigTool is a function tool whose description is n bytes.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tetherd/tether/internal/redistest"
 	"github.com/tetherd/tether/internal/wstest"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // sharedRedis starts a real redis-server and returns a factory of servers sharing it as

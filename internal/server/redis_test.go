@@ -16,7 +16,7 @@ import (
 
 	"github.com/tetherd/tether/internal/redistest"
 	"github.com/tetherd/tether/internal/wstest"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // redisServer starts a real redis-server and a Tether using it (-store redis://…).

@@ -12,14 +12,14 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tetherd/tether/chatapi"
 	"github.com/tetherd/tether/compat"
+	"github.com/tetherd/tether/compat/chatapi"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
+	"github.com/tetherd/tether/session/store"
 	"github.com/tetherd/tether/session/wstransport"
-	"github.com/tetherd/tether/store"
 )
 
 // AppendBeta is the OpenAI-Beta value that opts a WebSocket into the append shape;

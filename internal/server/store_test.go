@@ -7,7 +7,7 @@ import (
 
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // stuckStore is a memory store whose Put waits until release is closed (or its ctx ends).

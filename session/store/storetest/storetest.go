@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // Factory returns a new, empty store bounded by maxCount responses and maxBytes bytes (as

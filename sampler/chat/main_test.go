@@ -10,4 +10,4 @@ import (
 
 // TestMain checks for leaked goroutines and says, in the default output, when the tests that
 // need a real llama-server were skipped.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "backend/chat")) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "sampler/chat")) }

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/responses"
 	"github.com/tetherd/tether/sampler/sim"
 )
 

@@ -3,7 +3,7 @@ package responses_test
 import (
 	"testing"
 
-	"github.com/tetherd/tether/backend/responses"
+	"github.com/tetherd/tether/sampler/responses"
 )
 
 func TestWebSocketURL(t *testing.T) {

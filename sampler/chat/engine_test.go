@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/sampler/chat"
 )
 
 // engineStep is what the engine itself reported for one chat completion, read off the wire

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // parker returns the store of f as a store.Parker; a store that keeps no parked rollouts

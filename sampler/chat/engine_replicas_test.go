@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/chat"
 )
 
 // roundRobin is a plain load balancer: each request goes to the next replica.

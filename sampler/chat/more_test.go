@@ -10,10 +10,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/chat"
 	"github.com/tetherd/tether/sampler/sim"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/tetherd/tether/internal/redistest"
 	"github.com/tetherd/tether/protocol"
-	"github.com/tetherd/tether/store"
-	"github.com/tetherd/tether/store/storetest"
+	"github.com/tetherd/tether/session/store"
+	"github.com/tetherd/tether/session/store/storetest"
 )
 
 func TestRedis(t *testing.T) {

@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/ollamatest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/chat"
 )
 
 // ollamaFront starts Tether with the chat backend in front of a real Ollama (behind an

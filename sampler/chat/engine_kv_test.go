@@ -2,16 +2,17 @@ package chat_test
 
 import (
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/backend/chat"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/chat"
 )
 
 // kvRun is the outcome of a hotTurns run: per hot turn, whether the engine reused at least 90%

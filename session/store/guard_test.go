@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // failing is a memory store whose calls fail while down is set.

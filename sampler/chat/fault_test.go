@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/sampler/chat"
 )
 
 // faultCap is where a fault engine gives up on its own: a reader that never stops would read

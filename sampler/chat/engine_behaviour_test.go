@@ -11,13 +11,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler/chat"
 )
 
 // postJSON POSTs v to url and decodes the JSON answer.

@@ -1,7 +1,7 @@
 // Package chatapi is Tether's POST /v1/chat/completions (OpenAI Chat Completions): Handler
 // serves the endpoint from any sampler.Model with llama.cpp-compatible slot emulation (Slots).
 // The wire shapes and the conversion between chat messages and Response items are package
-// internal/chatwire's, which package backend/chat shares as a client of an upstream engine.
+// internal/chatwire's, which package sampler/chat shares as a client of an upstream engine.
 //
 // # Serving /v1/chat/completions
 //

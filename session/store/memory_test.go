@@ -3,8 +3,8 @@ package store_test
 import (
 	"testing"
 
-	"github.com/tetherd/tether/store"
-	"github.com/tetherd/tether/store/storetest"
+	"github.com/tetherd/tether/session/store"
+	"github.com/tetherd/tether/session/store/storetest"
 )
 
 func TestMemory(t *testing.T) {

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/chat"
 )
 
 // toolCreate is the create of the engine's tool rollout (llamatest.ToolPrompt).

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/chat"
 	"github.com/tetherd/tether/sampler/sim"
 )
 

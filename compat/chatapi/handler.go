@@ -15,7 +15,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/session"
-	"github.com/tetherd/tether/store"
+	"github.com/tetherd/tether/session/store"
 )
 
 // Handler serves POST /v1/chat/completions from Slots' Model (see the package doc). MaxBody

@@ -9,4 +9,4 @@ import (
 )
 
 // Close must release every goroutine of a store (go-redis's pool included).
-func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "store")) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "session/store")) }

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherd/tether/backend/chat"
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/sampler/chat"
 	"github.com/tetherd/tether/sampler/sim"
 )
 

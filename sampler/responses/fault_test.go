@@ -11,8 +11,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tetherd/tether/backend/responses"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/sampler/responses"
 )
 
 // faultCap is where a fault upstream gives up on its own: a backend that never stops reading

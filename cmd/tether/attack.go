@@ -19,7 +19,7 @@ func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("attack", "Run resource attacks (huge tool descriptions, many tiny items, idle and stalled connections, one key starving another), each against a fresh 'tether serve' child, and print peak RSS, /healthz latency and what was refused. docs/limits.md lists the attacks.", stderr)
 	exe := fs.String("exe", "", "tether binary to start as the server (default: this one)")
 	scale := fs.Float64("scale", 0.25, "multiplies each attack's connection and request counts (1 = the full counts of docs/limits.md)")
-	names := fs.String("attacks", strings.Join(attack.Names, ","), "comma-separated attacks to run")
+	names := fs.String("attacks", "all", "comma-separated attacks to run, or all: "+strings.Join(attack.Names, ", "))
 	hold := fs.Duration("hold", 5*time.Second, "how long an attack keeps its connections after sending")
 	sizes := fs.Float64("size-scale", 1, "multiplies each attack's frame and body sizes")
 	serveArgs := fs.String("serve-args", "", "extra flags for the server, space-separated (e.g. \"-max-memory 1GiB\")")
@@ -29,13 +29,9 @@ func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: attack takes no arguments, got %q", errUsage, fs.Args())
 	}
-	var list []string
-	for _, n := range strings.Split(*names, ",") {
-		n = strings.TrimSpace(n)
-		list = append(list, n)
-		if !slices.Contains(attack.Names, n) {
-			return fmt.Errorf("%w: -attacks: unknown attack %q (want some of %s)", errUsage, n, strings.Join(attack.Names, ","))
-		}
+	list, err := attackList(*names)
+	if err != nil {
+		return err
 	}
 	budget, err := attackBudget(strings.Fields(*serveArgs))
 	if err != nil {
@@ -45,6 +41,22 @@ func attackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Hold: *hold, SizeScale: *sizes, ServeArgs: strings.Fields(*serveArgs), Budget: budget}, stderr)
 	printAttack(stdout, results)
 	return err
+}
+
+// attackList parses -attacks: "all", or names from attack.Names separated by commas.
+func attackList(names string) ([]string, error) {
+	if strings.TrimSpace(names) == "all" {
+		return attack.Names, nil
+	}
+	var list []string
+	for _, n := range strings.Split(names, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(attack.Names, n) {
+			return nil, fmt.Errorf("%w: -attacks: unknown attack %q (want all, or some of %s)", errUsage, n, strings.Join(attack.Names, ", "))
+		}
+		list = append(list, n)
+	}
+	return list, nil
 }
 
 // attackBudget is the -max-memory of the servers an attack starts: the last one in serveArgs,

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/peterbourgon/ff/v3"
@@ -101,8 +102,13 @@ func printFlag(w io.Writer, sub string, f *flag.Flag) {
 		typ = " " + typ
 	}
 	fmt.Fprintf(w, "  -%s%s  $%s\n", f.Name, typ, envName(sub, f.Name))
-	if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
-		usage += " (default " + f.DefValue + ")"
+	if def := f.DefValue; def != "" && def != "false" && def != "0" && def != "0s" {
+		if _, ok := f.Value.(*byteSize); ok && strings.HasSuffix(def, "KiB") {
+			if n, err := parseBytes(def); err == nil && n >= 1<<20 { // a computed default: rounded
+				def = "about " + strings.ReplaceAll(humanize.IBytes(uint64(n)), " ", "")
+			}
+		}
+		usage += " (default " + def + ")"
 	}
 	fmt.Fprintln(w, wrap(usage, "        ", usageWidth))
 }
@@ -135,16 +141,23 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := checkEnv(fs); err != nil {
 		return err
 	}
+	// The whole help is printed for -h only: a mistake gets one line that points to it.
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard) // the flag package's own copy of the error
 	err := ff.Parse(fs, args, ff.WithEnvVarPrefix(envPrefix(fs.Name())),
 		ff.WithConfigFileFlag("config"), ff.WithConfigFileParser(configParser(fs)))
+	fs.Usage = usage
+	fs.SetOutput(out)
 	var perr *configError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+		usage()
 		return flag.ErrHelp
 	case errors.As(err, &perr):
 		return fmt.Errorf("%w: %s: %s", errUsage, fs.Name(), perr.msg)
 	case err != nil:
-		return fmt.Errorf("%w: %s: %s", errUsage, fs.Name(), flagError(fs, err))
+		return fmt.Errorf("%w: %s: %s (see 'tether %s -h')", errUsage, fs.Name(), flagError(fs, err), fs.Name())
 	case fs.NArg() > 0:
 		return fmt.Errorf("%w: %s takes no arguments, got %q (flags go before them; see 'tether %s -h')", errUsage, fs.Name(), fs.Args(), fs.Name())
 	}
@@ -298,11 +311,28 @@ func flagError(fs *flag.FlagSet, err error) string {
 			msg += " (did you mean -" + c + "?)"
 		}
 	}
+	if m := badValue.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[1]); f != nil {
+			if _, ok := f.Value.(interface{ Get() any }); ok {
+				switch f.Value.(flag.Getter).Get().(type) {
+				case time.Duration:
+					msg += ": want a duration with its unit, such as 500ms, 30s or 2m"
+				case int, int64, uint, uint64:
+					msg += ": want a whole number"
+				case float64:
+					msg += ": want a number"
+				}
+			}
+		}
+	}
 	if strings.HasPrefix(msg, "open ") { // the -config file cannot be read
 		msg = "-config: " + msg
 	}
 	return msg
 }
+
+// badValue matches the flag package's error for a value its flag cannot parse.
+var badValue = regexp.MustCompile(`^invalid value ".*" for flag -(\S+): parse error$`)
 
 // undefinedFlag matches the flag package's error for an unknown flag.
 var undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(\S+)$`)

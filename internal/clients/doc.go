@@ -15,6 +15,7 @@
 //     it has for the Responses API.
 //
 // The npm clients live outside the repository: .ci/install-clients DIR installs them, and
-// TETHER_NODE_CLIENTS=DIR points the tests at DIR/node_modules. Without it those tests skip,
-// unless TETHER_REQUIRE_CLIENTS=1, which makes them fail (CI sets both).
+// TETHER_NODE_CLIENTS=DIR points the tests at DIR/node_modules; unset, they use
+// /tmp/tether-clients (where .ci/run installs them) when it holds node_modules. Without either
+// those tests skip, unless TETHER_REQUIRE_CLIENTS=1, which makes them fail (CI sets both).
 package clients

@@ -30,7 +30,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "internal/clie
 const (
 	envNodeClients    = "TETHER_NODE_CLIENTS"    // a folder holding node_modules
 	envRequireClients = "TETHER_REQUIRE_CLIENTS" // "1": a missing client fails instead of skipping
-	installHint       = ".ci/install-clients /tmp/tether-clients && export TETHER_NODE_CLIENTS=/tmp/tether-clients"
+	defaultClients    = "/tmp/tether-clients" // where .ci/run installs them; used when the variable is unset
+	installHint       = ".ci/install-clients " + defaultClients
 )
 
 // nodeClients returns the folder holding node_modules with every one of paths (relative to
@@ -39,6 +40,9 @@ const (
 func nodeClients(t *testing.T, paths ...string) string {
 	t.Helper()
 	dir := os.Getenv(envNodeClients)
+	if _, err := os.Stat(filepath.Join(defaultClients, "node_modules")); dir == "" && err == nil {
+		dir = defaultClients
+	}
 	missing := func(format string, args ...any) {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...)
@@ -48,7 +52,7 @@ func nodeClients(t *testing.T, paths ...string) string {
 		skipnote.Skip(t, fmt.Sprintf("Node clients: %s (install them with: %s)", msg, installHint))
 	}
 	if dir == "" {
-		missing("%s is not set", envNodeClients)
+		missing("%s is not set and %s has no node_modules", envNodeClients, defaultClients)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

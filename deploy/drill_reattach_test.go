@@ -321,7 +321,10 @@ func (d *reattachClient) appendPending(ctx context.Context, r *client.Rollout, t
 // lost counts a rollout that ended without its answer; the caller replays it cold.
 func (d *reattachClient) lost(id string, seq int, err error) (bool, error) {
 	if !errors.Is(err, client.ErrConnectionLost) && !errors.Is(err, client.ErrEnded) {
-		return false, fmt.Errorf("rollout %s: %w", id, err)
+		d.mu.Lock()
+		parks := d.parked[id]
+		d.mu.Unlock()
+		return false, fmt.Errorf("rollout %s (last suspended at #%d, parked at %v): %w", id, seq, parks, err)
 	}
 	d.f.killed.Add(1)
 	if d.parkedBetween(id, seq, math.MaxInt) {

@@ -63,6 +63,11 @@ func TestRestartDrill(t *testing.T) {
 		c := &drillClient{id: i, kind: drillKind(i % 3), url: wsURL, turns: 4, n: n}
 		wg.Go(func() { c.run(ctx, stop) })
 	}
+	f := &reattachFigures{}
+	for i := range reattachClients {
+		c := &reattachClient{id: i, url: wsURL, turns: 6, toolTime: reattachToolTime + time.Duration(i)*reattachToolStep, n: n, f: f}
+		wg.Go(func() { c.run(ctx, stop) })
+	}
 
 	restarts, kills, err := chaos(ins, dur)
 	close(stop)
@@ -78,6 +83,7 @@ func TestRestartDrill(t *testing.T) {
 		n.resumedStored.Load(), n.restartedFresh.Load(), n.notFoundRecovered.Load(), n.refused.Load(),
 		n.toolOutputs.Load(), n.dials.Load(), n.dialFailures.Load(), n.lost.Load(), n.duplicated.Load(), len(n.violations))
 	t.Log(report)
+	t.Log(f)
 	for _, v := range n.violations {
 		t.Error(v)
 	}
@@ -89,6 +95,43 @@ func TestRestartDrill(t *testing.T) {
 	}
 	if n.completed.Load() == 0 {
 		t.Error("no rollout completed")
+	}
+	checkReattach(t, f)
+}
+
+// The drill's reattaching clients: enough of them, with tools slow enough, that each SIGTERM
+// finds a few of their rollouts suspended on the instance it stops. Client i's tools take
+// reattachToolTime + i×reattachToolStep, so that the clients do not run in step.
+const (
+	reattachClients  = 12
+	reattachToolTime = 500 * time.Millisecond
+	reattachToolStep = 50 * time.Millisecond
+)
+
+// checkReattach asserts the reattaching clients' figures: every rollout answered, every
+// parked rollout resumed as the same Response, at least 90% of the rollouts that a SIGTERM
+// caught suspended resumed hot (a suspended rollout the drain ended instead of parking it
+// counts as a cold resume), every live append hot.
+func checkReattach(t *testing.T, f *reattachFigures) {
+	t.Helper()
+	if f.completed.Load() != f.rollouts.Load() || f.completed.Load() == 0 {
+		t.Errorf("reattach: %d rollouts started, %d completed", f.rollouts.Load(), f.completed.Load())
+	}
+	if f.parked.Load() == 0 {
+		t.Error("reattach: no rollout was parked by a SIGTERM")
+	}
+	if n := f.parked.Load() + f.parkedKilled.Load(); n > f.parkEvents.Load() {
+		t.Errorf("reattach: %d resumes from parked counted, %d response.parked received", n, f.parkEvents.Load())
+	}
+	if f.sameID.Load() != f.parked.Load() {
+		t.Errorf("reattach: %d parked rollouts resumed, %d with the same Response id", f.parked.Load(), f.sameID.Load())
+	}
+	if share := f.hotShare(); share < 90 {
+		t.Errorf("reattach: %.1f%% of the rollouts caught suspended by a SIGTERM resumed hot (%d parked, %d hot, %d ended instead), want at least 90%%",
+			share, f.parked.Load(), f.hot.Load(), f.coldContinued.Load())
+	}
+	if f.liveHot.Load() != f.liveSteps.Load() {
+		t.Errorf("reattach: %d of %d live appends were hot, want all", f.liveHot.Load(), f.liveSteps.Load())
 	}
 }
 

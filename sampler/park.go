@@ -178,8 +178,8 @@ func (r *Rollout) parked(p *ParkedRollout) {
 // New. With in it is resumed with in at once, as by Resume (it starts Resuming, and Unpark's
 // caller waits for no goroutine): in.Input is checked against p's pending calls here, and
 // refused with the *protocol.Error of CheckOutputs (400), no rollout created. cfg supplies what p does not hold: Model (which must be the Unparker that can resume
-// p's model state when p.Opened), Sink, ConnID, SuspendTimeout (unused: p.Deadline stands),
-// ParkAfter; cfg.ID, Lane, Settings, SuspendOnAnswer are taken from p, and cfg.Ticket,
+// p's model state when p.Opened), Sink, ConnID, SuspendTimeout (it times the suspensions
+// after p's, p.Deadline times p's), ParkAfter; cfg.ID, Lane, Settings, SuspendOnAnswer are taken from p, and cfg.Ticket,
 // History, Input and StartSuspended must be zero. The next Resume is hot: the context is not
 // validated, and the model session is not rebuilt (Unparker.Unpark), again. A p whose
 // Deadline has passed times out (idle_timeout) as soon as it runs. Unpark's caller hears

@@ -167,6 +167,40 @@ func TestParkedRolloutEnds(t *testing.T) {
 	}
 }
 
+// TestUnparkedRolloutTimesOut: a rollout resumed from parked and suspended again keeps the
+// connection's suspend timeout: it ends idle_timeout on time, parked again or not.
+func TestUnparkedRolloutTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &Metrics{}
+		p, _, stop := serve(t, Options{ParkAfter: 30 * time.Second, SuspendTimeout: time.Minute, Metrics: m})
+		defer stop()
+		id, call, _ := createCalls(t, p, "3")
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if m.Parked.Load() != 1 {
+			t.Fatal("not parked")
+		}
+		appendOutput(t, p, id, call)
+		p.until(t, protocol.EventDone)
+		suspended := time.Now()
+		var f map[string]any
+		select {
+		case b := <-p.out:
+			if err := json.Unmarshal(b, &f); err != nil {
+				t.Fatalf("bad frame %q", b)
+			}
+		case <-time.After(10 * time.Minute):
+			t.Fatal("no idle_timeout 10 minutes after the suspension")
+		}
+		if f["type"] != string(protocol.EventIncomplete) || reason(f) != protocol.ReasonIdleTimeout {
+			t.Fatalf("want response.incomplete (idle_timeout), got %v", f)
+		}
+		if late := time.Since(suspended) - time.Minute; late < 0 || late > 2*time.Second {
+			t.Fatalf("timed out %v after the suspend timeout", late)
+		}
+	})
+}
+
 // TestParkRacesAppend: an append that arrives at the instant the rollout parks is never lost
 // nor refused: whichever wins, the append continues the rollout to its next response.done.
 func TestParkRacesAppend(t *testing.T) {

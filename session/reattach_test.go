@@ -96,3 +96,38 @@ func TestDrainWithoutReattach(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimedRolloutParksAgain: a rollout claimed from the store and resumed on a second
+// instance keeps its suspend timeout, so that when that instance drains in turn, the rollout,
+// suspended again, is parked to the store again (not ended), and a third instance resumes it.
+func TestClaimedRolloutParksAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := store.NewMemory(0, 0)
+		opts := func() Options {
+			return Options{Parker: mem, Reattach: true, SuspendTimeout: time.Minute, Owner: "k"}
+		}
+		a, ca, stopA := serve(t, opts())
+		defer stopA()
+		b, cb, stopB := serve(t, opts())
+		defer stopB()
+		c, _, stopC := serve(t, opts())
+		defer stopC()
+		id, call, _ := createCalls(t, a, "3")
+		go ca.Drain(protocol.ReasonServerShutdown)
+		if f := a.next(t); f["type"] != string(EventParked) {
+			t.Fatalf("A: want response.parked, got %v", f)
+		}
+		appendOutput(t, b, id, call)
+		fs := b.until(t, protocol.EventDone)
+		done := fs[len(fs)-1]
+		call = done["pending_call_ids"].([]any)[0].(string)
+		go cb.Drain(protocol.ReasonServerShutdown)
+		if f := b.next(t); f["type"] != string(EventParked) || f["sequence_number"] != done["sequence_number"].(float64)+1 {
+			t.Fatalf("B: want response.parked #%v, got %v", done["sequence_number"].(float64)+1, f)
+		}
+		appendOutput(t, c, id, call)
+		if fs := c.until(t, protocol.EventDone); fs[len(fs)-1]["response_id"] != id {
+			t.Fatalf("C: response.done of %v, want %s", fs[len(fs)-1]["response_id"], id)
+		}
+	})
+}

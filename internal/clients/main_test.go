@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "internal/clie
 const (
 	envNodeClients    = "TETHER_NODE_CLIENTS"    // a folder holding node_modules
 	envRequireClients = "TETHER_REQUIRE_CLIENTS" // "1": a missing client fails instead of skipping
-	defaultClients    = "/tmp/tether-clients" // where .ci/run installs them; used when the variable is unset
+	defaultClients    = "/tmp/tether-clients"    // where .ci/run installs them; used when the variable is unset
 	installHint       = ".ci/install-clients " + defaultClients
 )
 

@@ -120,7 +120,11 @@ func (c *Conn) claim(key string) (bool, error) {
 	if c.parker == nil {
 		return false, nil
 	}
-	b, err := c.parker.Claim(c.ctx, c.opts.Owner, key)
+	// Not the connection's ctx: a claim whose GETDEL ran must get its reply, and a value it
+	// cannot adopt must go back, even if the connection ends meanwhile (else the rollout is
+	// lost); the store's own timeout bounds both.
+	ctx := context.WithoutCancel(c.ctx)
+	b, err := c.parker.Claim(ctx, c.opts.Owner, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -137,7 +141,7 @@ func (c *Conn) claim(key string) (bool, error) {
 	c.mu.Unlock()
 	if err != nil {
 		if ttl := time.Until(v.Rollout.Deadline); ttl > 0 {
-			if perr := c.parker.Park(c.ctx, c.opts.Owner, key, b, ttl); perr != nil {
+			if perr := c.parker.Park(ctx, c.opts.Owner, key, b, ttl); perr != nil {
 				c.log.Warn("a claimed rollout could not go back to the store", "key", key, "err", perr.Error())
 			}
 		}

@@ -516,14 +516,8 @@ func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) 
 		answerCancel(w, &final)
 		return
 	}
-	st := h.Options.Store
-	if st == nil {
-		WriteError(w, notFound(id))
-		return
-	}
-	sr, err := st.Get(r.Context(), id, owner)
-	if err != nil {
-		storeError(w, id, err)
+	sr, ok := h.stored(w, r, id, owner)
+	if !ok {
 		return
 	}
 	if !sr.Response.Background {

@@ -291,17 +291,27 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	if h.getBackground(w, r, id, owner) {
 		return
 	}
+	sr, ok := h.stored(w, r, id, owner)
+	if !ok {
+		return
+	}
+	h.writeCounted(w, &sr.Response, session.ResponseBytes(&sr.Response))
+}
+
+// stored returns the stored response id of owner, or writes the error (404 with no store or
+// no such response, the store's failure) and returns false.
+func (h *HTTP) stored(w http.ResponseWriter, r *http.Request, id, owner string) (*session.StoredResponse, bool) {
 	st := h.Options.Store
 	if st == nil {
 		WriteError(w, notFound(id))
-		return
+		return nil, false
 	}
 	sr, err := st.Get(r.Context(), id, owner)
 	if err != nil {
 		storeError(w, id, err)
-		return
+		return nil, false
 	}
-	h.writeCounted(w, &sr.Response, session.ResponseBytes(&sr.Response))
+	return sr, true
 }
 
 // writeCounted writes v (of about size bytes of text) as a 200 JSON answer while the Budget

@@ -24,6 +24,8 @@ type (
 
 	// Store keeps stored responses (store.Store): Options.Store.
 	Store = store.Store
+	// StoredResponse is a Response as the store keeps it (store.Response).
+	StoredResponse = store.Response
 	// Page selects input items as GET /v1/responses/{id}/input_items does (store.Page).
 	Page = store.Page
 )

@@ -391,36 +391,20 @@ func attackCompactBody(ctx context.Context, e *env) {
 // attackHeaderOnly opens POSTs that send their headers (Content-Length: 100) and no body, and
 // holds them while a victim makes small creates.
 func attackHeaderOnly(ctx context.Context, e *env) {
-	var conns []net.Conn
-	for range e.n(280) {
-		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
-		if err != nil {
-			e.count("dial failed")
-			continue
-		}
-		conns = append(conns, c)
-		fmt.Fprint(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
-	}
-	time.Sleep(e.hold)
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		switch {
-		case err == nil:
-			e.count(fmt.Sprintf("header-only answered %d", resp.StatusCode))
-		case isTimeout(err):
-			e.count("header-only still open")
-		default:
-			e.count("header-only closed")
-		}
-		_ = c.Close()
-	}
+	holdRequests(e, "header-only", "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
 }
 
 // attackKeyShare: key B opens POSTs that send their headers (Content-Length: 100) and the
 // body's first byte, each holding a decoding slot until -read-timeout, more than there are
 // slots; key A (the victim) makes small creates meanwhile.
 func attackKeyShare(ctx context.Context, e *env) {
+	holdRequests(e, "key B", "POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-b\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+}
+
+// holdRequests opens e.n(280) connections that each send head (a request never finished),
+// holds them for e.hold, then counts how each ended: "<who> answered <status>", "<who> still
+// open" or "<who> closed".
+func holdRequests(e *env, who, head string) {
 	var conns []net.Conn
 	for range e.n(280) {
 		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
@@ -429,7 +413,7 @@ func attackKeyShare(ctx context.Context, e *env) {
 			continue
 		}
 		conns = append(conns, c)
-		fmt.Fprint(c, "POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-b\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		fmt.Fprint(c, head)
 	}
 	time.Sleep(e.hold)
 	for _, c := range conns {
@@ -437,11 +421,11 @@ func attackKeyShare(ctx context.Context, e *env) {
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		switch {
 		case err == nil:
-			e.count(fmt.Sprintf("key B answered %d", resp.StatusCode))
+			e.count(fmt.Sprintf("%s answered %d", who, resp.StatusCode))
 		case isTimeout(err):
-			e.count("key B still open")
+			e.count(who + " still open")
 		default:
-			e.count("key B closed")
+			e.count(who + " closed")
 		}
 		_ = c.Close()
 	}

@@ -412,8 +412,8 @@ func wantsStream(r *http.Request) (bool, *protocol.Error) {
 // then each as it comes, until the terminal event (or the run's end) or until the client
 // goes. A resume from before the first kept event is answered response_events_expired (400)
 // before the stream starts, or with an error event and the stream's end when a slow follower
-// falls behind the kept events; a starting_after past the last event of an ended response is
-// invalid_value.
+// falls behind the kept events; a starting_after past the last event is invalid_value: 400 when
+// the response has ended, else an error event when it ends.
 func (run *bgRun) follow(w http.ResponseWriter, r *http.Request, after int, timeout time.Duration) {
 	next := after + 1
 	rc := http.NewResponseController(w)
@@ -433,7 +433,7 @@ func (run *bgRun) follow(w http.ResponseWriter, r *http.Request, after int, time
 			fail = protocol.Errorf(http.StatusBadRequest, protocol.CodeEventsExpired, "starting_after",
 				"Events of response '%s' before sequence_number %d are no longer kept (at most %d bytes of events are kept per background response): resume with starting_after %d or later, or GET the response without stream.",
 				run.id, first, run.max, first-1)
-		case !started && ended && next > last:
+		case ended && next > last: // known only at the end when the stream began while it ran
 			fail = protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "starting_after",
 				"starting_after %d is past the last event of response '%s' (sequence_number %d).", after, run.id, last-1)
 		}

@@ -167,6 +167,17 @@ func TestBackgroundPollAndResume(t *testing.T) {
 		t.Fatalf("poll: status %q", st)
 	}
 
+	// Past the last event while it runs: the stream ends with an error event, never empty.
+	if resp := do(t, ctx, "GET", f.base+"/responses/"+id+"?stream=true&starting_after=100000", nil); resp.StatusCode == 200 {
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := string(raw); strings.Count(got, "event: ") != 1 || !strings.HasPrefix(got, "event: error\n") || !strings.Contains(got, `"code":"invalid_value"`) {
+			t.Fatalf("a starting_after past the end of a running response streamed %q, want one invalid_value error event", got)
+		}
+	} else if e := jsonAnswer(t, resp, 400); e.Str("error", "code") != "invalid_value" { // it had ended
+		t.Fatalf("a starting_after past the end: %v", e)
+	}
+
 	all := openSSE(t, do(t, ctx, "GET", f.base+"/responses/"+id+"?stream=true", nil)).rest()
 	wstest.CheckGrammar(t, conformance.ShapePublic, all)
 	checkSeq(t, all, 0)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -82,8 +83,12 @@ func TestServerBudgetCountsHeldRollouts(t *testing.T) {
 			t.Fatalf("%d rollouts of 700 KiB held within an 8 MiB budget", held)
 		}
 	}
-	if held == 0 || s.Budget().InUse() > 8<<20 {
-		t.Fatalf("held %d rollouts, budget in use %d", held, s.Budget().InUse())
+	// Bytes in flight (the refused frame being read, the error being written) may stand over
+	// the bound for a moment; what the held rollouts keep must settle within it.
+	for deadline := time.Now().Add(5 * time.Second); held == 0 || s.Budget().InUse() > 8<<20; time.Sleep(10 * time.Millisecond) {
+		if held == 0 || time.Now().After(deadline) {
+			t.Fatalf("held %d rollouts, budget in use %d", held, s.Budget().InUse())
+		}
 	}
 }
 

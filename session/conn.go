@@ -216,8 +216,9 @@ type Conn struct {
 
 	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog
 
-	wmu        writeLock    // serialises Write in arrival order (fair between lanes); writeStart times the one write in progress
-	writeStart atomic.Int64 // unix nanoseconds when the write in progress began; 0 when none
+	wmu        writeLock    // serialises Write in arrival order (fair between lanes)
+	out        outbox       // the frames Write queued, written by one flusher goroutine at a time
+	writeStart atomic.Int64 // unix nanoseconds when the flusher's write in progress began; 0 when none
 
 	framesSent, bytesSent atomic.Int64 // not yet added to Options.Metrics (flushCounts)
 	qmu                   sync.Mutex   // guards queued and qreserved
@@ -247,6 +248,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		changed:  make(chan struct{}, 1),
 		opened:   time.Now(),
 	}
+	c.out.space = make(chan struct{}, 1)
 	c.parker = o.Parker
 	if o.MaxAge > 0 {
 		c.goroutines.Add(1)
@@ -392,36 +394,30 @@ func (c *Conn) MaxFrame() int64 { return c.opts.maxFrame() }
 // Context is cancelled when the connection ends.
 func (c *Conn) Context() context.Context { return c.ctx }
 
-// Write sends one frame. It returns the transport's error once the peer is gone.
-// A frame that cannot be written within Options.WriteTimeout drops the peer.
-// (Timing a write with a per-frame context would cost an allocation and a timer per event;
-// the write watchdog checks the one write in progress instead.)
+// Write queues one frame for the connection's flusher and returns; frames leave in the
+// order Write was called, a burst of them in one write to the network (outbox.go). Write
+// does not retain frame. It waits while the connection has maxOutbox bytes queued, and until
+// a frame of largeFrame bytes or more is written. It returns the transport's error once the
+// peer is gone (the error of an earlier frame's write: a write fails after Write returned).
+// A write that does not finish within Options.WriteTimeout drops the peer. (Timing a write
+// with a per-frame context would cost an allocation and a timer per event; the write
+// watchdog checks the one write in progress instead.) Flush waits for the queued frames.
 //
 // While a frame waits for its turn or is being written, its bytes are counted in
 // Options.Budget (the frame is in memory until the peer reads it). A frame that does not fit
-// there is still written when it is the connection's only one (the peer is keeping up, and
-// one frame is bounded by what produced it); when the connection has frames queued already
-// the peer is falling behind while the server is out of memory: it is dropped, as one that
-// exceeds the write timeout is, and Write returns ErrWriteBacklog.
+// there is still written unless the connection has maxOutbox bytes queued already (the peer
+// is keeping up, and one frame is bounded by what produced it); with that much queued the peer
+// is falling behind while the server is out of memory: it is dropped, as one that exceeds the
+// write timeout is, and Write returns ErrWriteBacklog.
 func (c *Conn) Write(frame []byte) error {
 	n := int64(len(frame))
 	if !c.queue(n) {
 		return ErrWriteBacklog
 	}
-	defer c.unqueue(n)
 	c.wmu.Lock()
-	c.writeStart.Store(time.Now().UnixNano())
-	err := c.tr.Write(c.ctx, frame)
-	c.writeStart.Store(0)
+	err := c.enqueue(frame)
 	c.wmu.Unlock()
-	if err != nil {
-		return err
-	}
-	c.bytesSent.Add(int64(len(frame)))
-	if c.framesSent.Add(1) >= flushFrames {
-		c.flushCounts()
-	}
-	return nil
+	return err
 }
 
 // ErrWriteBacklog is returned by Conn.Write when the connection was dropped because its
@@ -441,7 +437,7 @@ func granules(n int64) int64 { return (n + writeGranule - 1) / writeGranule * wr
 // when the peer has been dropped instead.
 func (c *Conn) queue(n int64) bool {
 	c.qmu.Lock()
-	behind := c.queued > 0
+	behind := c.queued >= maxOutbox // a burst of events is queued for a moment: not behind
 	c.queued += n
 	if c.queued <= c.qreserved {
 		c.qmu.Unlock()
@@ -529,6 +525,7 @@ func (c *Conn) Close() {
 	}
 	c.cancel()
 	c.goroutines.Wait()
+	c.waitOutbox()
 	c.flushCounts()
 	c.trimQueue()
 	c.mu.Lock()
@@ -590,6 +587,7 @@ func (c *Conn) Drain(reason string) {
 			Code: protocol.CloseGoingAway, Reason: "connection age limit reached"})
 		return
 	}
+	_ = c.Flush()
 	_ = c.tr.Close(protocol.CloseGoingAway, "server shutting down")
 }
 
@@ -600,6 +598,7 @@ func (c *Conn) CloseWith(e *protocol.ConnectionError) error {
 	if e.Err != nil {
 		_ = c.WriteError(e.Err)
 	}
+	_ = c.Flush()
 	return c.tr.Close(e.Code, e.Reason)
 }
 

@@ -15,7 +15,8 @@
 // connection may name [Options.MaxLanes] lanes. Creates and appends that arrive while a lane's
 // rollout samples wait in its queue, bounded by [Options.QueueDepth]
 // (websocket_queue_limit_reached beyond it). Frame writes are granted in arrival order, one
-// frame per lane per round ([Conn.Write]). [Conn.Steer] hands a response.steer to a rollout.
+// frame per lane per round, and queued in a bounded outbox that one goroutine flushes, a
+// burst of events in one network write ([Conn.Write], [Conn.Flush]). [Conn.Steer] hands a response.steer to a rollout.
 //
 // [ServeAppend] runs the append shape over a [Transport]: one Response per rollout, one
 // sequence_number and output_index space per rollout, response.done at each suspension carrying

@@ -2,10 +2,11 @@ package session
 
 import "sync"
 
-// writeLock serialises a connection's frame writes and grants them in arrival order. A
-// rollout writes one frame at a time, so with several lanes writing at once each lane gets one
-// frame per round: a lane that streams many events cannot starve another lane's next event
-// (the round-robin of an HTTP/2 write scheduler, with one frame in flight per lane). A
+// writeLock serialises a connection's Write calls (queueing a frame in the outbox, or waiting
+// for room there) and grants them in arrival order. A rollout writes one frame at a time, so
+// with several lanes writing at once each lane gets one frame per round: a lane that streams
+// many events cannot starve another lane's next event (the round-robin of an HTTP/2 write
+// scheduler), and the bounded outbox keeps a lane at most maxOutbox bytes ahead. A
 // sync.Mutex gives no such order. Uncontended, Lock and Unlock take one short critical
 // section each and allocate nothing; a waiter allocates one channel.
 type writeLock struct {

@@ -559,14 +559,14 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 			w.Header().Add("OpenAI-Beta", ReattachBeta)
 		}
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	ws, err := wstransport.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		s.log.Info("websocket accept failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
 	sess := s.sessionOptions(owner, quota)
 	sess.Reattach = reattach
-	c := session.NewConn(wstransport.NewLimited(ws, s.opts.MaxFrame, s.budget, positive(s.opts.ReadTimeout, DefaultReadTimeout), quota), sess)
+	c := session.NewConn(ws.Transport(s.opts.MaxFrame, s.budget, positive(s.opts.ReadTimeout, DefaultReadTimeout), quota), sess)
 	shape, gauge := ShapePublic, &s.metrics.PublicConns
 	if appendShape {
 		shape, gauge = ShapeAppend, &s.metrics.AppendConns
@@ -583,7 +583,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 	} else {
 		err = compat.ServeWebSocket(c, s.publicOptions())
 	}
-	_ = ws.CloseNow()
+	_ = ws.Conn.CloseNow()
 	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
 }
 

@@ -22,6 +22,7 @@ type wsTransport struct {
 	budget   *session.Budget
 	key      string        // whose share of the budget frames count against ("" none)
 	msgTime  time.Duration // bound on reading one message from its first frame; 0: none
+	cork     *corkConn     // the network connection of a transport from Accept (WriteBatch); nil otherwise
 	// Owned by the reading goroutine
 	buf      []byte
 	reserved int64       // bytes of budget held for the frame last returned
@@ -53,6 +54,10 @@ func NewBudget(c *websocket.Conn, maxFrame int64, b *session.Budget) session.Tra
 // messages, is not bounded by it. 0 means no bound. Frames count against key's share of b
 // (session.QuotaKey; Budget.SetKeyShare); "" means no share.
 func NewLimited(c *websocket.Conn, maxFrame int64, b *session.Budget, msgTimeout time.Duration, key string) session.Transport {
+	return newTransport(c, maxFrame, b, msgTimeout, key)
+}
+
+func newTransport(c *websocket.Conn, maxFrame int64, b *session.Budget, msgTimeout time.Duration, key string) *wsTransport {
 	if maxFrame <= 0 {
 		maxFrame = session.DefaultMaxFrame
 	}

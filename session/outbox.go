@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -190,15 +191,19 @@ func (c *Conn) writeBatch(frames []outFrame, arena []byte) error {
 	return err
 }
 
-// send writes frames through the transport and counts them.
+// send writes frames through the transport and counts them. The write is not bound by a
+// context (a cancellable one costs the transport a registration per frame): the watchdog
+// drops a peer whose write takes longer than Options.WriteTimeout, and Close aborts the
+// transport under a flusher still writing.
 func (c *Conn) send(frames [][]byte) error {
 	c.writeStart.Store(time.Now().UnixNano())
 	var err error
+	ctx := context.Background()
 	if bw, ok := c.tr.(BatchWriter); ok {
-		err = bw.WriteBatch(c.ctx, frames)
+		err = bw.WriteBatch(ctx, frames)
 	} else {
 		for _, f := range frames {
-			if err = c.tr.Write(c.ctx, f); err != nil {
+			if err = c.tr.Write(ctx, f); err != nil {
 				break
 			}
 		}
@@ -237,14 +242,17 @@ func (c *Conn) Flush() error {
 	}
 }
 
-// waitOutbox stops the outbox and waits for its flusher to end (Close: the context is
-// cancelled, so the transport fails whatever is left at once).
+// waitOutbox stops the outbox and waits for its flusher to end (Close). A flusher still
+// running is writing to a peer the connection is leaving: the transport is aborted under it,
+// as a write bound by the connection's context would have been.
 func (c *Conn) waitOutbox() {
 	c.out.mu.Lock()
 	c.out.closed = true
+	c.out.err = cmp.Or(c.out.err, errConnClosed)
 	idle := c.out.idle
 	c.out.mu.Unlock()
 	if idle != nil {
+		_ = c.tr.Abort()
 		<-idle
 	}
 }

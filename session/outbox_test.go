@@ -27,6 +27,8 @@ func (b *batchPipe) WriteBatch(ctx context.Context, frames [][]byte) error {
 	if b.gate != nil {
 		select {
 		case <-b.gate:
+		case <-b.done:
+			return errPipeClosed
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -261,6 +261,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close()
 	opts.Store, opts.StoreTimeout = st, cfg.storeTimeout
+	gc := tuneGC(int64(cfg.maxMemory))
 	srv := server.New(opts)
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -286,7 +287,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if opts.Keys.Open() {
 		log.Warn("no API keys configured: the server is open to anyone who can reach it (use -api-keys FILE)")
 	}
-	log.Info("tether listening", startupAttrs(cfg, ln.Addr().String())...)
+	log.Info("tether listening", append(startupAttrs(cfg, ln.Addr().String()), "gc", gc)...)
 	if page != nil {
 		log.Info("live demo page", "url", selfURL(ln.Addr())+ui.Prefix)
 	}

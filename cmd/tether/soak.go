@@ -41,14 +41,16 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	stall := fs.Duration("stall", 0, "how long stalled readers stop reading (0: in-process write timeout + 2s; none with -url)")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file ('-' for stdout instead of the text)")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
-	density := fs.Int("density", 0, "instead of the soak: hold N append-shape rollouts suspended (50 per connection) against an in-process server, live then parked (-park-after), and print bytes per rollout, goroutines, and resume p50/p99 from each (0: the soak)")
+	density := fs.Int("density", 0, "instead of the soak: hold N append-shape rollouts suspended (-density-per-conn per connection) against an in-process server, live then parked (-park-after), and print bytes per rollout, goroutines, and resume p50/p99 from each (0: the soak)")
 	densityInput := byteSize(0)
 	fs.Var(&densityInput, "density-input", "with -density: each rollout's user input (e.g. 2KiB; 0: a short sentence, about 20 tokens of context)")
+	densityPerConn := fs.Int("density-per-conn", soak.DensityPerConn, "with -density: rollouts held on each connection (each connection is two file descriptors of this process: a million rollouts need more than 50 per connection)")
+	parkedOnly := fs.Bool("density-parked-only", false, "with -density: hold the rollouts parked only, without the live tier (a million live rollouts need tens of GiB)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *density > 0 {
-		return densityRun(ctx, soak.DensityConfig{Rollouts: *density, InputBytes: int(densityInput)}, *jsonPath, *quiet, stdout, stderr)
+		return densityRun(ctx, soak.DensityConfig{Rollouts: *density, InputBytes: int(densityInput), PerConn: *densityPerConn, ParkedOnly: *parkedOnly}, *jsonPath, *quiet, stdout, stderr)
 	}
 	if *url != "" {
 		su, err := parseServerURL("-url", *url)

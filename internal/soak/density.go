@@ -35,11 +35,18 @@ type DensityConfig struct {
 	// ParkAfter is the parked tier's -park-after (0: 20ms). Both tiers pause this long and
 	// more before each timed resume, so that both resume from an idle process.
 	ParkAfter time.Duration
+	// PerConn is how many rollouts are held on each WebSocket connection (0: DensityPerConn);
+	// the in-process server's -max-suspended is set to allow them. A million rollouts need
+	// more than 50 per connection: each connection is two file descriptors in this process.
+	PerConn int
+	// ParkedOnly skips the live tier (a goroutine per rollout): a million live rollouts need
+	// tens of GiB, parked ones a few.
+	ParkedOnly bool
 	// Progress, when set, hears what the run is doing.
 	Progress func(msg string)
 }
 
-// DensityPerConn is how many rollouts Density holds on each connection (the server's default
+// DensityPerConn is the default of DensityConfig.PerConn (the server's default
 // -max-suspended is 64).
 const DensityPerConn = 50
 
@@ -47,9 +54,10 @@ const DensityPerConn = 50
 // and parked (-park-after), each tier against its own in-process server.
 type DensityReport struct {
 	Rollouts      int         `json:"rollouts"`
+	PerConn       int         `json:"per_connection"`
 	Connections   int         `json:"connections"`
 	ContextTokens int         `json:"context_tokens"` // input tokens of each rollout at its suspension
-	Live          DensityTier `json:"live"`
+	Live          DensityTier `json:"live"` // zero with DensityConfig.ParkedOnly
 	Parked        DensityTier `json:"parked"`
 }
 
@@ -71,7 +79,8 @@ type DensityTier struct {
 }
 
 // Density holds cfg.Rollouts append-shape rollouts suspended at their first tool call over real
-// WebSocket connections to an in-process server, twice: live (no parking), then parked. It
+// WebSocket connections to an in-process server, twice: live (no parking), then parked
+// (only parked with cfg.ParkedOnly). It
 // reports the bytes per rollout, the goroutines, and the time of a resume from each tier.
 func Density(ctx context.Context, cfg DensityConfig) (*DensityReport, error) {
 	if cfg.Rollouts < 1 {
@@ -87,8 +96,15 @@ func Density(ctx context.Context, cfg DensityConfig) (*DensityReport, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = func(string) {}
 	}
-	rep := &DensityReport{Rollouts: cfg.Rollouts, Connections: (cfg.Rollouts + DensityPerConn - 1) / DensityPerConn}
-	for _, parked := range []bool{false, true} {
+	if cfg.PerConn <= 0 {
+		cfg.PerConn = DensityPerConn
+	}
+	rep := &DensityReport{Rollouts: cfg.Rollouts, PerConn: cfg.PerConn, Connections: (cfg.Rollouts + cfg.PerConn - 1) / cfg.PerConn}
+	tiers := []bool{false, true}
+	if cfg.ParkedOnly {
+		tiers = tiers[1:]
+	}
+	for _, parked := range tiers {
 		tier, tokens, err := densityTier(ctx, cfg, parked)
 		if err != nil {
 			return nil, err
@@ -115,7 +131,7 @@ type densityConn struct {
 // densityTier runs one tier (see Density) against a new in-process server.
 func densityTier(ctx context.Context, cfg DensityConfig, parked bool) (*DensityTier, int, error) {
 	name := "live"
-	opts := server.Options{MaxSuspended: DensityPerConn + 1, KeyConnections: -1, KeyRollouts: -1, ShutdownGrace: time.Second,
+	opts := server.Options{MaxSuspended: cfg.PerConn + 1, KeyConnections: -1, KeyRollouts: -1, ShutdownGrace: time.Second,
 		SuspendTimeout: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if parked {
 		name, opts.ParkAfter = "parked", cfg.ParkAfter
@@ -137,7 +153,7 @@ func densityTier(ctx context.Context, cfg DensityConfig, parked bool) (*DensityT
 	url := "ws://" + ln.Addr().String() + "/v1/responses"
 	m := srv.Metrics()
 
-	n := (cfg.Rollouts + DensityPerConn - 1) / DensityPerConn
+	n := (cfg.Rollouts + cfg.PerConn - 1) / cfg.PerConn
 	conns := make([]*densityConn, n)
 	defer func() {
 		for _, c := range conns {
@@ -171,7 +187,7 @@ func densityTier(ctx context.Context, cfg DensityConfig, parked bool) (*DensityT
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for i, c := range conns {
-		k := min(DensityPerConn, cfg.Rollouts-i*DensityPerConn)
+		k := min(cfg.PerConn, cfg.Rollouts-i*cfg.PerConn)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -295,12 +311,15 @@ func densitySample() densityReading {
 // WriteText writes the report as text.
 func (r *DensityReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "density: %d append-shape rollouts suspended at their first tool call (%d-token contexts), %d per connection over %d connections\n",
-		r.Rollouts, r.ContextTokens, DensityPerConn, r.Connections)
+		r.Rollouts, r.ContextTokens, r.PerConn, r.Connections)
 	fmt.Fprintf(w, "%-7s %10s %10s %10s %12s %12s %10s %10s\n", "tier", "B/rollout", "heap B", "stack B", "goroutines", "(no rollouts)", "resume p50", "resume p99")
 	for _, t := range []struct {
 		name string
 		t    DensityTier
 	}{{"live", r.Live}, {"parked", r.Parked}} {
+		if t.t.Resumes == 0 {
+			continue // the tier did not run
+		}
 		fmt.Fprintf(w, "%-7s %10d %10d %10d %12d %12d %10s %10s\n", t.name, t.t.BytesPerRollout, t.t.HeapPerRollout, t.t.StackPerRollout,
 			t.t.GoroutinesHeld, t.t.GoroutinesBefore, t.t.ResumeP50.Round(time.Microsecond), t.t.ResumeP99.Round(time.Microsecond))
 	}

@@ -22,8 +22,10 @@ type Metrics struct {
 	// Parks and Unparks count rollouts parked and continued from parked (counters).
 	Parks, Unparks atomic.Int64
 	// StoreParks counts rollouts a drain parked to the shared store (Options.Reattach), Claims
-	// those claimed from it by an append or cancel (counters).
-	StoreParks, Claims atomic.Int64
+	// those claimed from it by an append or cancel, or taken back by the connection that
+	// wrote them (counters). StoreCopies counts the parked rollouts also written to the store
+	// when they parked (Options.ParkAfter), so that they survive their instance (counter).
+	StoreParks, Claims, StoreCopies atomic.Int64
 	// Connections now (gauge), by shape.
 	AppendConns, PublicConns atomic.Int64
 	// Frames and bytes written to clients (counters). Each connection adds its own counts

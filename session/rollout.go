@@ -43,7 +43,9 @@ type rollout struct {
 	context   int            // tokens of the last sampling step's context (input + output)
 	// reattach: an append-shape rollout that a drain parks to the store (reattachableLocked);
 	// parkAsked: the drain asked it to park; moving: its parked value is being written there.
-	reattach, parkAsked, moving bool
+	// inStore: it parked (Options.ParkAfter) and its parked value was written to the store
+	// too (shareParked): the store's copy is claimed back before it continues here.
+	reattach, parkAsked, moving, inStore bool
 	// idleAnswer: the rollout suspends after answers (Config.SuspendOnAnswer) and its last
 	// suspension had no pending calls; Conn.releaseIdleLocked may release it.
 	idleAnswer bool
@@ -314,8 +316,9 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	return notSuspendedError(key, state)
 }
 
-// Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404),
-// response_already_completed (409) for a rollout that has ended.
+// Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404, also
+// for a parked rollout another instance claimed from the store), response_already_completed
+// (409) for a rollout that has ended, those of continuing a parked rollout.
 // A key that is not on this connection is claimed from the store as by Resume, then ended.
 func (c *Conn) Cancel(key, reason string) error {
 	c.mu.Lock()
@@ -342,9 +345,10 @@ func (c *Conn) Cancel(key, reason string) error {
 	h.cancelled, h.cancelWhy = true, reason // a rollout parking now is cancelled once parked
 	r, err := c.liveLocked(h)
 	c.mu.Unlock()
-	if err == nil {
-		r.Cancel(reason)
+	if err != nil {
+		return err // claimed by another instance meanwhile (404), or it could not be continued
 	}
+	r.Cancel(reason)
 	return nil
 }
 

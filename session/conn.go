@@ -252,6 +252,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		opened:   time.Now(),
 	}
 	c.parker = o.Parker
+	o.Budget.join(c)
 	if o.MaxAge > 0 {
 		c.goroutines.Add(1)
 		go c.ageLimit(o.MaxAge)
@@ -531,6 +532,7 @@ func (c *Conn) Close() {
 		<-c.closed
 		return
 	}
+	c.opts.Budget.leave(c)
 	c.cancel()
 	c.goroutines.Wait()
 	c.flushCounts()

@@ -83,13 +83,12 @@ func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sin
 	switch in := inner.(type) {
 	case *appendSink:
 		h.reattach = c.reattachableLocked(in.resp.Store)
-		if c.opts.ParkAfter > 0 || h.reattach {
-			return &parkingSink{cs}
-		}
+		h.parkable = c.opts.ParkAfter > 0 || h.reattach
 	case ParkableSink:
-		if c.opts.ParkAfter > 0 && c.unparkSink != nil {
-			return &parkingSink{cs}
-		}
+		h.parkable = c.opts.ParkAfter > 0 && c.unparkSink != nil
+	}
+	if h.parkable {
+		return &parkingSink{cs}
 	}
 	return cs
 }
@@ -132,7 +131,16 @@ func (s *parkingSink) Parked(p *sampler.ParkedRollout) {
 	h.parked, h.r, h.inStore = v, nil, shared
 	if m := c.opts.Metrics; m != nil {
 		m.Parks.Add(1)
+		switch {
+		case h.pressured:
+			m.PressureParks.Add(1)
+		case h.parkAsked:
+			m.ShutdownParks.Add(1)
+		default:
+			m.IdleParks.Add(1)
+		}
 	}
+	h.pressured = false
 	if d := p.Deadline; !d.IsZero() && (c.nextExpiry.IsZero() || d.Before(c.nextExpiry)) {
 		c.nextExpiry = d
 	}

@@ -75,6 +75,10 @@ func (c *Conn) storeParked(key string, v *parkedRollout, replace bool) error {
 // there), it is forgotten here and no event is sent.
 func (c *Conn) moveToStore(h *rollout, reason string) {
 	c.mu.Lock()
+	if h.parked == nil { // Close took it between the drain's pass and this call
+		c.mu.Unlock()
+		return
+	}
 	v := *h.parked
 	shared := h.inStore
 	c.mu.Unlock()

@@ -91,7 +91,10 @@ func (s *Server) metricsHandler() http.Handler {
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "suspended"}, func() float64 { return float64(m.Suspended.Load()) })
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "queued"}, func() float64 { return float64(m.Queued.Load()) })
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "parked"}, func() float64 { return float64(m.Parked.Load()) })
-	counter("tether_parks_total", "Suspended rollouts parked (-park-after): their goroutine ended, their state kept as one value.", nil, func() float64 { return float64(m.Parks.Load()) })
+	parksHelp := "Suspended rollouts parked (their goroutine ended, their state kept as one value), by reason: idle (-park-after), pressure (a create or append did not fit in -max-memory), shutdown (a drain moving them to the shared store)."
+	counter("tether_parks_total", parksHelp, prometheus.Labels{"reason": "idle"}, func() float64 { return float64(m.IdleParks.Load()) })
+	counter("tether_parks_total", parksHelp, prometheus.Labels{"reason": "pressure"}, func() float64 { return float64(m.PressureParks.Load()) })
+	counter("tether_parks_total", parksHelp, prometheus.Labels{"reason": "shutdown"}, func() float64 { return float64(m.ShutdownParks.Load()) })
 	counter("tether_unparks_total", "Parked rollouts continued (an append, cancel, drain or their suspend timeout).", nil, func() float64 { return float64(m.Unparks.Load()) })
 	counter("tether_store_parks_total", "Suspended rollouts of reattaching clients parked to the shared store, by when: shutdown (a drain) or parked (when they parked, -park-after), so that they survive their instance; any instance resumes them.",
 		prometheus.Labels{"when": "shutdown"}, func() float64 { return float64(m.StoreParks.Load()) })

@@ -28,11 +28,13 @@ func DecodeCost(frame []byte) int64 {
 
 // Budget is the server-wide memory bound (the -max-memory flag), shared by every connection
 // and request: client frames and POST bodies being read and decoded, the bytes that
-// rollouts and connection registries hold (items and settings, Options.Budget), and the
-// frames queued to a WebSocket peer until they are written (Conn.Write). It also
-// holds an optional bound on HTTP bodies being decoded at once. A reservation that does not
-// fit is refused at once (server_overloaded, 503); nothing waits. A nil *Budget admits
-// everything. Safe for concurrent use.
+// rollouts and connection registries hold (items and settings, Options.Budget, plus
+// SuspendedLiveBytes per suspended rollout whose goroutine waits), and the frames queued to a
+// WebSocket peer until they are written (Conn.Write). It also holds an optional bound on HTTP
+// bodies being decoded at once. A reservation that does not fit is refused at once
+// (server_overloaded, 503); only a create or append first has suspended live rollouts parked to
+// make room (pressure.go), and waits for that. A nil *Budget admits everything. Safe for
+// concurrent use.
 type Budget struct {
 	max      int64               // 0: no byte bound
 	requests *semaphore.Weighted // nil: no bound
@@ -41,6 +43,7 @@ type Budget struct {
 	// Rejected counts refused reservations.
 	Rejected atomic.Int64
 	inUse    atomic.Int64
+	relief   relief // the connections whose suspended rollouts park to make room (pressure.go)
 }
 
 // NewBudget returns a Budget of maxBytes (≤ 0 means no byte bound) and maxRequests HTTP bodies
@@ -90,7 +93,9 @@ func (b *Budget) giveShare(key string, slots, bytes int64) {
 
 // TryReserveFor is TryReserve of n more bytes for one frame or body being read or decoded
 // for key (QuotaKey; "" for none), within key's share (SetKeyShare); held is what that frame
-// or body holds already (one frame or body alone always fits the share). Release them with
+// or body holds already (one frame or body alone always fits the share). When they do not fit
+// in the budget, suspended live rollouts are parked to make room first (it may wait for them,
+// a fraction of a second: call it without holding a connection's lock). Release them with
 // ReleaseFor.
 func (b *Budget) TryReserveFor(key string, held, n int64) bool {
 	if b == nil || n <= 0 {
@@ -99,7 +104,8 @@ func (b *Budget) TryReserveFor(key string, held, n int64) bool {
 	if !b.takeShare(key, 0, n, held) {
 		return false
 	}
-	if !b.TryReserve(n) {
+	if !b.fit(n) && !(b.relieve(b.deficit(n)) && b.fit(n)) {
+		b.Rejected.Add(1)
 		b.giveShare(key, 0, n)
 		return false
 	}
@@ -144,10 +150,18 @@ func (b *Budget) reserve(n int64, force bool) bool {
 		b.inUse.Add(n)
 		return true
 	}
+	if !b.fit(n) {
+		b.Rejected.Add(1)
+		return false
+	}
+	return true
+}
+
+// fit reserves n bytes (> 0) if they fit, counting nothing when they do not.
+func (b *Budget) fit(n int64) bool {
 	for {
 		cur := b.inUse.Load()
 		if b.max > 0 && cur+n > b.max {
-			b.Rejected.Add(1)
 			return false
 		}
 		if b.inUse.CompareAndSwap(cur, cur+n) {

@@ -130,11 +130,15 @@ type Options struct {
 	// With a Parker, a drain for server shutdown then parks the connection's suspended
 	// append-shape rollouts of store:true Responses to it instead of ending them: each gets a
 	// last event EventParked, and lives in the store for the rest of its suspend timeout (a
-	// rollout without one is ended as before).
+	// rollout without one is ended as before). Such a rollout is also written to the Parker
+	// when it parks (ParkAfter), so that it survives the loss of this connection or instance:
+	// one store write per park, the value expiring at its suspend timeout; it is claimed back
+	// (deleted) when it continues on this connection, and a connection that closes leaves it
+	// there.
 	Reattach bool
-	// ParkUnstored lets a drain park store:false Responses to the store too (Reattach): it
-	// then persists what the client asked not to store, for at most the suspend timeout,
-	// deleted when it is claimed.
+	// ParkUnstored lets store:false Responses be parked to the store too (Reattach), when they
+	// park and on drain: it then persists what the client asked not to store, for at most the
+	// suspend timeout, deleted when it is claimed.
 	ParkUnstored bool
 	// Compaction signs and opens compaction items (POST /v1/responses/compact; a create's
 	// compaction items are expanded with it). Nil means a random per-process key, so items
@@ -250,6 +254,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 	}
 	c.out.space = make(chan struct{}, 1)
 	c.parker = o.Parker
+	o.Budget.join(c)
 	if o.MaxAge > 0 {
 		c.goroutines.Add(1)
 		go c.ageLimit(o.MaxAge)
@@ -523,6 +528,7 @@ func (c *Conn) Close() {
 		<-c.closed
 		return
 	}
+	c.opts.Budget.leave(c)
 	c.cancel()
 	c.goroutines.Wait()
 	c.waitOutbox()

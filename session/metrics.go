@@ -19,11 +19,16 @@ type Metrics struct {
 	// Rollouts now, by state (gauges). Suspended rollouts are live (a goroutine waits) or
 	// parked (Options.ParkAfter: the registry holds their state only).
 	Queued, Sampling, Suspended, Parked atomic.Int64
-	// Parks and Unparks count rollouts parked and continued from parked (counters).
-	Parks, Unparks atomic.Int64
+	// Parks and Unparks count rollouts parked and continued from parked (counters);
+	// PressureParks counts those of Parks that memory pressure parked (Budget: a create or
+	// append that did not fit), ShutdownParks those a drain parked to move them to the store;
+	// IdleParks those parked after Options.ParkAfter.
+	Parks, Unparks, PressureParks, ShutdownParks, IdleParks atomic.Int64
 	// StoreParks counts rollouts a drain parked to the shared store (Options.Reattach), Claims
-	// those claimed from it by an append or cancel (counters).
-	StoreParks, Claims atomic.Int64
+	// those claimed from it by an append or cancel, or taken back by the connection that
+	// wrote them (counters). StoreCopies counts the parked rollouts also written to the store
+	// when they parked (Options.ParkAfter), so that they survive their instance (counter).
+	StoreParks, Claims, StoreCopies atomic.Int64
 	// Connections now (gauge), by shape.
 	AppendConns, PublicConns atomic.Int64
 	// Frames and bytes written to clients (counters). Each connection adds its own counts

@@ -83,13 +83,12 @@ func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sin
 	switch in := inner.(type) {
 	case *appendSink:
 		h.reattach = c.reattachableLocked(in.resp.Store)
-		if c.opts.ParkAfter > 0 || h.reattach {
-			return &parkingSink{cs}
-		}
+		h.parkable = c.opts.ParkAfter > 0 || h.reattach
 	case ParkableSink:
-		if c.opts.ParkAfter > 0 && c.unparkSink != nil {
-			return &parkingSink{cs}
-		}
+		h.parkable = c.opts.ParkAfter > 0 && c.unparkSink != nil
+	}
+	if h.parkable {
+		return &parkingSink{cs}
 	}
 	return cs
 }
@@ -118,21 +117,36 @@ func (c *Conn) shapeSink(h *rollout, p *parkedRollout) (sampler.Sink, error) {
 }
 
 // Parked implements sampler.ParkSink: the registry keeps the rollout's state instead of its
-// goroutine. A rollout cancelled or drained while it parked, or parked while its connection
-// closes, is continued at once to end as it would have.
+// goroutine. A rollout that moves to the store on drain (rollout.reattach) is also written to
+// the store here, before it counts as parked (shareParked), so that it outlives its
+// connection and its instance. A rollout cancelled or drained while it parked, or parked while
+// its connection closes, is continued at once to end as it would have (or, when the store has
+// it, is left to the store as Close leaves it).
 func (s *parkingSink) Parked(p *sampler.ParkedRollout) {
 	c, h := s.c, s.h
 	v := s.parkState(p)
+	shared := c.shareParked(h, v)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h.parked, h.r = v, nil
+	h.parked, h.r, h.inStore = v, nil, shared
 	if m := c.opts.Metrics; m != nil {
 		m.Parks.Add(1)
+		switch {
+		case h.pressured:
+			m.PressureParks.Add(1)
+		case h.parkAsked:
+			m.ShutdownParks.Add(1)
+		default:
+			m.IdleParks.Add(1)
+		}
 	}
+	h.pressured = false
 	if d := p.Deadline; !d.IsZero() && (c.nextExpiry.IsZero() || d.Before(c.nextExpiry)) {
 		c.nextExpiry = d
 	}
 	switch {
+	case c.closing && h.inStore:
+		c.forgetStoredLocked(h)
 	case h.cancelled:
 		if r, err := c.unparkLocked(h, true, nil); err == nil {
 			r.Cancel(h.cancelWhy)
@@ -171,14 +185,23 @@ func (c *Conn) liveLocked(h *rollout) (*sampler.Rollout, error) {
 
 // unparkLocked continues the parked rollout of h in a new goroutine (sampler.Unpark) and
 // returns it: Suspended, or with in resumed by it. During Close only the rollout's own
-// goroutine may (inClose: the connection still waits for it). Errors: shutting down (503)
-// once the connection closes, the *protocol.Error of sampler.CheckOutputs for in (the rollout
-// stays parked), server_error when the value does not unpark.
+// goroutine may (inClose: the connection still waits for it). A rollout whose value is also in
+// the store (rollout.inStore) is claimed back from there first (takeBackLocked). Errors:
+// shutting down (503) once the connection closes, the *protocol.Error of sampler.CheckOutputs
+// for in (the rollout stays parked), server_error when the value does not unpark, and those of
+// takeBackLocked.
 func (c *Conn) unparkLocked(h *rollout, inClose bool, in *sampler.Resume) (*sampler.Rollout, error) {
 	if c.closing && !inClose {
 		return nil, shuttingDownError()
 	}
 	p := h.parked
+	tookBack := false
+	if h.inStore {
+		if err := c.takeBackLocked(h); err != nil {
+			return nil, err
+		}
+		tookBack = !h.inStore
+	}
 	inner, err := c.shapeSink(h, p)
 	var r *sampler.Rollout
 	if err == nil {
@@ -187,6 +210,9 @@ func (c *Conn) unparkLocked(h *rollout, inClose bool, in *sampler.Resume) (*samp
 		cfg := sampler.Config{Model: c.opts.Model, ConnID: c.id, Sink: c.sinkFor(h, inner, p.Rollout.SuspendOnAnswer),
 			ParkAfter: c.opts.ParkAfter, SuspendTimeout: c.opts.SuspendTimeout}
 		r, err = sampler.Unpark(c.ctx, cfg, p.Rollout, in)
+	}
+	if err != nil && tookBack {
+		c.putBackLocked(h) // it stays parked: in the store again too
 	}
 	if perr, ok := protocol.AsError(err); ok {
 		return nil, perr
@@ -233,10 +259,16 @@ func (c *Conn) expireParked(now time.Time) {
 }
 
 // unparkAllLocked continues every parked rollout (Close: they then end with the connection's
-// context, as live ones).
+// context, as live ones). One whose value is in the store too is left to the store: it
+// outlives its connection until its suspend timeout, and its client may resume it on any
+// instance (forgetStoredLocked).
 func (c *Conn) unparkAllLocked() {
 	for _, h := range c.reg {
-		if h.parked != nil {
+		switch {
+		case h.parked == nil:
+		case h.inStore:
+			c.forgetStoredLocked(h)
+		default:
 			_, _ = c.unparkLocked(h, true, nil)
 		}
 	}

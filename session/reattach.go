@@ -44,10 +44,10 @@ func parkedFrame(key string, seq int, lane string) []byte {
 	return b
 }
 
-// storeParked writes v (its sink's seq already past the response.parked event) to the store
-// for the rest of its suspend timeout. A rollout without one is not parked to the store (it
-// would never expire).
-func (c *Conn) storeParked(key string, v *parkedRollout) error {
+// storeParked writes v to the store for the rest of its suspend timeout (replace: only while
+// the store still holds it, Parker.Replace; store.ErrNotFound when not). A rollout without one
+// is not parked to the store (it would never expire).
+func (c *Conn) storeParked(key string, v *parkedRollout, replace bool) error {
 	if v.Rollout.Deadline.IsZero() {
 		return errors.New("session: a rollout without a suspend timeout is not parked to the store")
 	}
@@ -59,6 +59,9 @@ func (c *Conn) storeParked(key string, v *parkedRollout) error {
 	if err != nil {
 		return err
 	}
+	if replace {
+		return c.parker.Replace(context.WithoutCancel(c.ctx), c.opts.Owner, key, b, ttl)
+	}
 	return c.parker.Park(c.ctx, c.opts.Owner, key, b, ttl)
 }
 
@@ -66,23 +69,39 @@ func (c *Conn) storeParked(key string, v *parkedRollout) error {
 // sends its response.parked event. When the store does not take it, the rollout ends with
 // the drain's reason as it would have without a store. A connection that closes meanwhile
 // (its client gone) ends it as Close does: the copy in the store is then taken back.
+//
+// A rollout already in the store (rollout.inStore) is rewritten there only while it has not
+// been claimed (Parker.Replace): when another instance has claimed it (its client reattached
+// there), it is forgotten here and no event is sent.
 func (c *Conn) moveToStore(h *rollout, reason string) {
 	c.mu.Lock()
+	if h.parked == nil { // Close took it between the drain's pass and this call
+		c.mu.Unlock()
+		return
+	}
 	v := *h.parked
+	shared := h.inStore
 	c.mu.Unlock()
 	seq := v.Sink.Seq
 	v.Sink.Seq = seq + 1
-	err := c.storeParked(h.key, &v)
+	err := c.storeParked(h.key, &v, shared)
 	c.mu.Lock()
-	if h.parked == nil { // Close continued it to end it
+	if h.parked == nil { // Close continued it to end it, or left it to the store
 		c.mu.Unlock()
-		if err == nil {
+		if err == nil && !shared {
 			_, _ = c.parker.Claim(context.WithoutCancel(c.ctx), c.opts.Owner, h.key)
 		}
 		return
 	}
+	if shared && errors.Is(err, store.ErrNotFound) {
+		c.forgetStoredLocked(h)
+		c.mu.Unlock()
+		c.log.Debug("a rollout parked to the store was claimed elsewhere", "key", h.key)
+		c.signal()
+		return
+	}
 	if err != nil {
-		h.moving = false
+		h.moving, h.inStore = false, false
 		h.cancelled, h.cancelWhy = true, reason
 		r, uerr := c.unparkLocked(h, false, nil)
 		c.mu.Unlock()
@@ -93,11 +112,9 @@ func (c *Conn) moveToStore(h *rollout, reason string) {
 		c.signal()
 		return
 	}
-	c.opts.KeyRollouts.Release(c.opts.QuotaKey)
-	h.parked, h.final = nil, true
-	c.dropLocked(h)
+	h.inStore = false
+	c.forgetStoredLocked(h)
 	if m := c.opts.Metrics; m != nil {
-		m.Parked.Add(-1)
 		m.StoreParks.Add(1)
 	}
 	c.mu.Unlock()
@@ -110,6 +127,82 @@ func (c *Conn) moveToStore(h *rollout, reason string) {
 	}
 	c.log.Debug("rollout parked to the store", "key", h.key, "sequence_number", seq)
 	c.signal()
+}
+
+// forgetStoredLocked takes the parked rollout h, whose value the store holds (or another
+// instance has claimed), out of the registry without continuing it: from now on that value
+// is the rollout.
+func (c *Conn) forgetStoredLocked(h *rollout) {
+	c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+	h.parked, h.final, h.inStore = nil, true, false
+	c.dropLocked(h)
+	if m := c.opts.Metrics; m != nil {
+		m.Parked.Add(-1)
+	}
+	c.signal() // a drain counts it no more
+}
+
+// shareParked writes the value v of h's rollout, which is parking (Options.ParkAfter), to the
+// store too when h moves to the store on drain (rollout.reattach) and is not being cancelled,
+// drained or closed: a rollout so parked survives the loss of its connection or instance (a
+// SIGKILL), not only a drain, at the cost of one store write per park. It lives there until
+// its suspend timeout, and is claimed back (deleted) when it continues here
+// (takeBackLocked). Reports whether the store took it.
+func (c *Conn) shareParked(h *rollout, v *parkedRollout) bool {
+	c.mu.Lock()
+	share := h.reattach && !h.cancelled && !c.closing && !c.draining
+	c.mu.Unlock()
+	if !share {
+		return false
+	}
+	if err := c.storeParked(h.key, v, false); err != nil {
+		c.log.Warn("a parked rollout could not be written to the store: it is kept here only", "key", h.key, "err", err.Error())
+		return false
+	}
+	if m := c.opts.Metrics; m != nil {
+		m.StoreCopies.Add(1)
+	}
+	return true
+}
+
+// takeBackLocked claims the store's copy of h's parked value (rollout.inStore) before the
+// rollout continues here, so that it continues in one place only. When the copy is gone
+// before h's suspend timeout (another instance claimed it: its client reattached there) h is
+// forgotten here and response_not_found (404) is returned; a copy that has expired with the
+// suspend timeout is not needed. A store failure is store_unavailable (503), the rollout
+// staying as it is, unless the rollout is to end (cancelled, timed out): it then ends
+// regardless, and a copy left behind expires at the suspend timeout. It holds c.mu for one
+// store round trip, under the store's timeout.
+func (c *Conn) takeBackLocked(h *rollout) error {
+	deadline := h.parked.Rollout.Deadline
+	expired := !deadline.IsZero() && !time.Now().Before(deadline)
+	_, err := c.parker.Claim(context.WithoutCancel(c.ctx), c.opts.Owner, h.key)
+	switch {
+	case err == nil:
+		h.inStore = false
+		if m := c.opts.Metrics; m != nil {
+			m.Claims.Add(1)
+		}
+		return nil
+	case errors.Is(err, store.ErrNotFound) && !expired:
+		c.forgetStoredLocked(h)
+		c.log.Debug("a rollout parked to the store was claimed elsewhere", "key", h.key)
+		return notFoundError(h.key)
+	case errors.Is(err, store.ErrNotFound), expired || h.cancelled:
+		h.inStore = false
+		return nil
+	}
+	return StoreUnavailable()
+}
+
+// putBackLocked writes h's parked value to the store again after takeBackLocked claimed it
+// and the continuation was refused (the rollout stays parked).
+func (c *Conn) putBackLocked(h *rollout) {
+	if err := c.storeParked(h.key, h.parked, false); err != nil {
+		c.log.Warn("a parked rollout could not go back to the store: it is kept here only", "key", h.key, "err", err.Error())
+		return
+	}
+	h.inStore = true
 }
 
 // claim takes the parked rollout key of the connection's owner from the store into the

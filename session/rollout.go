@@ -43,7 +43,13 @@ type rollout struct {
 	context   int            // tokens of the last sampling step's context (input + output)
 	// reattach: an append-shape rollout that a drain parks to the store (reattachableLocked);
 	// parkAsked: the drain asked it to park; moving: its parked value is being written there.
-	reattach, parkAsked, moving bool
+	// inStore: it parked (Options.ParkAfter) and its parked value was written to the store
+	// too (shareParked): the store's copy is claimed back before it continues here.
+	reattach, parkAsked, moving, inStore bool
+	// parkable: its sink can park (parkingSink); pressured: memory pressure asked it to park
+	// (Budget.relieve) since it last suspended, at suspendedAt.
+	parkable, pressured bool
+	suspendedAt         time.Time
 	// idleAnswer: the rollout suspends after answers (Config.SuspendOnAnswer) and its last
 	// suspension had no pending calls; Conn.releaseIdleLocked may release it.
 	idleAnswer bool
@@ -66,8 +72,27 @@ type StartRequest struct {
 
 // Start queues a new rollout behind the sampling one (FIFO) and starts its goroutine. It
 // returns websocket_queue_limit_reached (429) when the queue is full, and an error for a key
-// already in use.
+// already in use. When the server's Budget has no room for it, suspended live rollouts of
+// every connection are parked first to make room (Budget.relieve), and it is tried again once.
 func (c *Conn) Start(req StartRequest) error {
+	err := c.start(req)
+	if need := c.overloaded(err, ItemsBytes(req.Config.History)+ItemsBytes(req.Config.Input)+req.SettingsBytes); need > 0 && c.opts.Budget.relieve(need) {
+		err = c.start(req)
+	}
+	return err
+}
+
+// overloaded returns the bytes the Budget lacks for add more when err is its refusal
+// (server_overloaded); 0 otherwise.
+func (c *Conn) overloaded(err error, add int64) int64 {
+	if perr, ok := protocol.AsError(err); !ok || perr.Code != protocol.CodeOverloaded {
+		return 0
+	}
+	return max(c.opts.Budget.deficit(add), 1)
+}
+
+// start is one attempt of Start.
+func (c *Conn) start(req StartRequest) error {
 	c.mu.Lock()
 	if c.closing || c.draining {
 		why := c.drainWhy
@@ -217,11 +242,18 @@ func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, error) {
 //
 // A key that is not on this connection is claimed from the store when it keeps parked
 // rollouts (Options.Reattach): the rollout continues here, hot; errors then also
-// store_unavailable (503) and those of a create's limits.
+// store_unavailable (503) and those of a create's limits. As Start, when the server's Budget
+// has no room for the input, suspended live rollouts are parked first to make room.
 func (c *Conn) Resume(key string, input []protocol.Item) error {
-	claimed := false
+	claimed, relieved := false, false
 	for {
 		err := c.resume(key, input)
+		if need := c.overloaded(err, ItemsBytes(input)); need > 0 && !relieved {
+			relieved = true
+			if c.opts.Budget.relieve(need) {
+				continue
+			}
+		}
 		if errors.Is(err, errNotHere) && !claimed {
 			if claimed, err = c.claim(key); err == nil && claimed {
 				continue
@@ -314,8 +346,9 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	return notSuspendedError(key, state)
 }
 
-// Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404),
-// response_already_completed (409) for a rollout that has ended.
+// Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404, also
+// for a parked rollout another instance claimed from the store), response_already_completed
+// (409) for a rollout that has ended, those of continuing a parked rollout.
 // A key that is not on this connection is claimed from the store as by Resume, then ended.
 func (c *Conn) Cancel(key, reason string) error {
 	c.mu.Lock()
@@ -342,9 +375,10 @@ func (c *Conn) Cancel(key, reason string) error {
 	h.cancelled, h.cancelWhy = true, reason // a rollout parking now is cancelled once parked
 	r, err := c.liveLocked(h)
 	c.mu.Unlock()
-	if err == nil {
-		r.Cancel(reason)
+	if err != nil {
+		return err // claimed by another instance meanwhile (404), or it could not be continued
 	}
+	r.Cancel(reason)
 	return nil
 }
 
@@ -478,9 +512,11 @@ func (c *Conn) evictLocked() {
 	}
 }
 
-// stateChanged keeps the Metrics gauges and the turn-time histogram as h changes phase
+// stateChanged keeps the Budget's charge of suspended live rollouts (chargeLive), the Metrics
+// gauges and the turn-time histogram as h changes phase
 // (sampler.StateObserver, through coreSink).
 func (c *Conn) stateChanged(h *rollout, from, to sampler.State) {
+	c.chargeLive(from, to)
 	m := c.opts.Metrics
 	if m == nil {
 		return
@@ -560,6 +596,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c := s.c
 	c.mu.Lock()
 	s.h.idleAnswer = s.answers && len(sp.PendingCallIDs) == 0
+	s.h.suspendedAt, s.h.pressured = time.Now(), false
 	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output))
 	t := s.h.turn
 	s.h.record(sp.Usage, sp.StepUsage)

@@ -91,10 +91,16 @@ func (s *Server) metricsHandler() http.Handler {
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "suspended"}, func() float64 { return float64(m.Suspended.Load()) })
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "queued"}, func() float64 { return float64(m.Queued.Load()) })
 	gauge("tether_rollouts", "Live rollouts by state.", prometheus.Labels{"state": "parked"}, func() float64 { return float64(m.Parked.Load()) })
-	counter("tether_parks_total", "Suspended rollouts parked (-park-after): their goroutine ended, their state kept as one value.", nil, func() float64 { return float64(m.Parks.Load()) })
+	parksHelp := "Suspended rollouts parked (their goroutine ended, their state kept as one value), by reason: idle (-park-after), pressure (a create or append did not fit in -max-memory), shutdown (a drain moving them to the shared store)."
+	counter("tether_parks_total", parksHelp, prometheus.Labels{"reason": "idle"}, func() float64 { return float64(m.IdleParks.Load()) })
+	counter("tether_parks_total", parksHelp, prometheus.Labels{"reason": "pressure"}, func() float64 { return float64(m.PressureParks.Load()) })
+	counter("tether_parks_total", parksHelp, prometheus.Labels{"reason": "shutdown"}, func() float64 { return float64(m.ShutdownParks.Load()) })
 	counter("tether_unparks_total", "Parked rollouts continued (an append, cancel, drain or their suspend timeout).", nil, func() float64 { return float64(m.Unparks.Load()) })
-	counter("tether_store_parks_total", "Suspended rollouts a shutdown parked to the shared store (reattaching clients resume them on any instance).", nil, func() float64 { return float64(m.StoreParks.Load()) })
-	counter("tether_claims_total", "Parked rollouts claimed from the shared store by an append or cancel on this instance.", nil, func() float64 { return float64(m.Claims.Load()) })
+	counter("tether_store_parks_total", "Suspended rollouts of reattaching clients parked to the shared store, by when: shutdown (a drain) or parked (when they parked, -park-after), so that they survive their instance; any instance resumes them.",
+		prometheus.Labels{"when": "shutdown"}, func() float64 { return float64(m.StoreParks.Load()) })
+	counter("tether_store_parks_total", "Suspended rollouts of reattaching clients parked to the shared store, by when: shutdown (a drain) or parked (when they parked, -park-after), so that they survive their instance; any instance resumes them.",
+		prometheus.Labels{"when": "parked"}, func() float64 { return float64(m.StoreCopies.Load()) })
+	counter("tether_claims_total", "Parked rollouts claimed from the shared store by an append or cancel on this instance (also those it had written there itself and took back to continue them).", nil, func() float64 { return float64(m.Claims.Load()) })
 	c := &s.counters
 	for path, v := range map[string]func() int64{"hot": c.Hot.Load, "cold": c.Cold.Load, "new": c.New.Load, "warmup": c.WarmUp.Load} {
 		counter("tether_continuations_total", "Public-shape creates by path: hot (resumed), cold (rebuilt), new chain, warm-up.", prometheus.Labels{"path": path}, func() float64 { return float64(v()) })

@@ -245,3 +245,156 @@ func mustMarshal(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// parkedKeys returns the Redis keys of parked rollouts.
+func parkedKeys(t *testing.T, rc *redis.Client) []string {
+	t.Helper()
+	keys, err := rc.Keys(context.Background(), "tether:p:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestParkedAfterIdleSurvivesItsInstance: with a shared store, a reattaching client's rollout
+// parked after -park-after is written to the store when it parks (not at shutdown): the
+// instance's connection then drops without a drain (the state a SIGKILL leaves: the value in
+// Redis, no response.parked), and an append on another instance resumes it hot, with the same
+// Response id and sequence_number going on, leaving nothing in Redis.
+func TestParkedAfterIdleSurvivesItsInstance(t *testing.T) {
+	start, rc := sharedRedis(t)
+	a, aURL := start(Options{ParkAfter: 20 * time.Millisecond})
+	b, bURL := start(Options{})
+	_, liveURL := testServer(t, Options{SuspendTimeout: time.Minute}) // the control: stays live
+
+	ca := dialAs(t, aURL, "", true)
+	id, call, done := suspendCalls(t, ca, true)
+	seq := done.Num("sequence_number")
+	waitFor(t, func() bool { return a.Metrics().StoreCopies.Load() == 1 })
+	if keys := parkedKeys(t, rc); len(keys) != 1 || !strings.HasSuffix(keys[0], ":"+id) {
+		t.Fatalf("parked keys in Redis %v: want the one of %s", keys, id)
+	}
+	if ttl := rc.PTTL(context.Background(), parkedKeys(t, rc)[0]).Val(); ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("the parked value's ttl is %v: want the rest of the suspend timeout", ttl)
+	}
+	ca.C.CloseNow() // the instance is gone for its client: no close frame, no drain
+	waitFor(t, func() bool { return a.Metrics().AppendConns.Load() == 0 && a.Metrics().Parked.Load() == 0 })
+	if keys := parkedKeys(t, rc); len(keys) != 1 {
+		t.Fatalf("the parked value did not outlive its connection: %v", keys)
+	}
+
+	cl := dialAs(t, liveURL, "", false)
+	lid, lcall, _ := suspendCalls(t, cl, true)
+	cb := dialAs(t, bURL, "", true)
+	appendTo(cb, id, call)
+	appendTo(cl, lid, lcall)
+	fs, lfs := cb.Until("response.done"), cl.Until("response.done")
+	for i, f := range fs {
+		if f.Num("sequence_number") != seq+1+i {
+			t.Fatalf("frame %d (%s) on B: sequence_number %d, want %d", i, f.Type(), f.Num("sequence_number"), seq+1+i)
+		}
+	}
+	got, want := fs[len(fs)-1], lfs[len(lfs)-1]
+	if got.Str("response_id") != id {
+		t.Fatalf("response.done of %s, want %s", got.Str("response_id"), id)
+	}
+	if u, lu := string(mustMarshal(t, got.Get("usage"))), string(mustMarshal(t, want.Get("usage"))); u != lu {
+		t.Fatalf("usage resumed on B %s, live %s", u, lu)
+	}
+	if cached, _ := got.Int("usage", "input_tokens_details", "cached_tokens"); cached == 0 {
+		t.Fatalf("not hot: %v", got.Get("usage"))
+	}
+	if n := b.Metrics().Claims.Load(); n != 1 {
+		t.Fatalf("B claimed %d, want 1", n)
+	}
+	if keys := parkedKeys(t, rc); len(keys) != 0 {
+		t.Fatalf("parked values left in Redis after the claim: %v", keys)
+	}
+}
+
+// TestParkedAfterIdleClaimedOnce: a rollout parked after -park-after and written to the store
+// is resumed by one instance only. Resumed on its own connection it takes its local copy and
+// deletes the stored one (nothing left in Redis); claimed by another instance first, the
+// local copy is forgotten and an append on the first connection finds nothing. A client that
+// did not opt into reattachment, and a store:false Response, park in memory only.
+func TestParkedAfterIdleClaimedOnce(t *testing.T) {
+	start, rc := sharedRedis(t)
+	a, aURL := start(Options{ParkAfter: 20 * time.Millisecond})
+	_, bURL := start(Options{})
+
+	ca := dialAs(t, aURL, "", true)
+	id, call, done := suspendCalls(t, ca, true)
+	waitFor(t, func() bool { return a.Metrics().StoreCopies.Load() == 1 })
+	appendTo(ca, id, call) // on its own connection: the local copy, hot
+	fs := ca.Until("response.done")
+	if f := fs[0]; f.Num("sequence_number") != done.Num("sequence_number")+1 {
+		t.Fatalf("resumed on its connection: first frame %v", f)
+	}
+	if cached, _ := fs[len(fs)-1].Int("usage", "input_tokens_details", "cached_tokens"); cached == 0 {
+		t.Fatalf("not hot: %v", fs[len(fs)-1].Get("usage"))
+	}
+	if a.Metrics().Claims.Load() != 1 || a.Metrics().Unparks.Load() != 1 {
+		t.Fatalf("A took back %d stored values and unparked %d rollouts: want 1 and 1", a.Metrics().Claims.Load(), a.Metrics().Unparks.Load())
+	}
+	// It suspended again, so it parks (and is written) again: now another instance claims it.
+	waitFor(t, func() bool { return a.Metrics().StoreCopies.Load() == 2 })
+	if keys := parkedKeys(t, rc); len(keys) != 1 {
+		t.Fatalf("parked keys %v, want one", keys)
+	}
+	cb := dialAs(t, bURL, "", true)
+	appendTo(cb, id, fs[len(fs)-1].Get("pending_call_ids").([]any)[0].(string))
+	if end := cb.Until("response.completed"); end[len(end)-1].Str("response", "id") != id {
+		t.Fatalf("B: %v", end[len(end)-1])
+	}
+	appendTo(ca, id, call)
+	ca.ExpectError(http.StatusNotFound, "response_not_found", "response_id")
+	if n := a.Metrics().Parked.Load(); n != 0 {
+		t.Fatalf("A still holds %d parked rollouts after B claimed its only one", n)
+	}
+
+	old := dialAs(t, aURL, "", false)
+	suspendCalls(t, old, true)
+	suspendCalls(t, ca, false)
+	waitFor(t, func() bool { return a.Metrics().Parked.Load() == 2 })
+	if n := a.Metrics().StoreCopies.Load(); n != 2 {
+		t.Fatalf("%d parked values written to the store, want still 2 (no reattachment, store:false)", n)
+	}
+	if keys := parkedKeys(t, rc); len(keys) != 0 {
+		t.Fatalf("parked keys %v, want none", keys)
+	}
+}
+
+// TestDrainOfARolloutAlreadyInTheStore: a drain of a rollout that -park-after has written to
+// the store already rewrites it there (response.parked takes the next sequence_number, the
+// resume on another instance the one after); one that another instance has claimed meanwhile
+// gets no response.parked.
+func TestDrainOfARolloutAlreadyInTheStore(t *testing.T) {
+	start, rc := sharedRedis(t)
+	a, aURL := start(Options{ParkAfter: 20 * time.Millisecond})
+	_, bURL := start(Options{})
+	ca := dialAs(t, aURL, "", true)
+	id, call, done := suspendCalls(t, ca, true)
+	gone, gcall, _ := suspendCalls(t, ca, true)
+	waitFor(t, func() bool { return a.Metrics().StoreCopies.Load() == 2 })
+	cb := dialAs(t, bURL, "", true)
+	appendTo(cb, gone, gcall) // claimed by B before A drains
+	cb.Until("response.done")
+
+	go func() { _ = a.Shutdown(context.Background()) }()
+	seq := done.Num("sequence_number")
+	if f := ca.Next(); f.Type() != "response.parked" || f.Str("response_id") != id || f.Num("sequence_number") != seq+1 {
+		t.Fatalf("want response.parked of %s at %d, got %v", id, seq+1, f)
+	}
+	ca.ExpectClose(websocket.StatusGoingAway)
+	drain(t, a)
+	if n := a.Metrics().StoreParks.Load(); n != 1 {
+		t.Fatalf("A parked %d rollouts to the store on drain, want 1", n)
+	}
+	if keys := parkedKeys(t, rc); len(keys) != 1 || !strings.HasSuffix(keys[0], ":"+id) {
+		t.Fatalf("parked keys %v: want %s's only", keys, id)
+	}
+	appendTo(cb, id, call)
+	if fs := cb.Until("response.done"); fs[0].Num("sequence_number") != seq+2 || fs[len(fs)-1].Str("response_id") != id {
+		t.Fatalf("resumed on B: %v … %v", fs[0], fs[len(fs)-1])
+	}
+}

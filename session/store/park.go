@@ -23,6 +23,10 @@ type Parker interface {
 	// atomically, so that of callers racing for one value exactly one gets it. ErrNotFound
 	// when there is none (never parked, already claimed, expired, or another owner's).
 	Claim(ctx context.Context, owner, id string) ([]byte, error)
+	// Replace is Park of a value that must still be there: it replaces the parked rollout id
+	// of owner and sets its ttl (> 0) only if it has not been claimed (nor has expired),
+	// atomically. ErrNotFound when it is gone, ErrBadTTL for ttl <= 0, else a store failure.
+	Replace(ctx context.Context, owner, id string, value []byte, ttl time.Duration) error
 }
 
 // ErrBadTTL is returned by Parker.Park for a ttl that is not positive.
@@ -68,6 +72,22 @@ func (g *Guarded) Claim(ctx context.Context, owner, id string) ([]byte, error) {
 	defer cancel()
 	v, err := p.Claim(ctx, owner, id)
 	return v, g.check("claim", id, err)
+}
+
+// Replace implements Parker for a Guarded whose store is a Parker (ParkerOf), under the
+// timeout; ErrNotParker otherwise.
+func (g *Guarded) Replace(ctx context.Context, owner, id string, value []byte, ttl time.Duration) error {
+	p, ok := g.s.(Parker)
+	if !ok {
+		return ErrNotParker
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	err := p.Replace(ctx, owner, id, value, ttl)
+	if errors.Is(err, ErrBadTTL) {
+		return err
+	}
+	return g.check("replace", id, err)
 }
 
 // ErrNotParker is returned by Guarded's Park and Claim when the store it wraps is no Parker.
@@ -130,6 +150,25 @@ func (s *Memory) Claim(_ context.Context, owner, id string) ([]byte, error) {
 	return v.value, nil
 }
 
+// Replace implements Parker.
+func (s *Memory) Replace(_ context.Context, owner, id string, value []byte, ttl time.Duration) error {
+	if ttl <= 0 {
+		return ErrBadTTL
+	}
+	p := &s.parked
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := parkKey{owner, id}
+	v, ok := p.byKey[k]
+	now := time.Now()
+	if !ok || !now.Before(v.expires) {
+		delete(p.byKey, k)
+		return ErrNotFound
+	}
+	p.byKey[k] = parkedValue{value: append([]byte(nil), value...), expires: now.Add(ttl)}
+	return nil
+}
+
 // parkedKey is the Redis key of the parked rollout id of owner: <prefix>p:<owner>:<id>, the
 // owner escaped as in responses' keys.
 func (s *Redis) parkedKey(owner, id string) string {
@@ -161,4 +200,20 @@ func (s *Redis) Claim(ctx context.Context, owner, id string) ([]byte, error) {
 		return nil, fmt.Errorf("store: redis claim: %w", err)
 	}
 	return v, nil
+}
+
+// Replace implements Parker: SET … XX with the ttl (PX), one round trip, atomic in Redis.
+func (s *Redis) Replace(ctx context.Context, owner, id string, value []byte, ttl time.Duration) error {
+	if ttl <= 0 {
+		return ErrBadTTL
+	}
+	ttl = max(ttl, time.Millisecond)
+	ok, err := s.c.SetXX(ctx, s.parkedKey(owner, id), value, ttl).Result()
+	if err != nil {
+		return fmt.Errorf("store: redis replace: %w", err)
+	}
+	if !ok {
+		return ErrNotFound
+	}
+	return nil
 }

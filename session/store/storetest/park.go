@@ -98,3 +98,28 @@ func testParkClaimRace(t *testing.T, f Factory) {
 		}
 	}
 }
+
+// testParkReplace: Replace changes a parked value that is still there (a Claim then gets the new
+// one) and finds nothing once it is claimed, another owner's, or another id's.
+func testParkReplace(t *testing.T, f Factory) {
+	p := parker(t, f)
+	ctx := context.Background()
+	wantNotFound(t, "Replace of a value never parked", p.Replace(ctx, "k1", "resp_1", []byte("x"), time.Minute))
+	if err := p.Park(ctx, "k1", "resp_1", []byte("first"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wantNotFound(t, "Replace of another owner's value", p.Replace(ctx, "k2", "resp_1", []byte("x"), time.Minute))
+	if err := p.Replace(ctx, "k1", "resp_1", []byte("second"), time.Minute); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	if err := p.Replace(ctx, "k1", "resp_1", []byte("x"), 0); !errors.Is(err, store.ErrBadTTL) {
+		t.Fatalf("Replace with ttl 0: %v, want ErrBadTTL", err)
+	}
+	v, err := p.Claim(ctx, "k1", "resp_1")
+	if err != nil || string(v) != "second" {
+		t.Fatalf("Claim = %q, %v; want the replaced value", v, err)
+	}
+	wantNotFound(t, "Replace of a claimed value", p.Replace(ctx, "k1", "resp_1", []byte("third"), time.Minute))
+	_, err = p.Claim(ctx, "k1", "resp_1")
+	wantNotFound(t, "a Claim after a Replace of a claimed value", err)
+}

@@ -40,6 +40,7 @@ func Run(t *testing.T, f Factory) {
 		{"ParkClaim", testParkClaim},
 		{"ParkExpires", testParkExpires},
 		{"ParkClaimRace", testParkClaimRace},
+		{"ParkReplace", testParkReplace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })

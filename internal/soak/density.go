@@ -57,7 +57,7 @@ type DensityReport struct {
 	PerConn       int         `json:"per_connection"`
 	Connections   int         `json:"connections"`
 	ContextTokens int         `json:"context_tokens"` // input tokens of each rollout at its suspension
-	Live          DensityTier `json:"live"` // zero with DensityConfig.ParkedOnly
+	Live          DensityTier `json:"live"`           // zero with DensityConfig.ParkedOnly
 	Parked        DensityTier `json:"parked"`
 }
 

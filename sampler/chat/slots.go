@@ -38,6 +38,7 @@ type slotPool struct {
 	noSave  bool          // the engine refused a save: it was started without --slot-save-path
 
 	saves, restores, drops  atomic.Int64 // KV saved, restored, and lost for want of a save
+	parks                   atomic.Int64 // KV files handed on to parked rollouts
 	saveNanos, restoreNanos atomic.Int64
 }
 
@@ -52,6 +53,7 @@ type lease struct {
 	size   int64         // the file's bytes
 	moving chan struct{} // non-nil while its KV is being saved out of a slot; closed when done
 	closed bool
+	parked bool // its rollout parked: the lease only keeps the file for Unpark (or the bound)
 }
 
 func newSlotPool(eng *engine, n int, dir string, maxBytes int64) *slotPool {

@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,7 +102,7 @@ func TestEngineParkPrefills(t *testing.T) {
 	first := []protocol.Item{userItem("weather 0 of the parked rollout")}
 	info := sampler.RolloutInfo{ID: "resp_parked", Settings: parkSettings()}
 	opts := func(e *llamatest.Server, bound int64) chat.Options {
-		return chat.Options{BaseURLs: []string{e.V1()}, Slots: 4, SlotDir: dir, SlotSaveBytes: bound}
+		return chat.Options{BaseURLs: []string{e.V1()}, Slots: 4, SlotDir: dir, SlotSaveBytes: bound, Logger: servertest.Logger(t, slog.LevelWarn)}
 	}
 	// parkOne runs the first step on m and parks the session.
 	parkOne := func(t *testing.T, m *chat.Model) (sampler.StepResult, string, []byte) {
@@ -171,10 +172,18 @@ func TestEngineParkPrefills(t *testing.T) {
 		m := newModel(t, opts(engines[0], 1)) // every new file drops the older ones
 		res0, text0, state := parkOne(t, m)
 		others := fill(t, m)
-		// The unparked session's step takes the slot of another rollout, whose KV is saved
-		// first: that file drops the parked one before it is restored.
+		// One more rollout takes the slot of another, whose KV is saved first: that file
+		// drops the parked one.
+		extra, err := m.Open(t.Context(), sampler.RolloutInfo{ID: "resp_extra", Settings: parkSettings()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample(t, extra, &sampler.Step{Input: first[:1], Context: first[:1]})
+		if file := filepath.Join(dir, kvFile(t, state)); exists(file) {
+			t.Fatalf("the parked file is still there (%s)", kvCounts(t, m))
+		}
 		prefilled(t, m, res0, text0, state)
-		closeAll(others)
+		closeAll(append(others, extra))
 		noFiles(t)
 		if n := kvOp(t, m, "drop"); n < 1 {
 			t.Errorf("%v KV drops counted, want the parked file's", n)

@@ -99,19 +99,19 @@ func (m *Model) Unpark(ctx context.Context, info sampler.RolloutInfo, state []by
 	}
 
 	old := m.replica(st.Replica)
-	e := old
-	if e == nil || !m.healthy(ctx, e) {
-		e = m.place(e)
+	if old != nil && m.healthy(ctx, old) {
+		s.attachTo(old, nil)
+	} else {
+		s.attach(ctx, old) // old again only when it is the only replica
 	}
-	if e != old || e.slots == nil {
-		if e != old {
-			e.cold.Add(1)
-		}
+	if s.eng != old {
+		s.eng.cold.Add(1)
+	}
+	if s.eng == old && s.lease != nil {
+		s.lease = old.slots.adopt(info.ID, st.KV)
+	} else {
 		m.dropParkedFile(old, st.KV)
-		s.attachTo(e, nil)
-		return s, nil
 	}
-	s.attachTo(e, e.slots.adopt(info.ID, st.KV))
 	return s, nil
 }
 
@@ -250,14 +250,19 @@ func (p *slotPool) adopt(id, name string) *lease {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	fi, err := os.Stat(filepath.Join(p.dir, name))
+	gone := p.dir == "" || err != nil || !fi.Mode().IsRegular()
 	for _, o := range p.saved {
 		if o.parked && o.file == name {
+			if gone { // removed behind the pool's back: nothing to restore
+				p.dropFileLocked(o)
+				break
+			}
 			o.parked, o.closed = false, false
 			return o
 		}
 	}
-	fi, err := os.Stat(filepath.Join(p.dir, name))
-	if p.dir == "" || err != nil || !fi.Mode().IsRegular() {
+	if gone {
 		p.drops.Add(1)
 		return l
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // slotPool owns one engine replica's slots (Options.Slots of them). Every upstream request of a
@@ -282,6 +284,10 @@ func (e *engine) slotAction(ctx context.Context, slot int, action, name string) 
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// Saving a slot to a name, or restoring it from one, gives the same result when repeated:
+	// the key lets net/http resend it when the engine closed a kept-alive connection before
+	// reading it (llama-server closes after each streamed reply), which else fails the save.
+	req.Header.Set("Idempotency-Key", uuid.NewString())
 	e.m.authorize(req)
 	resp, err := e.m.client.Do(req)
 	if err != nil {

@@ -114,8 +114,11 @@ func (r *Rollout) tryPark(pending []string) bool {
 	if r.ctx.Err() != nil || !r.canPark() {
 		return false
 	}
-	var state []byte
+	// A rollout unparked that has not sampled since has not reopened its session: its
+	// parked state is still the session's.
+	state, opened := r.modelState, r.reopen
 	if r.ms != nil {
+		opened = true
 		ps, ok := r.ms.(ParkableSession)
 		if !ok {
 			return false
@@ -150,7 +153,7 @@ func (r *Rollout) tryPark(pending []string) bool {
 		Usage:           r.usage,
 		Started:         r.started,
 		Deadline:        r.deadline,
-		Opened:          r.ms != nil,
+		Opened:          opened,
 		Model:           state,
 	}
 	return true

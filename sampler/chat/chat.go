@@ -33,10 +33,12 @@ type Options struct {
 	// Tether sees it: when set, the KV of a suspended rollout whose slot is handed on is saved
 	// there and restored before its next step, and Tether removes the files. "" disables saving:
 	// such a rollout's next step is prefilled again. It needs one replica sharing Tether's
-	// filesystem; with several replicas each must save to this same path.
+	// filesystem; with several replicas each must save to this same path. A parked rollout's
+	// KV waits here too: Tether instances in front of one engine set the same directory, so
+	// that any of them resumes a parked rollout hot (package doc, "Parking").
 	SlotDir string
-	// SlotSaveBytes bounds the bytes of saved slot files per replica; the oldest are dropped
-	// first (those rollouts are prefilled again). 0 means 1 GiB.
+	// SlotSaveBytes bounds the bytes of saved slot files per replica, parked rollouts' files
+	// included; the oldest are dropped first (those rollouts are prefilled again). 0 means 1 GiB.
 	SlotSaveBytes int64
 	// LegacyMaxTokens sends max_tokens besides max_completion_tokens.
 	LegacyMaxTokens bool

@@ -50,6 +50,30 @@
 // cached_tokens say so. When all N slots are sampling, a step waits for one. With 0, slot
 // choice is the engine's (vLLM's automatic prefix caching, OpenAI's prompt caching).
 //
+// # Parking
+//
+// Sessions park (sampler.ParkableSession) and the Model unparks them (sampler.Unparker), so a
+// rollout suspended at tool calls can give up its goroutine (-park-after, memory pressure) and
+// a drain can park it to a shared store. The parked state is a small JSON value: the replica's
+// BaseURL, how many items the session had converted and where its conversions started apart
+// (the messages are rebuilt from the rollout's own items, exactly as sent before, not stored
+// twice), and the name of the slot file holding its KV. When the rollout holds a slot and the
+// engine can save, Park saves the slot (action=save) and frees it; KV already saved to a file
+// is kept. Unpark puts the session back on that replica when this Model has it and it is
+// healthy, and the file is restored into the slot its next step gets, so that step's
+// cached_tokens cover the context. On another replica, or when the file is gone, the step is
+// prefilled (cached_tokens say so) and never fails for it; the file is removed. Parked files
+// count in Options.SlotSaveBytes with the others: one dropped by the bound makes the unparked
+// step a prefill.
+//
+// A parked rollout may be resumed by another Tether instance (a drain parks it to the shared
+// store and any instance claims it). The file name travels in the state, and the file is in
+// the engine's --slot-save-path: instances that reach the same engine (the same BaseURL) must
+// set Options.SlotDir to that same directory, as they see it, for the new instance to restore
+// the file and remove it afterwards. An instance that reaches the engine under another BaseURL
+// prefills. A file whose rollout is never resumed stays until the instance that parked it drops
+// it under its bound, or, once that instance has exited, until it is removed by hand.
+//
 // # Replicas
 //
 // Options.BaseURLs may name several replicas of one engine. A rollout is placed when it opens on

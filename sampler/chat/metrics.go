@@ -56,7 +56,7 @@ var (
 	descUp     = prometheus.NewDesc("tether_upstream_up", "1 while the replica is in placement, 0 while it backs off after a failure.", []string{"replica"}, nil)
 	descSlots  = prometheus.NewDesc("tether_upstream_slots_pinned", "Engine slots held by open rollouts (sampling or suspended).", []string{"replica"}, nil)
 	descKV     = prometheus.NewDesc("tether_upstream_kv_total",
-		"Slot KV of suspended rollouts handed on: saved to a file, restored from one, or dropped (no save possible).", []string{"replica", "op"}, nil)
+		"Slot KV of suspended rollouts handed on: saved to a file, restored from one, dropped (no save possible, or its file was dropped), or kept in a file for a parked rollout (park).", []string{"replica", "op"}, nil)
 	descKVSec = prometheus.NewDesc("tether_upstream_kv_seconds_total", "Time spent saving and restoring slot KV.", []string{"replica", "op"}, nil)
 )
 
@@ -88,6 +88,7 @@ func (m *Model) Collect(ch chan<- prometheus.Metric) {
 			counter(descKV, p.saves.Load(), e.base, "save")
 			counter(descKV, p.restores.Load(), e.base, "restore")
 			counter(descKV, p.drops.Load(), e.base, "drop")
+			counter(descKV, p.parks.Load(), e.base, "park")
 			ch <- prometheus.MustNewConstMetric(descKVSec, prometheus.CounterValue, float64(p.saveNanos.Load())/1e9, e.base, "save")
 			ch <- prometheus.MustNewConstMetric(descKVSec, prometheus.CounterValue, float64(p.restoreNanos.Load())/1e9, e.base, "restore")
 		}

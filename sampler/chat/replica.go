@@ -14,6 +14,7 @@ import (
 type engine struct {
 	m     *Model
 	url   string    // BaseURL + "/chat/completions"
+	api   string    // BaseURL as configured, without a trailing "/": the replica's name in a parked state
 	base  string    // the server root (BaseURL without a trailing /v1), for /slots and /health
 	slots *slotPool // nil when Options.Slots is 0
 
@@ -38,7 +39,7 @@ const (
 
 func newEngine(m *Model, baseURL string) *engine {
 	baseURL = strings.TrimRight(baseURL, "/")
-	e := &engine{m: m, url: baseURL + "/chat/completions", base: strings.TrimSuffix(baseURL, "/v1")}
+	e := &engine{m: m, url: baseURL + "/chat/completions", api: baseURL, base: strings.TrimSuffix(baseURL, "/v1")}
 	if m.opts.Slots > 0 {
 		e.slots = newSlotPool(e, m.opts.Slots, m.opts.SlotDir, m.opts.SlotSaveBytes)
 	}

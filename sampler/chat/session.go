@@ -26,6 +26,16 @@ type session struct {
 	eng      *engine
 	lease    *lease // nil when the replica's slots are not owned
 	cancel   context.CancelCauseFunc
+
+	// conv counts the items converted into msgs so far; breaks are the offsets among them
+	// where a conversion began with a function_call that one conversion of all the items
+	// would have merged into the assistant message before it (park.go rebuilds msgs from the
+	// items with them).
+	conv   int
+	breaks []int
+	// parked: Park returned and no step has run since; Close then hands the session's saved
+	// KV on to the parked rollout instead of removing it.
+	parked bool
 }
 
 // errSilent is the cause of a request aborted by Options.Timeout.
@@ -37,20 +47,33 @@ func (s *session) attach(ctx context.Context, avoid *engine) {
 	if e.isDown() && e != avoid && e.probe(ctx) {
 		e.ok()
 	}
+	s.attachTo(e, nil)
+}
+
+// attachTo places the session on e with lease l (nil: a new lease when e's slots are owned).
+func (s *session) attachTo(e *engine, l *lease) {
 	s.eng = e
 	e.rollouts.Add(1)
 	if e.slots != nil {
-		s.lease = &lease{id: s.id, slot: -1}
+		if l == nil {
+			l = &lease{id: s.id, slot: -1}
+		}
+		s.lease = l
 	}
 }
 
-// detach gives up the session's replica: its slot and saved KV.
+// detach gives up the session's replica: its slot and saved KV (kept for the parked rollout
+// when the session parked).
 func (s *session) detach() {
 	if s.eng == nil {
 		return
 	}
 	if s.lease != nil {
-		s.eng.slots.close(s.lease)
+		if s.parked {
+			s.eng.slots.handOff(s.lease)
+		} else {
+			s.eng.slots.close(s.lease)
+		}
 		s.lease = nil
 	}
 	s.eng.rollouts.Add(-1)
@@ -60,18 +83,42 @@ func (s *session) detach() {
 // Prefill implements sampler.ModelSession: the items are converted and sent with the next
 // Sample (a chat engine has no prefill-only request).
 func (s *session) Prefill(_ context.Context, input []protocol.Item) error {
+	s.parked = false
 	var err error
-	s.msgs, err = chatwire.MessagesFromItems(s.msgs, input)
+	s.msgs, err = s.convert(s.msgs, input)
 	return err
+}
+
+// convert appends items to msgs (chatwire.MessagesFromItems), counting them in conv and
+// noting a break where this conversion starts apart from the items before it.
+func (s *session) convert(msgs []chatwire.Message, items []protocol.Item) ([]chatwire.Message, error) {
+	if s.conv > 0 && startsWithCall(items) {
+		s.breaks = append(s.breaks, s.conv)
+	}
+	s.conv += len(items)
+	return chatwire.MessagesFromItems(msgs, items)
+}
+
+// startsWithCall reports whether the first item of items that is not a reasoning item (which
+// converts to nothing) is a function_call: a conversion starting there does not merge it into
+// the assistant message before, as one conversion of everything might.
+func startsWithCall(items []protocol.Item) bool {
+	for i := range items {
+		if items[i].Type != protocol.ItemReasoning {
+			return items[i].Type == protocol.ItemFunctionCall
+		}
+	}
+	return false
 }
 
 // Sample implements sampler.ModelSession: one streamed chat completion request on the
 // session's replica and slot. When the replica is down or cannot be reached, the step goes to
 // another replica with the whole conversation (prefilled there: its cached_tokens say so).
 func (s *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
-	msgs, err := chatwire.MessagesFromItems(s.msgs, step.Output)
+	s.parked = false
+	msgs, err := s.convert(s.msgs, step.Output)
 	if err == nil {
-		msgs, err = chatwire.MessagesFromItems(msgs, step.Input)
+		msgs, err = s.convert(msgs, step.Input)
 	}
 	s.msgs = msgs
 	if err != nil { // e.g. an image in a continuation's message: the client's input

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // slotPool owns one engine replica's slots (Options.Slots of them). Every upstream request of a
@@ -38,6 +40,7 @@ type slotPool struct {
 	noSave  bool          // the engine refused a save: it was started without --slot-save-path
 
 	saves, restores, drops  atomic.Int64 // KV saved, restored, and lost for want of a save
+	parks                   atomic.Int64 // KV files handed on to parked rollouts
 	saveNanos, restoreNanos atomic.Int64
 }
 
@@ -52,6 +55,7 @@ type lease struct {
 	size   int64         // the file's bytes
 	moving chan struct{} // non-nil while its KV is being saved out of a slot; closed when done
 	closed bool
+	parked bool // its rollout parked: the lease only keeps the file for Unpark (or the bound)
 }
 
 func newSlotPool(eng *engine, n int, dir string, maxBytes int64) *slotPool {
@@ -280,6 +284,10 @@ func (e *engine) slotAction(ctx context.Context, slot int, action, name string) 
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// Saving a slot to a name, or restoring it from one, gives the same result when repeated:
+	// the key lets net/http resend it when the engine closed a kept-alive connection before
+	// reading it (llama-server closes after each streamed reply), which else fails the save.
+	req.Header.Set("Idempotency-Key", uuid.NewString())
 	e.m.authorize(req)
 	resp, err := e.m.client.Do(req)
 	if err != nil {

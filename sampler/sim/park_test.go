@@ -317,3 +317,40 @@ func TestUnparkWithInput(t *testing.T) {
 		t.Fatalf("step usage %+v: not hot", next.StepUsage)
 	}
 }
+
+// TestReparkBeforeStep: a rollout unparked and parked again before it sampled keeps its model
+// session's parked state (it never reopened it), so that its next step is hot, with the same
+// usage as a rollout parked once.
+func TestReparkBeforeStep(t *testing.T) {
+	hist := []protocol.Item{userMsg(strings.Repeat("history ", 200) + "then run it")}
+	cfg := Config{ID: "resp_r", Settings: parkSettings, History: hist, SuspendTimeout: time.Hour}
+	once, onceRec := runRollout(t, cfg)
+	twice, twiceRec := runRollout(t, cfg)
+	s1, s2 := onceRec.mustSuspend(t), twiceRec.mustSuspend(t)
+	for _, r := range []*Rollout{once, twice} {
+		if err := r.Park(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p1, p2 := onceRec.mustPark(t), twiceRec.mustPark(t)
+	r2, rec2 := unpark(t, p2, Config{SuspendTimeout: time.Hour})
+	if err := r2.Park(); err != nil {
+		t.Fatal(err)
+	}
+	p2 = rec2.mustPark(t)
+	if !p2.Opened || string(p2.Model) != string(p1.Model) {
+		t.Fatalf("parked again: opened %v, %d state bytes (first park: %d)", p2.Opened, len(p2.Model), len(p1.Model))
+	}
+	r1, rec1 := unpark(t, p1, Config{SuspendTimeout: time.Hour})
+	r2, rec2 = unpark(t, p2, Config{SuspendTimeout: time.Hour})
+	if err := r1.Resume(Resume{Input: outputs(s1, "x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Resume(Resume{Input: outputs(s2, "x")}); err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := rec1.mustSuspend(t), rec2.mustSuspend(t)
+	if h2.StepUsage != h1.StepUsage || h2.StepUsage.InputTokensDetails.CachedTokens == 0 {
+		t.Fatalf("step usage after two parks %+v, after one %+v", h2.StepUsage, h1.StepUsage)
+	}
+}

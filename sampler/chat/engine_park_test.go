@@ -1,0 +1,265 @@
+package chat_test
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tetherd/tether/internal/llamatest"
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
+	"github.com/tetherd/tether/sampler/chat"
+)
+
+// parkSettings are the settings of the engine park tests: temperature 0, so that two sessions
+// given one prompt write one text.
+func parkSettings() *sampler.Settings {
+	zero := 0.0
+	return &sampler.Settings{Model: llamatest.Model, Temperature: &zero, MaxOutputTokens: 40}
+}
+
+// turn2 is the second step of a session whose first step took first and wrote text.
+func turn2(first []protocol.Item, text string) *sampler.Step {
+	out, in := assistantItem(text), userItem("and what of the second dream?")
+	return &sampler.Step{Index: 1, Output: []protocol.Item{out}, Input: []protocol.Item{in},
+		Context: append(append([]protocol.Item(nil), first...), out, in)}
+}
+
+// TestEnginePark parks a session on a real llama-server (one slot, no host-RAM prompt cache):
+// its slot's KV is saved to a file and the slot freed. Another Tether instance on the same
+// engine and slot directory then runs another rollout on that one slot (the parked KV is gone
+// from the engine) and unparks the session: its next step finds the whole first step's prompt
+// cached (the file was restored) and the file is removed; the step sends what a session that
+// stayed open sends and writes the same text.
+func TestEnginePark(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 1, NoCacheRAM: true, SlotSave: true})
+	px, u := newEngineProxy(t, eng.URL())
+	opts := chat.Options{BaseURLs: []string{u + "/v1"}, Slots: 1, SlotDir: eng.SlotDir()}
+	first := []protocol.Item{userItem("weather 0 of the parked rollout")}
+	info := sampler.RolloutInfo{ID: "resp_parked", Settings: parkSettings()}
+
+	a := newModel(t, opts)
+	s, err := a.Open(t.Context(), info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res0, text0 := sample(t, s, &sampler.Step{Input: first, Context: first})
+	state := park(t, s)
+	file := kvFile(t, state)
+	if file == "" || !exists(filepath.Join(eng.SlotDir(), file)) || a.Pinned() != 0 {
+		t.Fatalf("after the park: state %s, %d slots held, files %v", state, a.Pinned(), dirFiles(t, eng.SlotDir()))
+	}
+
+	b := newModel(t, opts) // another instance
+	other, err := b.Open(t.Context(), sampler.RolloutInfo{ID: "resp_other", Settings: parkSettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherIn := []protocol.Item{userItem("a different rollout entirely")}
+	sample(t, other, &sampler.Step{Input: otherIn, Context: otherIn}) // the one slot now holds its KV
+	ps := unparkSession(t, b, info, state, first)
+	res1, text1 := sample(t, ps, turn2(first, text0))
+	if res1.CachedTokens < res0.InputTokens {
+		t.Fatalf("unparked step: %d of %d prompt tokens cached, want the first step's %d (the KV restored)", res1.CachedTokens, res1.InputTokens, res0.InputTokens)
+	}
+	if exists(filepath.Join(eng.SlotDir(), file)) {
+		t.Fatal("the restored file is still there")
+	}
+	live, err := b.Open(t.Context(), sampler.RolloutInfo{ID: "resp_live", Settings: parkSettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, liveText0 := sample(t, live, &sampler.Step{Input: first, Context: first})
+	_, liveText1 := sample(t, live, turn2(first, liveText0))
+	steps := px.waitSteps(t, 5)
+	if text0 != liveText0 || text1 != liveText1 || strings.Join(steps[2].describe(), "\n") != strings.Join(steps[4].describe(), "\n") {
+		t.Fatalf("unparked: %q then %q, stayed open: %q then %q", text0, text1, liveText0, liveText1)
+	}
+	other.Close()
+	ps.Close()
+	live.Close()
+	if n := kvOp(t, b, "restore"); n < 1 {
+		t.Errorf("%v restores, want the unparked session's", n)
+	}
+	if files := dirFiles(t, eng.SlotDir()); len(files) != 0 || b.Pinned() != 0 {
+		t.Fatalf("after both ended: files %v, %d slots held", files, b.Pinned())
+	}
+}
+
+// TestEngineParkPrefills: an unparked session whose KV cannot be restored — it goes to another
+// replica, its file was removed, or the bound on saved bytes dropped the file while it was
+// parked — prefills its next step (cached_tokens say so) and does not fail.
+func TestEngineParkPrefills(t *testing.T) {
+	engines := replicas(t, 2)
+	dir := engines[0].SlotDir()
+	first := []protocol.Item{userItem("weather 0 of the parked rollout")}
+	info := sampler.RolloutInfo{ID: "resp_parked", Settings: parkSettings()}
+	opts := func(e *llamatest.Server, bound int64) chat.Options {
+		return chat.Options{BaseURLs: []string{e.V1()}, Slots: 4, SlotDir: dir, SlotSaveBytes: bound, Logger: servertest.Logger(t, slog.LevelWarn)}
+	}
+	// parkOne runs the first step on m and parks the session.
+	parkOne := func(t *testing.T, m *chat.Model) (sampler.StepResult, string, []byte) {
+		s, err := m.Open(t.Context(), info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res0, text0 := sample(t, s, &sampler.Step{Input: first, Context: first})
+		state := park(t, s)
+		if kvFile(t, state) == "" {
+			t.Fatalf("state %s names no file", state)
+		}
+		return res0, text0, state
+	}
+	// prefilled unparks state on m and checks that its next step was prefilled.
+	prefilled := func(t *testing.T, m *chat.Model, res0 sampler.StepResult, text0 string, state []byte) {
+		s := unparkSession(t, m, info, state, first)
+		res1, _ := sample(t, s, turn2(first, text0))
+		if res1.CachedTokens >= res0.InputTokens {
+			t.Errorf("unparked step: %d of %d prompt tokens cached, want a prefill", res1.CachedTokens, res1.InputTokens)
+		}
+		s.Close()
+	}
+	noFiles := func(t *testing.T) {
+		if files := dirFiles(t, dir); len(files) != 0 {
+			t.Errorf("files left after every rollout ended: %v", files)
+		}
+	}
+	// fill runs a step of another rollout on every slot of m's replica, so that none holds
+	// the parked session's KV; it returns the sessions (suspended, holding their slots).
+	fill := func(t *testing.T, m *chat.Model) []sampler.ModelSession {
+		var ss []sampler.ModelSession
+		for i := range 4 {
+			s, err := m.Open(t.Context(), sampler.RolloutInfo{ID: "resp_other" + string(rune('a'+i)), Settings: parkSettings()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := []protocol.Item{userItem("a different rollout entirely, number " + string(rune('a'+i)))}
+			sample(t, s, &sampler.Step{Input: in, Context: in})
+			ss = append(ss, s)
+		}
+		return ss
+	}
+	closeAll := func(ss []sampler.ModelSession) {
+		for _, s := range ss {
+			s.Close()
+		}
+	}
+
+	t.Run("another replica", func(t *testing.T) {
+		res0, text0, state := parkOne(t, newModel(t, opts(engines[0], 0)))
+		prefilled(t, newModel(t, opts(engines[1], 0)), res0, text0, state)
+		noFiles(t)
+	})
+	t.Run("file removed", func(t *testing.T) {
+		m := newModel(t, opts(engines[0], 0))
+		res0, text0, state := parkOne(t, m)
+		if err := os.Remove(filepath.Join(dir, kvFile(t, state))); err != nil {
+			t.Fatal(err)
+		}
+		others := fill(t, m)
+		prefilled(t, m, res0, text0, state)
+		closeAll(others)
+		noFiles(t)
+	})
+	t.Run("dropped by the bound", func(t *testing.T) {
+		m := newModel(t, opts(engines[0], 1)) // every new file drops the older ones
+		res0, text0, state := parkOne(t, m)
+		others := fill(t, m)
+		// One more rollout takes the slot of another, whose KV is saved first: that file
+		// drops the parked one.
+		extra, err := m.Open(t.Context(), sampler.RolloutInfo{ID: "resp_extra", Settings: parkSettings()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample(t, extra, &sampler.Step{Input: first[:1], Context: first[:1]})
+		if file := filepath.Join(dir, kvFile(t, state)); exists(file) {
+			t.Fatalf("the parked file is still there (%s)", kvCounts(t, m))
+		}
+		prefilled(t, m, res0, text0, state)
+		closeAll(append(others, extra))
+		noFiles(t)
+		if n := kvOp(t, m, "drop"); n < 1 {
+			t.Errorf("%v KV drops counted, want the parked file's", n)
+		}
+	})
+}
+
+// TestEngineParkThroughServer runs the engine's tool rollout on the append shape through a
+// server that parks rollouts suspended a moment (-park-after): the suspended rollout parks
+// (the gauge says so), holding no slot and leaving its KV in a file; the append resumes it hot:
+// the engine's cache_n covers the previous step's prompt, from the restored file.
+func TestEngineParkThroughServer(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 2, Seed: llamatest.ToolSeed, NoCacheRAM: true, SlotSave: true})
+	px, u := newEngineProxy(t, eng.URL())
+	m := newModel(t, chat.Options{BaseURLs: []string{u + "/v1"}, Slots: 2, SlotDir: eng.SlotDir()})
+	if err := m.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, front := servertest.Start(t, server.Options{Model: m, ParkAfter: 20 * time.Millisecond})
+	c := dialAppend(t, front)
+	c.Send(toolCreate())
+	fs := c.Until("response.done", "response.completed", "response.incomplete", "response.failed")
+	done := fs[len(fs)-1]
+	calls := callsOf(fs)
+	if done.Type() != "response.done" || len(calls) == 0 {
+		t.Skipf("the model did not call the tool (%s)", done.Type())
+	}
+	eventually(t, "the rollout parked", func() bool {
+		return servertest.Metric(t, front, `tether_rollouts{state="parked"}`) == 1
+	})
+	if files := dirFiles(t, eng.SlotDir()); len(files) != 1 || m.Pinned() != 0 {
+		t.Fatalf("parked: files %v, %d slots held", files, m.Pinned())
+	}
+	c.Send(map[string]any{"type": "response.append", "response_id": done.Str("response_id"), "input": outputs(calls)})
+	fs = c.Until("response.done", "response.completed", "response.incomplete", "response.failed")
+	if last := fs[len(fs)-1]; last.Type() == "response.failed" {
+		t.Fatalf("the resumed step failed: %v", last.Get("response", "error"))
+	}
+	steps := px.waitSteps(t, 2)
+	if steps[1].cacheN < steps[0].prompt || kvOp(t, m, "restore") != 1 || kvOp(t, m, "park") != 1 {
+		t.Fatalf("resumed step: cache_n %d of the first step's %d prompt tokens; %s", steps[1].cacheN, steps[0].prompt, kvCounts(t, m))
+	}
+	if servertest.Metric(t, front, "tether_unparks_total") != 1 {
+		t.Fatal("no unpark counted")
+	}
+}
+
+// describe returns the messages a recorded step sent, one line each.
+func (st engineStep) describe() []string {
+	var out []string
+	for _, m := range st.request.Messages {
+		out = append(out, string(m))
+	}
+	return out
+}
+
+// kvOp reads the model's tether_upstream_kv_total of op, summed over its replicas.
+func kvOp(t *testing.T, m *chat.Model, op string) float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "tether_upstream_kv_total" {
+			continue
+		}
+		for _, mm := range mf.GetMetric() {
+			for _, l := range mm.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == op {
+					sum += mm.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tetherd/tether/internal/wsguard"
+
 	"github.com/coder/websocket"
 )
 
@@ -41,7 +43,7 @@ func dialWS(ctx context.Context, base, key string, appendShape bool) (*websocket
 	if key != "" {
 		h.Set("Authorization", "Bearer "+key)
 	}
-	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/responses", &websocket.DialOptions{HTTPHeader: h})
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/responses", &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(nil)})
 	if err != nil {
 		if resp != nil {
 			return nil, fmt.Sprintf("upgrade %d", resp.StatusCode)
@@ -476,7 +478,7 @@ func attackUnreadWS(ctx context.Context, e *env) {
 	frame, _ := json.Marshal(map[string]any{"type": "response.create", "model": "sim", "input": "x", "instructions": strings.Repeat("i", e.size(4*mib))})
 	var conns []*websocket.Conn
 	for range e.n(100) {
-		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/responses", &websocket.DialOptions{HTTPClient: hc})
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/responses", &websocket.DialOptions{HTTPClient: wsguard.Client(hc)})
 		if err != nil {
 			e.count("upgrade failed")
 			continue

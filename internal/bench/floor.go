@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherd/tether/internal/wsguard"
+
 	"github.com/coder/websocket"
 )
 
@@ -86,7 +88,7 @@ type echoClient struct {
 }
 
 func (e *echoServer) dial(ctx context.Context) (*echoClient, error) {
-	c, _, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	c, _, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPClient: wsguard.Client(nil), CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return nil, fmt.Errorf("bench: floor echo: %w", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetherd/tether/internal/wsguard"
+
 	"github.com/coder/websocket"
 	"github.com/tetherd/tether/internal/chatwire"
 	"github.com/tetherd/tether/internal/peer"
@@ -194,7 +196,7 @@ func dialWS(ctx context.Context, url, apiKey string, appendShape bool, hc *http.
 	if apiKey != "" {
 		h.Set("Authorization", "Bearer "+apiKey)
 	}
-	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: hc,
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(hc),
 		CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherd/tether/internal/wsguard"
+
 	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/internal/server"
@@ -165,7 +167,7 @@ func densityTier(ctx context.Context, cfg DensityConfig, parked bool) (*DensityT
 	cfg.Progress(fmt.Sprintf("%s: connecting %d connections", name, n))
 	h := http.Header{"Openai-Beta": []string{appendBeta}}
 	for i := range conns {
-		ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, CompressionMode: websocket.CompressionDisabled})
+		ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(nil), CompressionMode: websocket.CompressionDisabled})
 		if err != nil {
 			return nil, 0, fmt.Errorf("density: connect: %w", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherd/tether/internal/wsguard"
+
 	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/conformance"
@@ -30,7 +32,7 @@ func Dial(t testing.TB, url string, h http.Header) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(nil)})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -1,7 +1,9 @@
 package responses_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,10 +229,11 @@ func TestConnectionAgeLimit(t *testing.T) {
 
 // proxy is a TCP proxy in front of the upstream that can cut every connection.
 type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	ln      net.Listener
+	mu      sync.Mutex
+	conns   []net.Conn
+	wg      sync.WaitGroup
+	inFrame atomic.Bool // cutInFrame: end the upstream → client streams inside their next frame
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -258,7 +262,7 @@ func newProxy(t *testing.T, target string) *proxy {
 			p.mu.Unlock()
 			p.wg.Add(2)
 			go func() { defer p.wg.Done(); io.Copy(out, in); out.Close() }()
-			go func() { defer p.wg.Done(); io.Copy(in, out); in.Close() }()
+			go func() { defer p.wg.Done(); p.relay(in, out); in.Close(); out.Close() }()
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); p.cut(); p.wg.Wait() })
@@ -266,6 +270,56 @@ func newProxy(t *testing.T, target string) *proxy {
 }
 
 func (p *proxy) url() string { return "http://" + p.ln.Addr().String() }
+
+// cutInFrame makes every upstream → client stream end inside its next WebSocket frame, right
+// after the frame's header.
+func (p *proxy) cutInFrame() { p.inFrame.Store(true) }
+
+// relay copies the upstream's answer to the client: the HTTP upgrade answer, then whole
+// WebSocket frames (server frames are not masked), until cutInFrame.
+func (p *proxy) relay(client, up net.Conn) {
+	r := bufio.NewReader(up)
+	for { // the 101 answer's header lines
+		line, err := r.ReadSlice('\n')
+		if _, werr := client.Write(line); err != nil || werr != nil {
+			return
+		}
+		if len(line) <= 2 {
+			break
+		}
+	}
+	for {
+		var head [14]byte
+		if _, err := io.ReadFull(r, head[:2]); err != nil {
+			return
+		}
+		h, n := 2, int64(head[1]&0x7f)
+		switch n {
+		case 126:
+			h += 2
+		case 127:
+			h += 8
+		}
+		if _, err := io.ReadFull(r, head[2:h]); err != nil {
+			return
+		}
+		switch {
+		case n == 126:
+			n = int64(binary.BigEndian.Uint16(head[2:4]))
+		case n == 127:
+			n = int64(binary.BigEndian.Uint64(head[2:10]))
+		}
+		if _, err := client.Write(head[:h]); err != nil {
+			return
+		}
+		if p.inFrame.Load() && n > 0 {
+			return // the header went out, its payload never does
+		}
+		if _, err := io.CopyN(client, r, n); err != nil {
+			return
+		}
+	}
+}
 
 // cut closes every proxied connection (the upstream "dies" for its clients).
 func (p *proxy) cut() {
@@ -298,6 +352,25 @@ func TestUpstreamDropsMidStep(t *testing.T) {
 	fs = c.Until("response.completed", "response.failed")
 	if last := fs[len(fs)-1]; last.Type() != "response.completed" {
 		t.Fatalf("the connection's next rollout: %v", last.Get("response", "error"))
+	}
+}
+
+// TestUpstreamEndsInsideAFrame: an upstream connection that ends inside a WebSocket frame is
+// a lost connection, not a message: the step fails naming it, and no cut-off text reaches
+// the client as output.
+func TestUpstreamEndsInsideAFrame(t *testing.T) {
+	up := upstream(t, server.Options{})
+	px := newProxy(t, up)
+	fr := front(t, px.url()+"/v1", 10*time.Second)
+	c := wstest.Dial(t, wsURL(fr), appendHeader)
+	c.Send(create("slow", 0, map[string]string{"sim.speed": "1000", "sim.answer_tokens": "20000"}))
+	c.Until("response.output_text.delta")
+	px.cutInFrame()
+	fs := c.Until("response.failed", "response.completed")
+	last := fs[len(fs)-1]
+	msg := last.Str("response", "error", "message")
+	if last.Type() != "response.failed" || !strings.Contains(msg, "inside a WebSocket message") {
+		t.Fatalf("want response.failed naming a connection that ended inside a message, got %s %v", last.Type(), last.Get("response", "error"))
 	}
 }
 

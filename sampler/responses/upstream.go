@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/tetherd/tether/internal/wsguard"
+
 	"github.com/coder/websocket"
 )
 
@@ -69,7 +71,7 @@ func (u *upstream) dial(ctx context.Context) (*websocket.Conn, error) {
 	if u.m.opts.APIKey != "" {
 		h = http.Header{"Authorization": {"Bearer " + u.m.opts.APIKey}}
 	}
-	c, resp, err := websocket.Dial(ctx, u.m.url, &websocket.DialOptions{HTTPHeader: h})
+	c, resp, err := websocket.Dial(ctx, u.m.url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(nil)})
 	if err != nil {
 		if resp != nil {
 			return nil, fmt.Errorf("upstream %s: WebSocket handshake refused with HTTP %d", u.m.url, resp.StatusCode)

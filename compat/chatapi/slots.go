@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -334,21 +335,29 @@ func prefixLen(held, items []protocol.Item) int {
 	return n
 }
 
-// sameItem compares two items by content: type, role, text, name, arguments and output;
-// never ids, call_ids or statuses.
+// sameItem compares two items by content: type, role, name, arguments, output and every
+// content part (text, and images by their JSON); never ids, call_ids or statuses.
 func sameItem(a, b *protocol.Item) bool {
 	if a.Type != b.Type {
 		return false
 	}
 	switch a.Type {
 	case protocol.ItemMessage:
-		return a.Role == b.Role && a.Text() == b.Text()
+		return a.Role == b.Role && sameParts(a.Content, b.Content)
 	case protocol.ItemFunctionCall:
 		return a.Name == b.Name && a.Arguments == b.Arguments
 	case protocol.ItemFunctionCallOutput:
-		return chatwire.OutputText(a) == chatwire.OutputText(b)
+		return a.Output == b.Output && sameParts(a.OutputParts, b.OutputParts)
 	}
 	return string(a.Raw) == string(b.Raw)
+}
+
+// sameParts reports whether two content part lists are equal: types, texts, and the JSON of
+// images.
+func sameParts(a, b []protocol.ContentPart) bool {
+	return slices.EqualFunc(a, b, func(p, q protocol.ContentPart) bool {
+		return p.Type == q.Type && p.Text == q.Text && (p.Type != chatwire.PartInputImage || string(p.Raw) == string(q.Raw))
+	})
 }
 
 // prepare makes s ready to sample items with settings: it returns the step to run, reusing

@@ -2,7 +2,9 @@ package chatwire
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tetherd/tether/protocol"
@@ -145,6 +147,58 @@ func TestImagesRoundTrip(t *testing.T) {
 		}
 		if e, _ := protocol.AsError(CheckItems([]protocol.Item{bad})); e == nil || e.Param != "input[0].content" {
 			t.Errorf("CheckItems(%+v): %v", bad, e)
+		}
+	}
+}
+
+// TestToolOutputImages: the images of function_call_outputs follow their run of tool
+// messages in one user message per output, each led by a text part naming the call; the tool
+// message keeps the text; a file_id image or a file part is refused, by CheckItems with its
+// param.
+func TestToolOutputImages(t *testing.T) {
+	img := func(url string) protocol.ContentPart {
+		return protocol.ContentPart{Type: PartInputImage, Raw: json.RawMessage(`{"type":"input_image","image_url":"` + url + `","detail":"low"}`)}
+	}
+	items := []protocol.Item{
+		{Type: protocol.ItemFunctionCall, CallID: "c1", Name: "shot", Arguments: `{}`},
+		{Type: protocol.ItemFunctionCall, CallID: "c2", Name: "shot", Arguments: `{}`},
+		{Type: protocol.ItemFunctionCallOutput, CallID: "c1", OutputParts: []protocol.ContentPart{{Type: "input_text", Text: "screen one"}, img("data:image/png;base64,AAAA")}},
+		{Type: protocol.ItemFunctionCallOutput, CallID: "c2", OutputParts: []protocol.ContentPart{img("https://example.com/2.png")}},
+		message("user", protocol.PartInputText, "go on"),
+	}
+	msgs, err := MessagesFromItems(nil, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Role+" "+string(m.Content))
+	}
+	want := []string{
+		`assistant null`,
+		`tool "screen one"`,
+		`tool ""`,
+		`user [{"type":"text","text":"Images from the output of call c1:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","detail":"low"}}]`,
+		`user [{"type":"text","text":"Images from the output of call c2:"},{"type":"image_url","image_url":{"url":"https://example.com/2.png","detail":"low"}}]`,
+		`user "go on"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("messages:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	for _, bad := range []protocol.ContentPart{
+		{Type: PartInputImage, Raw: json.RawMessage(`{"type":"input_image","file_id":"file_1"}`)},
+		{Type: "input_file", Raw: json.RawMessage(`{"type":"input_file","file_id":"file_1"}`)},
+	} {
+		in := []protocol.Item{message("user", protocol.PartInputText, "x"),
+			{Type: protocol.ItemFunctionCallOutput, CallID: "c9", OutputParts: []protocol.ContentPart{bad}}}
+		if _, err := MessagesFromItems(nil, in); err == nil {
+			t.Errorf("%s in a tool output: converted, want an error", bad.Raw)
+		}
+		err := CheckItems(in)
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Param != "input[1].output" {
+			t.Errorf("CheckItems of %s in a tool output: %v, want a 400 with param input[1].output", bad.Raw, err)
 		}
 	}
 }

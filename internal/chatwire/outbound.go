@@ -3,6 +3,7 @@ package chatwire
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -12,16 +13,23 @@ import (
 // rule): messages keep their role except developer, sent as system (chat templates know
 // system, not developer); consecutive function_call items, and the assistant message right
 // before them, merge into one assistant message with tool_calls (id = call_id); a
-// function_call_output becomes a "tool" message; reasoning items are dropped (a chat engine
-// cannot take them back). A message of text parts has a string content; a user message with
-// input_image parts has an array of parts, each text part as {"type":"text"} and each image as
-// {"type":"image_url","image_url":{"url","detail"?}} (a URL or a data URL). Any other item type,
-// other content parts (input_file, an input_image by file_id or outside a user message) give
-// an error.
+// function_call_output becomes a "tool" message of its text; reasoning items are dropped (a
+// chat engine cannot take them back). A message of text parts has a string content; a user
+// message with input_image parts has an array of parts, each text part as {"type":"text"} and
+// each image as {"type":"image_url","image_url":{"url","detail"?}} (a URL or a data URL). A
+// chat tool message carries text only, so the input_image parts of a function_call_output go
+// in a user message after the run of tool messages it belongs to: a text part naming the call
+// ("Images from the output of call <call_id>:") and the images. Any other item type, other
+// content parts (input_file, an input_image by file_id or outside a user message or tool
+// output) give an error.
 func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error) {
-	merge := false // the last message is an assistant message the next function_call may join
+	merge := false       // the last message is an assistant message the next function_call may join
+	var images []Message // user messages holding the images of the current run of tool outputs
 	for i := range items {
 		it := &items[i]
+		if it.Type != protocol.ItemFunctionCallOutput && len(images) > 0 {
+			msgs, images = append(msgs, images...), images[:0]
+		}
 		switch it.Type {
 		case protocol.ItemMessage:
 			if err := checkParts(it); err != nil {
@@ -43,14 +51,58 @@ func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error)
 			msgs = append(msgs, Message{Role: protocol.RoleAssistant, Content: json.RawMessage("null"), ToolCalls: []ToolCall{tc}})
 			merge = true
 		case protocol.ItemFunctionCallOutput:
+			if err := checkOutputParts(it); err != nil {
+				return msgs, err
+			}
 			msgs = append(msgs, Message{Role: "tool", ToolCallID: it.CallID, Content: TextContent(OutputText(it))})
+			if m, ok := outputImages(it); ok {
+				images = append(images, m)
+			}
 			merge = false
 		case protocol.ItemReasoning:
 		default:
 			return msgs, fmt.Errorf("item type %q cannot be sent to a Chat Completions engine", it.Type)
 		}
 	}
-	return msgs, nil
+	return append(msgs, images...), nil
+}
+
+// checkOutputParts rejects the parts of a function_call_output a chat engine cannot take:
+// anything but text parts and input_image parts with an image_url.
+func checkOutputParts(it *protocol.Item) error {
+	for j := range it.OutputParts {
+		switch p := &it.OutputParts[j]; p.Type {
+		case protocol.PartInputText, protocol.PartOutputText:
+		case PartInputImage:
+			if inputImageOf(p).URL == "" {
+				return fmt.Errorf("an input_image without image_url (a file_id) in the output of call %s cannot be sent to a Chat Completions engine: give a URL or a data URL", it.CallID)
+			}
+		default:
+			return fmt.Errorf("content part type %q in the output of call %s cannot be sent to a Chat Completions engine (text and images only)", p.Type, it.CallID)
+		}
+	}
+	return nil
+}
+
+// outputImages is the user message that carries a function_call_output's images (see
+// MessagesFromItems); false when it has none.
+func outputImages(it *protocol.Item) (Message, bool) {
+	var parts []contentPart
+	for j := range it.OutputParts {
+		if p := &it.OutputParts[j]; p.Type == PartInputImage {
+			if parts == nil {
+				text := "Images from the output of call " + it.CallID + ":"
+				parts = append(parts, contentPart{Type: "text", Text: &text})
+			}
+			img := inputImageOf(p)
+			parts = append(parts, contentPart{Type: "image_url", ImageURL: &img})
+		}
+	}
+	if parts == nil {
+		return Message{}, false
+	}
+	b, _ := json.Marshal(parts)
+	return Message{Role: protocol.RoleUser, Content: b}, true
 }
 
 // CheckItems reports the first item MessagesFromItems cannot convert, as an error holding a
@@ -63,7 +115,11 @@ func CheckItems(items []protocol.Item) error {
 			if err := checkParts(it); err != nil {
 				return badRequest(protocol.CodeInvalidValue, fmt.Sprintf("input[%d].content", i), "input[%d]: %v", i, err)
 			}
-		case protocol.ItemFunctionCall, protocol.ItemFunctionCallOutput, protocol.ItemReasoning:
+		case protocol.ItemFunctionCallOutput:
+			if err := checkOutputParts(it); err != nil {
+				return badRequest(protocol.CodeInvalidValue, fmt.Sprintf("input[%d].output", i), "input[%d]: %v", i, err)
+			}
+		case protocol.ItemFunctionCall, protocol.ItemReasoning:
 		default:
 			return badRequest(protocol.CodeInvalidValue, fmt.Sprintf("input[%d].type", i),
 				"input[%d]: item type %q cannot be sent to the Chat Completions engine behind this server.", i, it.Type)
@@ -145,16 +201,19 @@ func messageContent(it *protocol.Item) json.RawMessage {
 	return b
 }
 
-// OutputText is a function_call_output's text: Output, or its text parts joined.
+// OutputText is a function_call_output's text: Output, or its text parts joined (images are
+// not text: see MessagesFromItems).
 func OutputText(it *protocol.Item) string {
 	if it.OutputParts == nil {
 		return it.Output
 	}
-	var s string
+	var s strings.Builder
 	for _, p := range it.OutputParts {
-		s += p.Text
+		if p.Type != PartInputImage {
+			s.WriteString(p.Text)
+		}
 	}
-	return s
+	return s.String()
 }
 
 // SetSettings fills the request's generation fields from s: tools (function tools only;

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tetherd/tether/internal/wsguard"
-
 	"github.com/coder/websocket"
 )
 
@@ -75,7 +73,7 @@ func (t *T) dialShape(shape string, extra http.Header, query string) *Peer {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.Timeout)
 	defer cancel()
-	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(t.r.client)})
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: t.r.client})
 	if err != nil {
 		t.Fatalf("dial %s: %v", url, err)
 	}

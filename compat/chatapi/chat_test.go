@@ -192,6 +192,10 @@ func TestErrors(t *testing.T) {
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"verbosity":"loud"}`, 400, "invalid_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"max_completion_tokens":-5}`, 400, "integer_below_min_value"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"n":2}`, 400, "unsupported_parameter"},
+		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"temprature":0.5}`, 400, "unknown_parameter"},
+		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"seed":7}`, 400, "unsupported_parameter"},
+		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"stop":["\n"]}`, 400, "unsupported_parameter"},
+		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"logprobs":true}`, 400, "unsupported_parameter"},
 		{`{"model":"sim","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "request_body_too_large"},
 		{`{"model":"sim","messages":[{"role":"user","content":"x"}],"metadata":{"sim.fail":"step:0"}}`, 500, "server_error"},
 	} {
@@ -289,5 +293,23 @@ func TestChatCompletionsMethod(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" ||
 		env.Error.Code != "method_not_allowed" || env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, "GET /v1/chat/completions") {
 		t.Fatalf("GET: %d Allow %q, %+v (%v)", resp.StatusCode, resp.Header.Get("Allow"), env.Error, err)
+	}
+}
+
+// TestAdvisoryMembersAccepted: members OpenAI has that do not change the answer (user, store,
+// service_tier…), and unserved ones without a value (stop: null, logprobs: false), are
+// accepted.
+func TestAdvisoryMembersAccepted(t *testing.T) {
+	_, url := start(t, server.Options{Slots: 1})
+	body := `{"model":"sim","messages":[{"role":"user","content":"x"}],"user":"u1","store":false,"service_tier":"auto",` +
+		`"prompt_cache_key":"k","safety_identifier":"s","stop":null,"logprobs":false,"logit_bias":{},"modalities":[]}`
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
 }

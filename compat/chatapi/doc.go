@@ -19,7 +19,13 @@
 // [DONE].
 //
 // Messages become items and the other fields sampler.Settings as package chatwire documents.
-// Any method but POST is 405 (the server's route).
+// A top-level member OpenAI's Chat Completions does not have is 400 unknown_parameter
+// ("Unrecognized request argument supplied: …", as OpenAI answers it). Members that do not
+// change the answer (user, safety_identifier, prompt_cache_key, prompt_cache_retention,
+// store, service_tier) are accepted and ignored; members that would change it and are not
+// implemented (seed, stop, logprobs, top_logprobs, logit_bias, modalities, audio, prediction,
+// web_search_options, functions, function_call) are 400 unsupported_parameter when given a
+// value other than null, false, "", [] or {}. Any method but POST is 405 (the server's route).
 //
 // # llama.cpp-compatible slot emulation
 //

@@ -118,6 +118,9 @@ func decodeRequest(body []byte) (*chatwire.Request, *protocol.Error) {
 		}
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The request body is not valid JSON.")
 	}
+	if perr := checkMembers(body); perr != nil {
+		return nil, perr
+	}
 	if perr := checkRanges(&req); perr != nil {
 		return nil, perr
 	}

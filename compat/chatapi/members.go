@@ -1,0 +1,77 @@
+package chatapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+
+	"github.com/tetherd/tether/protocol"
+)
+
+// servedMembers are the top-level members of a chat completion request this server acts on
+// (chatwire.Request), llama.cpp's id_slot and cache_prompt among them.
+var servedMembers = []string{"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+	"max_tokens", "max_completion_tokens", "temperature", "top_p", "presence_penalty", "frequency_penalty",
+	"verbosity", "reasoning_effort", "metadata", "n", "stream", "stream_options", "id_slot", "cache_prompt"}
+
+// advisoryMembers are OpenAI request members that do not change what is sampled (end-user
+// ids, caching and storage hints, the service tier): accepted and ignored.
+var advisoryMembers = []string{"user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "store", "service_tier"}
+
+// unservedMembers are OpenAI request members that change the answer and that this server
+// does not implement: given a value (anything but null, false, "", [] or {}), they are
+// refused with unsupported_parameter rather than silently ignored.
+var unservedMembers = []string{"seed", "stop", "logprobs", "top_logprobs", "logit_bias", "modalities", "audio",
+	"prediction", "web_search_options", "functions", "function_call"}
+
+// checkMembers checks body's top-level members (a JSON object; other bodies are left to the
+// decoder): a member OpenAI's Chat Completions does not have is 400 unknown_parameter (as
+// OpenAI answers it), an unserved one with a value 400 unsupported_parameter; param is the
+// member.
+func checkMembers(body []byte) *protocol.Error {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return nil
+	}
+	names := make([]string, 0, len(members))
+	for name := range members {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the first offending member, in a stable order
+	for _, name := range names {
+		switch {
+		case slices.Contains(servedMembers, name), slices.Contains(advisoryMembers, name):
+		case slices.Contains(unservedMembers, name):
+			if !emptyValue(members[name]) {
+				return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, name,
+					"Unsupported parameter: '%s' is not supported by this server.", name)
+			}
+		default:
+			return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnknownParameter, name,
+				"Unrecognized request argument supplied: %s", clip(name))
+		}
+	}
+	return nil
+}
+
+// emptyValue reports whether v is null, false, "", [] or {}.
+func emptyValue(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	switch string(v) {
+	case "null", "false", `""`:
+		return true
+	}
+	if len(v) >= 2 && (v[0] == '[' || v[0] == '{') {
+		return len(bytes.TrimSpace(v[1:len(v)-1])) == 0
+	}
+	return false
+}
+
+// clip shortens a member name for an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -252,11 +252,11 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 		c.mu.Unlock()
 		return notSuspendedError(key, sampler.Ended)
 	}
+	c.parkedLocked(h) // c.mu is released meanwhile: h.moving is read after it
 	if h.moving {
 		c.mu.Unlock()
 		return shuttingDownError()
 	}
-	c.parkedLocked(h)
 	var r *sampler.Rollout
 	if h.parked == nil {
 		r = h.r
@@ -274,6 +274,7 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	h.turnStart = time.Now()
 	h.turn = t
 	h.turns++
+	h.parkAsked = false // a drain asks again at the next suspension
 	c.stamp++
 	h.stamp = c.stamp
 	if r == nil {

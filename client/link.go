@@ -37,7 +37,8 @@ type request struct {
 	reattach bool
 	// again returns the same append as a new request, for a retry (appends only).
 	again func() *request
-	tries int // the retries before this request (reattachTries bounds them)
+	tries int   // the retries before this request (reattachTries bounds them)
+	on    *link // the WebSocket it was written on (set by link.send)
 	// apply checks the rollout's state, changes it as if the server accepted the frame, and
 	// returns the frame. It runs with link.mu and r.mu held.
 	apply func(l *link) ([]byte, error)
@@ -118,6 +119,7 @@ func (l *link) send(ctx context.Context, q *request) error {
 		l.mu.Unlock()
 		return err
 	}
+	q.on = l
 	l.pending = append(l.pending, q)
 	l.all[q.r] = struct{}{}
 	l.mu.Unlock()

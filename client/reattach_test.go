@@ -265,6 +265,43 @@ func TestReattachOnAWebSocketThatDrains(t *testing.T) {
 	}
 }
 
+// TestAppendCrossingParked: the client appends on the old WebSocket at the moment its server
+// shuts down: the hook that sees the append go out shuts server 0 down and waits until it has
+// (response.parked, then close 1001, before the append reaches it). The append is never
+// answered there; the rollout is parked, so the client sends the append again, to server 2,
+// which resumes it hot. Were the rollout forgotten by its WebSocket at response.parked, it
+// would wait for ever.
+func TestAppendCrossingParked(t *testing.T) {
+	k := newCluster(t)
+	var once sync.Once
+	c := dial(t, k.url, &client.Options{Trace: func(sent bool, frame []byte) {
+		if sent && bytes.Contains(frame, []byte(`"response.append"`)) {
+			once.Do(func() {
+				k.p.set(t, k.base[2])
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := k.srv[0].Shutdown(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}})
+	ctx := ctxT(t)
+	r, err := c.Start(ctx, twoCalls("cross the parked event"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range r.Events(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.resumedOn2(t, r, r.Suspension())
+	if n := k.srv[0].Metrics().StoreParks.Load(); n != 1 {
+		t.Fatalf("server 0 parked %d rollouts to the store, want 1", n)
+	}
+}
+
 // TestReattachNotFound: the parked rollout is gone from the store (expired, say) when the
 // client reattaches: the refusal, response_not_found, is the rollout's error once; it has
 // ended, and a later Append says so without asking a server.

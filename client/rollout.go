@@ -245,11 +245,20 @@ func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 	return err
 }
 
-// sendAppend sends the append q. A reattach whose write fails is answered through Events:
-// the reader's exit queues it again (the WebSocket went away) or ends the rollout.
+// sendAppend sends the append q. When the write fails because the WebSocket went away, and
+// the rollout is parked (a reattach, or response.parked came before the end), the reader's
+// exit has queued the append again for Events: sendAppend waits for that exit and returns nil.
 func (r *Rollout) sendAppend(ctx context.Context, q *request) error {
 	err := r.send(ctx, q)
-	if q.reattach && errors.Is(err, errWrite) {
+	if !errors.Is(err, errWrite) || q.on == nil {
+		return err
+	}
+	select {
+	case <-q.on.done:
+	case <-ctx.Done():
+		return err
+	}
+	if q.reattach || r.reattaching() {
 		return nil
 	}
 	return err

@@ -73,9 +73,15 @@
 // The client does not pass that event on: the rollout stays suspended, and its next Append
 // dials a new connection (to the same URL, any instance behind it) and sends response.append
 // naming the same Response, which the server there claims from the store and continues, hot:
-// same Response id, numbering going on, nothing resent. Should that append be refused (the
-// rollout expired, or another instance took it: response_not_found), Events returns the
-// *Error. Options.NoReconnect turns this off too.
+// same Response id, numbering going on, nothing resent. The parked rollout waits in the store
+// while instances restart, so that append is sent again, after a backoff (50 ms doubling to
+// 2 s, at most 10 times; the ctx of Append or Events bounds the waits), when an instance
+// refuses it because it shuts down too (server_shutting_down), when the connection it went
+// on closes without an answer, and when the upgrade of the new connection is refused with
+// 502, 503 or 504; after the last try the refusal is returned. Should it be refused because
+// the store has no such rollout (it expired, or another instance took it:
+// response_not_found), Events returns that *Error once and the rollout has ended (Append:
+// [ErrEnded]). Options.NoReconnect turns reattachment off too.
 //
 // # Errors
 //

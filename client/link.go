@@ -15,6 +15,10 @@ import (
 // nothing was changed and the caller retries on a new WebSocket.
 var errLinkGone = errors.New("client: websocket gone")
 
+// errWrite wraps the error of a request frame's write: the WebSocket has ended, and its
+// reader's exit answers the rollouts that were on it.
+var errWrite = errors.New("client: write")
+
 // reqKind is what a request frame asks for.
 type reqKind int
 
@@ -29,6 +33,12 @@ type request struct {
 	kind reqKind
 	r    *Rollout
 	ids  []string // the call_ids of its input: an error message naming one answers this request
+	// reattach: an append that resumes a parked rollout on a new WebSocket (applyAppend).
+	reattach bool
+	// again returns the same append as a new request, for a retry (appends only).
+	again func() *request
+	tries int   // the retries before this request (reattachTries bounds them)
+	on    *link // the WebSocket it was written on (set by link.send)
 	// apply checks the rollout's state, changes it as if the server accepted the frame, and
 	// returns the frame. It runs with link.mu and r.mu held.
 	apply func(l *link) ([]byte, error)
@@ -109,6 +119,7 @@ func (l *link) send(ctx context.Context, q *request) error {
 		l.mu.Unlock()
 		return err
 	}
+	q.on = l
 	l.pending = append(l.pending, q)
 	l.all[q.r] = struct{}{}
 	l.mu.Unlock()
@@ -116,7 +127,7 @@ func (l *link) send(ctx context.Context, q *request) error {
 		l.trace(true, frame)
 	}
 	if err := l.ws.Write(ctx, websocket.MessageText, frame); err != nil {
-		return fmt.Errorf("client: write: %w", err)
+		return fmt.Errorf("%w: %w", errWrite, err)
 	}
 	return nil
 }
@@ -153,6 +164,19 @@ func (l *link) exit(err error) {
 	cause := fmt.Errorf("%w: %w", ErrConnectionLost, err)
 	if l.closing {
 		cause = ErrClosed
+	}
+	if l.away && l.reconnect && !l.closing {
+		// An append to a parked rollout that the server never answered before it went away:
+		// the rollout is still in the store, and the append goes to a new WebSocket.
+		for _, q := range l.pending {
+			q.r.mu.Lock()
+			if q.kind == reqAppend && q.r.link == l && (q.reattach || q.r.parked) {
+				q.undo()
+				q.r.detachParked(l)
+				q.r.push(Event{}, &retry{err: cause, again: q})
+			}
+			q.r.mu.Unlock()
+		}
 	}
 	for r := range l.all {
 		r.mu.Lock()
@@ -197,10 +221,28 @@ func (l *link) onError(e *Error) {
 	}
 	q := l.pending[i]
 	l.pending = append(l.pending[:i], l.pending[i+1:]...)
-	q.r.mu.Lock()
+	r := q.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	q.undo()
-	q.r.push(Event{}, e)
-	q.r.mu.Unlock()
+	if q.kind == reqAppend && r.parked {
+		r.detachParked(l) // response.parked crossed this append: the rollout waits in the store
+	}
+	switch {
+	case q.kind == reqAppend && r.parked && e.Code == "server_shutting_down":
+		// The instance that answered drains: the append goes to a new WebSocket (Events
+		// sends it again after a backoff).
+		l.away = true
+		r.push(Event{}, &retry{err: e, again: q})
+	case q.reattach && e.Code == "response_not_found":
+		// Nothing parked under the Response (expired, or resumed elsewhere): it cannot go
+		// on, and the refusal is its end.
+		delete(l.byID, r.id)
+		r.state, r.susp, r.parked = stEnded, nil, false
+		r.push(Event{}, e)
+	default:
+		r.push(Event{}, e)
+	}
 }
 
 // match returns the pending request an error answers: the one whose response id, pending
@@ -265,11 +307,22 @@ func (l *link) onParked(id string) {
 		return
 	}
 	r.mu.Lock()
-	if r.link == l && r.state == stSuspended && !r.cancelling {
-		r.state, r.parked = stDetached, true
-		l.away = true // the server drains this WebSocket: the next request goes to a new one
+	defer r.mu.Unlock()
+	if r.link == l && !r.cancelling {
+		switch r.state {
+		case stSuspended:
+			r.parked = true
+			r.detachParked(l)
+			l.away = true // the server drains this WebSocket: the next request goes to a new one
+			return
+		case stSampling:
+			// An append crossed the event: the server refuses it (shutting down), or goes
+			// away without an answer; either detaches the rollout (onError, exit).
+			r.parked = true
+			l.away = true
+			return
+		}
 	}
-	r.mu.Unlock()
 	delete(l.byID, id)
 	delete(l.all, r)
 }

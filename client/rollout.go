@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"net/http"
 	"sync"
+	"time"
 )
 
 // state is where a rollout is, as the client sees it.
@@ -145,7 +147,8 @@ func (r *Rollout) Usage() Usage {
 // Events iterates the rollout's events up to and including the next suspension
 // ([Event.Suspended]) or its end ([Event.Final]). It stops after an error: a *Error for a
 // frame the server rejected (a rejected append or cancel leaves the rollout as it was; call
-// Append or Events again), ErrConnectionLost, ErrClosed, or ctx's error. While the rollout is
+// Append or Events again), ErrConnectionLost, ErrClosed, or ctx's error. An append to a parked
+// rollout refused for now is sent again from here (package doc, Reattaching). While the rollout is
 // suspended or ended and no event is left, the iteration is empty.
 func (r *Rollout) Events(ctx context.Context) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
@@ -170,6 +173,12 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 			r.queue[0] = result{}
 			r.queue = r.queue[1:]
 			r.mu.Unlock()
+			if rt, ok := res.err.(*retry); ok {
+				if err := r.resend(ctx, rt); err != nil {
+					return result{err: err}, true
+				}
+				continue
+			}
 			return res, true
 		}
 		idle := (r.state == stSuspended && !r.cancelling) || r.state == stDetached || r.state == stEnded
@@ -205,14 +214,130 @@ func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 	if err != nil {
 		return err // before any dial
 	}
-	q := &request{r: r}
+	var ids []string
 	for _, it := range items {
 		if it.CallID != "" {
-			q.ids = append(q.ids, it.CallID)
+			ids = append(ids, it.CallID)
 		}
 	}
-	q.apply = func(l *link) ([]byte, error) { return r.applyAppend(l, q, input, raws) }
-	return r.send(ctx, q)
+	var build func() *request
+	build = func() *request {
+		q := &request{r: r, ids: ids, again: build}
+		q.apply = func(l *link) ([]byte, error) { return r.applyAppend(l, q, input, raws) }
+		return q
+	}
+	q := build()
+	err = r.sendAppend(ctx, q)
+	for refusedForNow(err) && r.reattaching() {
+		// The dial of a new WebSocket for the reattach met an instance that drains, or a
+		// gateway with no instance to give it yet.
+		if q.tries == reattachTries {
+			return err
+		}
+		tries := q.tries + 1
+		if werr := sleep(ctx, reattachBackoff(tries)); werr != nil {
+			return werr
+		}
+		q = build()
+		q.tries = tries
+		err = r.sendAppend(ctx, q)
+	}
+	return err
+}
+
+// sendAppend sends the append q. When the write fails because the WebSocket went away, and
+// the rollout is parked (a reattach, or response.parked came before the end), the reader's
+// exit has queued the append again for Events: sendAppend waits for that exit and returns nil.
+func (r *Rollout) sendAppend(ctx context.Context, q *request) error {
+	err := r.send(ctx, q)
+	if !errors.Is(err, errWrite) || q.on == nil {
+		return err
+	}
+	select {
+	case <-q.on.done:
+	case <-ctx.Done():
+		return err
+	}
+	if q.reattach || r.reattaching() {
+		return nil
+	}
+	return err
+}
+
+// reattachTries bounds the retries of an append to a parked rollout refused for now
+// (refusedForNow); reattachBackoff(n) is the wait before the nth: 50 ms doubling up to 2 s,
+// about 11 s in all.
+const reattachTries = 10
+
+func reattachBackoff(n int) time.Duration {
+	return min(50*time.Millisecond<<min(n-1, 6), 2*time.Second)
+}
+
+// sleep waits d or until ctx ends (then its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// refusedForNow reports whether err refuses an append to a parked rollout for a while only:
+// server_shutting_down (the instance drains; the rollout waits in the store), or the upgrade
+// of its new WebSocket refused with 502, 503 or 504 (a gateway in front of instances that
+// restart).
+func refusedForNow(err error) bool {
+	e, ok := AsError(err)
+	return ok && (e.Code == "server_shutting_down" || e.Status == http.StatusBadGateway ||
+		e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout)
+}
+
+// reattaching reports whether the rollout is parked and detached: its next append reattaches.
+func (r *Rollout) reattaching() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parked && r.state == stDetached && !r.cancelling
+}
+
+// retry is the error queued for Events when an append to a parked rollout was refused by an
+// instance that shuts down, or never answered before its WebSocket went away: Events sends
+// the append again (again) on a new WebSocket.
+type retry struct {
+	err   error
+	again *request
+}
+
+func (e *retry) Error() string { return e.err.Error() }
+func (e *retry) Unwrap() error { return e.err }
+
+// resend sends the append of rt again after a backoff, while the rollout is still parked and
+// detached (another Append may have resumed it meanwhile), at most reattachTries times in
+// all; it returns the last refusal after that, or ctx's error.
+func (r *Rollout) resend(ctx context.Context, rt *retry) error {
+	q, cause := rt.again, rt.err
+	for r.reattaching() {
+		if q.tries == reattachTries {
+			return cause
+		}
+		tries := q.tries + 1
+		if err := sleep(ctx, reattachBackoff(tries)); err != nil {
+			return err
+		}
+		if !r.reattaching() {
+			return nil
+		}
+		q = q.again()
+		q.tries = tries
+		err := r.sendAppend(ctx, q)
+		if !refusedForNow(err) {
+			return err
+		}
+		cause = err
+	}
+	return nil
 }
 
 // send sends q for the rollout. When the rollout's WebSocket is going away but its reader has
@@ -262,7 +387,7 @@ func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.Ra
 		// Reattach: the server that shut down parked the rollout to its shared store; an
 		// append naming it on this WebSocket resumes it, same Response, numbering going on.
 		// l.mu is held: the reader routes its events here from now on.
-		q.kind, r.state, r.link, r.parked = reqAppend, stSampling, l, false
+		q.kind, q.reattach, r.state, r.link, r.parked = reqAppend, true, stSampling, l, false
 		l.byID[r.id] = r
 		q.undo = func() {
 			r.state, r.link, r.history, r.parked = prevState, prevLink, r.history[:n], true

@@ -122,6 +122,16 @@ func (r *Rollout) endLocally(reason string) {
 	r.end(Event{Type: "response.incomplete", SequenceNumber: -1, ResponseID: r.id, Response: final}, final)
 }
 
+// detachParked detaches the parked rollout from l (l.mu is held too): its next Append, or the
+// retry that Events sends, resumes it on a new WebSocket.
+func (r *Rollout) detachParked(l *link) {
+	if r.state == stSuspended {
+		r.state = stDetached
+	}
+	delete(l.byID, r.id)
+	delete(l.all, r)
+}
+
 // linkEnded handles the end of the rollout's WebSocket without a terminal event.
 func (r *Rollout) linkEnded(reconnect bool, cause error) {
 	switch {

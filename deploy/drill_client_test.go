@@ -488,7 +488,10 @@ func (d *drillClient) storedOutputs(ctx context.Context, id string) (map[string]
 			resp.Body.Close()
 			err = fmt.Errorf("HTTP %d", resp.StatusCode)
 		}
-		if attempt == 20 {
+		// nginx answers 502 while it holds every instance out of rotation, each for
+		// fail_timeout (5s) after one failure (a stopped instance's refused connects, a killed
+		// one's cut requests): during the restarts all three can be out at once, up to 5s.
+		if attempt == 40 {
 			return nil, err
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -17,6 +17,7 @@ import (
 // comes back behind the same nginx upstream line after a restart.
 type instance struct {
 	bin, store, logDir string
+	debug              bool // -log-level debug
 	port               int
 	n                  int // starts so far
 	cmd                *exec.Cmd
@@ -44,7 +45,7 @@ func (in *instance) start() error {
 		return err
 	}
 	cmd := exec.Command(in.bin, "serve", "-addr", in.addr(), "-store", in.store, "-shutdown-grace", "1s", "-model-speed", "65",
-		"-log-format", "json", "-log-level", "warn")
+		"-log-format", "json", "-log-level", in.logLevel())
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
@@ -140,4 +141,13 @@ func (in *instance) waitUnhealthy() error {
 		}
 	}
 	return fmt.Errorf("/healthz of %s still 200 5s after SIGTERM", in.addr())
+}
+
+// logLevel is the instances' -log-level: debug when the drill keeps their logs
+// (TETHER_DRILL_LOGS), warn otherwise.
+func (in *instance) logLevel() string {
+	if in.debug {
+		return "debug"
+	}
+	return "warn"
 }

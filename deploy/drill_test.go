@@ -28,6 +28,34 @@ func drillDuration(t *testing.T) time.Duration {
 	return d
 }
 
+// drillReattach reports whether the drill runs its reattaching clients:
+// TETHER_DRILL_REATTACH, 1 (the default) or 0.
+func drillReattach(t *testing.T) bool {
+	switch s := os.Getenv("TETHER_DRILL_REATTACH"); s {
+	case "", "1":
+		return true
+	case "0":
+		return false
+	default:
+		t.Fatalf("TETHER_DRILL_REATTACH=%q: want 1 (run the reattaching clients, the default) or 0", s)
+		return false
+	}
+}
+
+// drillLogs returns the directory for the instances' logs and whether they log at debug
+// level: TETHER_DRILL_LOGS names a directory that keeps them, at debug level, after the test;
+// by default they go to a temporary directory, at warn level.
+func drillLogs(t *testing.T) (dir string, debug bool) {
+	dir = os.Getenv("TETHER_DRILL_LOGS")
+	if dir == "" {
+		return t.TempDir(), false
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("TETHER_DRILL_LOGS=%q: %v", dir, err)
+	}
+	return dir, true
+}
+
 // TestRestartDrill runs three `tether serve` processes sharing one redis-server
 // behind nginx, under a load of rollouts of both shapes, restarted one after another with
 // SIGTERM and one killed with SIGKILL; every rollout must end with an answer that quotes
@@ -39,11 +67,11 @@ func TestRestartDrill(t *testing.T) {
 	rs := redistest.Start(t)
 	dur := drillDuration(t)
 	bin := buildTether(t)
-	logs := t.TempDir()
+	logs, debug := drillLogs(t)
 	var ins []*instance
 	var addrs []string
 	for range 3 {
-		in := &instance{bin: bin, store: rs.URL(), logDir: logs, port: freePort(t)}
+		in := &instance{bin: bin, store: rs.URL(), logDir: logs, debug: debug, port: freePort(t)}
 		if err := in.start(); err != nil {
 			t.Fatal(err)
 		}
@@ -64,9 +92,9 @@ func TestRestartDrill(t *testing.T) {
 		wg.Go(func() { c.run(ctx, stop) })
 	}
 	f := &reattachFigures{}
-	reattach := os.Getenv("TETHER_DRILL_REATTACH") == "1"
+	reattach := drillReattach(t)
 	if !reattach {
-		t.Log("reattaching clients off: TETHER_DRILL_REATTACH=1 runs them (opt-in while a reattach that is never answered, about 1 run in 6, is open)")
+		t.Log("reattaching clients off (TETHER_DRILL_REATTACH=0)")
 	}
 	clients := 0
 	if reattach {

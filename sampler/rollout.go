@@ -22,9 +22,13 @@ import (
 // concurrent use. The rollout's State is kept here and nowhere else: its owners ask it.
 type Rollout struct {
 	// Immutable
-	cfg    Config
-	inbox  chan resumeRequest
-	done   chan struct{}
+	cfg   Config
+	inbox chan resumeRequest
+	done  chan struct{}
+	// ending is closed when the rollout has ended (State Ended), before Sink.Ended: a
+	// Resume that lost the race to the end stops waiting then, and gives its Ticket back,
+	// which Sink.Ended may be waiting for (the lane's turn for the terminal event).
+	ending chan struct{}
 	ctx    context.Context // ends on Cancel or when Start's ctx ends
 	cancel context.CancelCauseFunc
 
@@ -167,6 +171,7 @@ func New(ctx context.Context, cfg Config) *Rollout {
 		cfg:       cfg,
 		inbox:     make(chan resumeRequest),
 		done:      make(chan struct{}),
+		ending:    make(chan struct{}),
 		steerWake: make(chan struct{}, 1),
 		parkWake:  make(chan struct{}, 1),
 	}
@@ -211,6 +216,8 @@ func (r *Rollout) Resume(in Resume) error {
 	req := resumeRequest{in: in, reply: make(chan error, 1)}
 	select {
 	case r.inbox <- req:
+	case <-r.ending:
+		return fmt.Errorf("%w: %w", ErrNotSuspended, ErrEnded)
 	case <-r.done:
 		return fmt.Errorf("%w: %w", ErrNotSuspended, ErrEnded)
 	}
@@ -269,6 +276,7 @@ func (r *Rollout) Run() {
 	e.Sampling = r.holding
 	r.closeSteers()
 	r.setState(anyState, Ended)
+	close(r.ending)
 	r.sinkMu.Lock()
 	r.sinkCalls++
 	r.cfg.Sink.Ended(e)

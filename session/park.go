@@ -173,10 +173,10 @@ func (c *Conn) parkedLocked(h *rollout) {
 // for a park in flight, parkedLocked). Errors: those of unparkLocked; shutting down (503)
 // while a drain parks it to the store.
 func (c *Conn) liveLocked(h *rollout) (*sampler.Rollout, error) {
+	c.parkedLocked(h) // c.mu is released meanwhile: h.moving is read after it
 	if h.moving {
 		return nil, shuttingDownError() // a drain is parking it to the store
 	}
-	c.parkedLocked(h)
 	if h.parked != nil {
 		return c.unparkLocked(h, false, nil)
 	}

@@ -206,12 +206,21 @@ func (c *Conn) putBackLocked(h *rollout) {
 }
 
 // claim takes the parked rollout key of the connection's owner from the store into the
-// registry, parked, and reports whether there was one. Errors: store_unavailable (503) when
-// the store fails, server_error (500) for a value that does not decode, and those of
-// adoptLocked (the value then goes back to the store).
+// registry, parked, and reports whether there was one. Errors: shutting down (503) while the
+// connection drains or closes (the store untouched), store_unavailable (503) when the store
+// fails, server_error (500) for a value that does not decode, and those of adoptLocked (the
+// value then goes back to the store).
 func (c *Conn) claim(key string) (bool, error) {
 	if c.parker == nil {
 		return false, nil
+	}
+	c.mu.Lock()
+	shutting := c.closing || c.draining
+	c.mu.Unlock()
+	if shutting {
+		// adoptLocked would refuse it: the store is not touched, so that the value stays
+		// there for the instance the client tries next.
+		return false, shuttingDownError()
 	}
 	// Not the connection's ctx: a claim whose GETDEL ran must get its reply, and a value it
 	// cannot adopt must go back, even if the connection ends meanwhile (else the rollout is

@@ -131,3 +131,32 @@ func TestClaimedRolloutParksAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainParksARolloutResumedBeforeItParked: a drain asks a suspended rollout to park, and
+// an append gets to the rollout first (the rollout continues; the request to park is spent).
+// At its next suspension the drain asks again and parks it to the store, instead of waiting
+// for the end of the grace and ending it. The race's outcome is set up directly: the
+// registry entry says the drain asked, the rollout is live.
+func TestDrainParksARolloutResumedBeforeItParked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := store.NewMemory(0, 0)
+		a, ca, stopA := serve(t, Options{Parker: mem, Reattach: true, SuspendTimeout: time.Minute,
+			ShutdownGrace: time.Minute, Owner: "k"})
+		defer stopA()
+		id, call, _ := createCalls(t, a, "3")
+		ca.mu.Lock()
+		ca.reg[id].parkAsked = true
+		ca.mu.Unlock()
+		appendOutput(t, a, id, call)
+		fs := a.until(t, protocol.EventDone)
+		start := time.Now()
+		go ca.Drain(protocol.ReasonServerShutdown)
+		f := a.next(t)
+		if f["type"] != string(EventParked) || f["sequence_number"] != fs[len(fs)-1]["sequence_number"].(float64)+1 {
+			t.Fatalf("want response.parked #%v, got %v", fs[len(fs)-1]["sequence_number"].(float64)+1, f)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("parked after %v, want at once", d)
+		}
+	})
+}

@@ -284,11 +284,11 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 		c.mu.Unlock()
 		return notSuspendedError(key, sampler.Ended)
 	}
+	c.parkedLocked(h) // c.mu is released meanwhile: h.moving is read after it
 	if h.moving {
 		c.mu.Unlock()
 		return shuttingDownError()
 	}
-	c.parkedLocked(h)
 	var r *sampler.Rollout
 	if h.parked == nil {
 		r = h.r
@@ -306,6 +306,7 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	h.turnStart = time.Now()
 	h.turn = t
 	h.turns++
+	h.parkAsked = false // a drain asks again at the next suspension
 	c.stamp++
 	h.stamp = c.stamp
 	if r == nil {

@@ -120,6 +120,7 @@ func (c *Conn) Start(req StartRequest) error {
 	cfg.ConnID, cfg.Lane = c.id, req.Lane
 	cfg.Sink = c.sinkFor(h, cfg.Sink, cfg.SuspendOnAnswer)
 	cfg.ParkAfter = c.opts.ParkAfter
+	cfg.Budget = c.modelBudget()
 	r := sampler.New(c.ctx, cfg)
 	h.r = r
 	c.goroutines.Add(1)

@@ -137,4 +137,7 @@ type Config struct {
 	// ParkAfter parks the rollout once it has been suspended this long, when it can park (see
 	// Park); 0 means only Park parks it.
 	ParkAfter time.Duration
+	// Budget is the server-wide memory bound, passed to the backend (RolloutInfo.Budget);
+	// nil means none.
+	Budget Budget
 }

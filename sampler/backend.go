@@ -36,7 +36,7 @@ func (r *Rollout) open() (err error) {
 		return nil
 	}
 	defer recoverPanic(&err)
-	info := RolloutInfo{ID: r.cfg.ID, ConnID: r.cfg.ConnID, Lane: r.cfg.Lane, Settings: &r.cfg.Settings}
+	info := RolloutInfo{ID: r.cfg.ID, ConnID: r.cfg.ConnID, Lane: r.cfg.Lane, Settings: &r.cfg.Settings, Budget: r.cfg.Budget}
 	var ms ModelSession
 	if r.reopen {
 		// A parked rollout: the backend resumes its session from the parked state.

@@ -16,6 +16,74 @@ type OutputLimits struct {
 	MaxBytes int
 	// MaxArgumentBytes bounds the bytes of one call's arguments.
 	MaxArgumentBytes int
+	// Budget, when set, counts the step's text and arguments as they accrue: AccrueFactor
+	// bytes per byte, reserved before a delta is passed on and returned by Release once the
+	// step has ended (its items are then counted by their holder). A delta that does not fit
+	// fails the step (*MemoryError).
+	Budget Budget
+}
+
+// Budget is the server-wide memory bound as a backend sees it (session.Budget implements
+// it): what a step holds of an upstream's stream is reserved in it while it is held, so that
+// an upstream cannot make the server hold more than the bound. Safe for concurrent use.
+type Budget interface {
+	// TryReserve reserves n bytes; false (nothing reserved) when they do not fit.
+	TryReserve(n int64) bool
+	// Release returns n bytes reserved by TryReserve.
+	Release(n int64)
+}
+
+// AccrueFactor is how many bytes of memory a step's accrued text and arguments hold per byte
+// while the step runs: the text itself and its builder's room to grow (it doubles).
+const AccrueFactor = 2
+
+// StreamFactor is how many bytes of memory an upstream's event or frame holds per received
+// byte while it is read and decoded: the bytes, the buffer's room to grow and the decoded
+// text (as session.DecodeFactor for a client's frame).
+const StreamFactor = 4
+
+// DefaultMaxOutputTokens is the default bound on the tokens an upstream streams in one step
+// when the request sets no lower max_output_tokens (the upstream backends' MaxOutputTokens
+// option, -upstream-max-output-tokens): the largest output of today's large models (128k
+// tokens). A step streamed past it ends incomplete (max_output_tokens), as with the request's
+// own.
+const DefaultMaxOutputTokens = 128 << 10
+
+// StepTokens is the token bound of a step: the smaller of the request's max_output_tokens
+// (0: none) and the server's bound (0 or negative: none); 0 means no bound.
+func StepTokens(request, server int) int {
+	switch {
+	case server <= 0:
+		return request
+	case request <= 0:
+		return server
+	}
+	return min(request, server)
+}
+
+// MemoryError is returned by a LimitedOutput's Text and Arguments, and by the backends'
+// stream readers, when what an upstream streamed does not fit in the server's memory budget:
+// the step fails (server_error) and the upstream's stream is closed.
+type MemoryError struct {
+	// What is what did not fit: "one step's text and arguments" or "one event of the stream".
+	What string
+	// Held is the bytes of it received so far, the delta or chunk that did not fit included.
+	Held int64
+}
+
+func (e *MemoryError) Error() string {
+	return fmt.Sprintf("the server's memory budget (-max-memory) is in use: it cannot hold more of what the upstream engine streamed (%s, %s so far)", e.What, approxSize(e.Held))
+}
+
+// approxSize writes n bytes in KiB or MiB, rounded to one decimal.
+func approxSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // MaxTokenBytes is the longest token, in bytes, that LimitOutput assumes an engine's vocabulary
@@ -54,13 +122,15 @@ func sizeString(n int) string {
 // OutputLimits. It counts a lower bound of the tokens streamed, the larger of the number of
 // non-empty deltas (an engine streams whole tokens, one or more per delta) and the bytes over
 // MaxTokenBytes, so a well-behaved engine, which stops at max_output_tokens itself, is never
-// cut. A delta that would pass a bound is not passed on. It is not safe for concurrent use.
+// cut. A delta that would pass a bound is not passed on. With OutputLimits.Budget it holds
+// its bytes in the budget until Release. It is not safe for concurrent use.
 type LimitedOutput struct {
-	out    Output
-	lim    OutputLimits
-	deltas int // non-empty Text and Arguments deltas
-	bytes  int // of text and arguments
-	args   int // bytes of the open call's arguments
+	out      Output
+	lim      OutputLimits
+	deltas   int   // non-empty Text and Arguments deltas
+	bytes    int   // of text and arguments
+	args     int   // bytes of the open call's arguments
+	reserved int64 // held in lim.Budget
 }
 
 // LimitOutput returns out held to lim.
@@ -71,6 +141,19 @@ func LimitOutput(out Output, lim OutputLimits) *LimitedOutput {
 // Tokens returns the lower bound of the tokens streamed so far (see LimitedOutput).
 func (o *LimitedOutput) Tokens() int {
 	return max(o.deltas, (o.bytes+MaxTokenBytes-1)/MaxTokenBytes)
+}
+
+// Reserved returns the bytes the step holds in OutputLimits.Budget now.
+func (o *LimitedOutput) Reserved() int64 { return o.reserved }
+
+// Release returns what the step holds in OutputLimits.Budget: call it once the step has
+// ended and its output was handed over. Idempotent; the output may be used again after it
+// (counting from 0 bytes held).
+func (o *LimitedOutput) Release() {
+	if o.reserved > 0 {
+		o.lim.Budget.Release(o.reserved)
+		o.reserved = 0
+	}
 }
 
 // Text implements Output.
@@ -110,6 +193,13 @@ func (o *LimitedOutput) count(delta string, args bool) error {
 	}
 	if m := o.lim.MaxTokens; m > 0 && max(o.deltas+1, (o.bytes+n+MaxTokenBytes-1)/MaxTokenBytes) > m {
 		return ErrMaxOutputTokens
+	}
+	if b := o.lim.Budget; b != nil {
+		cost := int64(n) * AccrueFactor
+		if !b.TryReserve(cost) {
+			return &MemoryError{What: "one step's text and arguments", Held: int64(o.bytes + n)}
+		}
+		o.reserved += cost
 	}
 	o.deltas++
 	o.bytes += n

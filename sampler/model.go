@@ -33,6 +33,10 @@ type RolloutInfo struct {
 	// Settings are the rollout's generation settings, fixed for its life. Read-only; valid
 	// until Close.
 	Settings *Settings
+	// Budget is the server-wide memory bound (Config.Budget; nil: none). A backend that
+	// streams from an upstream reserves in it what a step holds of the stream while it holds
+	// it (OutputLimits.Budget).
+	Budget Budget
 }
 
 // ModelSession is one rollout's use of a Model. Its methods are called on the rollout's

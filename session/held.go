@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler"
 )
 
 // The bytes a connection holds (its registry's Rollout.bytes: items and settings) are counted
@@ -63,4 +64,14 @@ func (c *Conn) dropLocked(h *rollout) {
 func (c *Conn) oldestEndedLocked() *rollout {
 	_, h, _ := c.ended.Oldest()
 	return h
+}
+
+// modelBudget is Options.Budget as the backend sees it (sampler.Config.Budget): what a step
+// holds of an upstream's stream is counted there while the step runs. Nil when there is none
+// (not a nil *Budget in a non-nil interface).
+func (c *Conn) modelBudget() sampler.Budget {
+	if c.opts.Budget == nil {
+		return nil
+	}
+	return c.opts.Budget
 }

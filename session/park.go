@@ -208,7 +208,7 @@ func (c *Conn) unparkLocked(h *rollout, inClose bool, in *sampler.Resume) (*samp
 		// SuspendTimeout times the suspensions after this one (p.Deadline times this one):
 		// without it a resumed rollout would never time out, nor park to the store again.
 		cfg := sampler.Config{Model: c.opts.Model, ConnID: c.id, Sink: c.sinkFor(h, inner, p.Rollout.SuspendOnAnswer),
-			ParkAfter: c.opts.ParkAfter, SuspendTimeout: c.opts.SuspendTimeout}
+			ParkAfter: c.opts.ParkAfter, SuspendTimeout: c.opts.SuspendTimeout, Budget: c.modelBudget()}
 		r, err = sampler.Unpark(c.ctx, cfg, p.Rollout, in)
 	}
 	if err != nil && tookBack {

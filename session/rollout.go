@@ -145,6 +145,7 @@ func (c *Conn) start(req StartRequest) error {
 	cfg.ConnID, cfg.Lane = c.id, req.Lane
 	cfg.Sink = c.sinkFor(h, cfg.Sink, cfg.SuspendOnAnswer)
 	cfg.ParkAfter = c.opts.ParkAfter
+	cfg.Budget = c.modelBudget()
 	r := sampler.New(c.ctx, cfg)
 	h.r = r
 	c.goroutines.Add(1)

@@ -63,6 +63,7 @@ type serveConfig struct {
 	upstreamKey       string
 	upstreamTO        time.Duration
 	upstreamStepTO    time.Duration
+	upstreamTokens    int
 	slots             int
 	upstreamSlots     int
 	upstreamSlotDir   string
@@ -126,6 +127,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
 	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails")
 	fs.DurationVar(&c.upstreamStepTO, "upstream-step-timeout", 30*time.Minute, "longest time of one sampling step from the upstream, however steadily it streams, before the step fails")
+	fs.IntVar(&c.upstreamTokens, "upstream-max-output-tokens", sampler.DefaultMaxOutputTokens, "tokens one sampling step may stream from the upstream when the request's max_output_tokens is unset or larger; past them the response ends incomplete (max_output_tokens). Enforced on what the upstream streams, never sent to it (0 = no bound but the 32 MiB of text a step)")
 	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots per replica that Tether owns; every request names one with id_slot (llama.cpp llama-server -np; 0 = the engine chooses)")
 	fs.StringVar(&c.upstreamSlotDir, "upstream-slot-dir", "", "backend chat: the engine's --slot-save-path as this host sees it; a suspended rollout's KV is saved there when its slot is needed and restored before its next step (\"\" = its next step is prefilled again)")
 	c.upstreamSlotBytes = 1 << 30
@@ -155,7 +157,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 var serveGroups = []flagGroup{
 	{"Essentials", []string{"addr", "api-keys", "backend", "upstream", "upstream-api-key-file", "store", "model-speed", "config"}},
 	{"Upstream engine (-backend chat or responses)", []string{"upstream-model", "upstream-slots", "upstream-slot-dir", "upstream-slot-bytes",
-		"upstream-timeout", "upstream-step-timeout", "upstream-legacy-max-tokens"}},
+		"upstream-timeout", "upstream-step-timeout", "upstream-max-output-tokens", "upstream-legacy-max-tokens"}},
 	{"Limits", []string{"max-frame", "max-memory", "max-connections", "max-http-connections",
 		"max-suspended", "max-suspended-total", "max-rollout-bytes", "max-sampling", "max-decoding", "max-inflight", "max-lanes",
 		"queue-depth", "key-rollouts", "key-connections", "key-share", "key-store-responses", "key-store-bytes"}},
@@ -541,7 +543,7 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 			cfg.maxSampling = defaultResponsesMaxSampling
 		}
 		m, err := responses.New(responses.Options{URL: cfg.upstream, APIKey: key, Timeout: cfg.upstreamTO,
-			StepTimeout: cfg.upstreamStepTO})
+			StepTimeout: cfg.upstreamStepTO, MaxOutputTokens: orNoBound(cfg.upstreamTokens)})
 		if err != nil {
 			return nil, fmt.Errorf("-upstream: %w", err)
 		}
@@ -567,7 +569,7 @@ func newChat(cfg *serveConfig, key string, log *slog.Logger) (sampler.Model, err
 	m, err := chat.New(chat.Options{BaseURLs: upstreamURLs(cfg), APIKey: key, Model: cfg.upstreamModel,
 		Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, SlotDir: cfg.upstreamSlotDir,
 		SlotSaveBytes: int64(cfg.upstreamSlotBytes), LegacyMaxTokens: cfg.upstreamLegacy, Logger: log,
-		StepTimeout: cfg.upstreamStepTO})
+		StepTimeout: cfg.upstreamStepTO, MaxOutputTokens: orNoBound(cfg.upstreamTokens)})
 	if err != nil {
 		return nil, fmt.Errorf("-upstream: %w", err)
 	}

@@ -9,12 +9,8 @@ import (
 
 // ShuttingDown reports whether the drain has begun ([Server.BeginShutdown] or [Server.Shutdown]):
 // /healthz then answers 503 and new creates (POST /v1/responses, WebSocket upgrades) get 503
-// server_shutting_down.
-func (s *Server) ShuttingDown() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.shutdown
-}
+// server_shutting_down. It takes no lock.
+func (s *Server) ShuttingDown() bool { return s.down.Load() }
 
 // EndGrace ends the shutdown grace at once (a second SIGINT/SIGTERM): every in-flight response
 // ends now with reason server_shutdown, each still with its terminal event, and Shutdown

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,5 +94,32 @@ func TestShutdownLetsSamplingRolloutFinish(t *testing.T) {
 	c.ExpectClose(websocket.StatusGoingAway)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHealthzTakesNoServerLock: GET /healthz answers while the server's lock is held (by
+// requests and upgrades registering their connections under load), and it still tells the
+// drain once it has begun.
+func TestHealthzTakesNoServerLock(t *testing.T) {
+	s, ws := testServer(t, Options{})
+	url := "http" + strings.TrimSuffix(strings.TrimPrefix(ws, "ws"), "/v1/responses") + "/healthz"
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func() (int, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	s.mu.Lock()
+	code, err := get()
+	s.mu.Unlock()
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/healthz with the server's lock held: %d %v", code, err)
+	}
+	s.BeginShutdown()
+	if code, err := get(); err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("/healthz during the drain: %d %v, want 503", code, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -231,10 +232,14 @@ type Server struct {
 	// metricsHTTP writes the Prometheus text of GET /metrics, to whoever metricsRoute lets in
 	metricsHTTP http.Handler
 
-	mu         sync.Mutex // guards conns, open, shutdown and graceEnded
-	conns      map[*session.Conn]connMeta
-	open       int // WebSocket connections being served (accepted or not yet)
-	shutdown   bool
+	mu       sync.Mutex // guards conns, open, shutdown and graceEnded
+	conns    map[*session.Conn]connMeta
+	open     int // WebSocket connections being served (accepted or not yet)
+	shutdown bool
+	// down mirrors shutdown (set with it, under mu) for the readers that take no lock: GET
+	// /healthz reads it, so that a probe never waits behind requests and upgrades that
+	// register their connections under mu.
+	down       atomic.Bool
 	graceEnded bool           // EndGrace was called
 	wg         sync.WaitGroup // one per WebSocket connection being served, and per drain
 }
@@ -684,6 +689,7 @@ func (s *Server) BeginShutdown() {
 		return
 	}
 	s.shutdown = true
+	s.down.Store(true)
 	s.chat.Slots.Close()
 	conns := make([]*session.Conn, 0, len(s.conns))
 	for c := range s.conns {

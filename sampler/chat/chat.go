@@ -64,6 +64,12 @@ type Options struct {
 	MaxStepBytes int
 	// MaxArgumentBytes bounds one tool call's arguments, in bytes. 0 means 16 MiB.
 	MaxArgumentBytes int
+	// MaxOutputTokens bounds the tokens of one step when the request's max_output_tokens is
+	// unset or larger: a step the engine streams past it ends incomplete (max_output_tokens).
+	// It is enforced on what the engine streams only, never sent to the engine (which may
+	// refuse a bound beyond its context). 0 means sampler.DefaultMaxOutputTokens, negative
+	// none (MaxStepBytes still bounds the step).
+	MaxOutputTokens int
 }
 
 // Model is the chat backend (package doc). Safe for concurrent use.
@@ -118,7 +124,7 @@ func (m *Model) Pinned() int {
 // Open implements sampler.Model: the rollout is placed on the least loaded healthy replica,
 // where all its steps go while that replica serves. No slot is taken until its first step.
 func (m *Model) Open(ctx context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
-	s := &session{m: m, id: info.ID, settings: info.Settings}
+	s := &session{m: m, id: info.ID, settings: info.Settings, budget: info.Budget}
 	if info.Settings.Instructions != "" {
 		s.msgs = append(s.msgs, chatwire.Message{Role: protocol.RoleSystem, Content: chatwire.TextContent(info.Settings.Instructions)})
 	}

@@ -128,6 +128,11 @@ func TestFaultEngineBounded(t *testing.T) {
 	}{
 		{name: "endless text at max_output_tokens", engine: faultEngine{body: textChunk},
 			req: `{"model":"m","input":"hi","store":false,"max_output_tokens":100}`, status: "incomplete", wantTokens: 100},
+		{name: "endless text without max_output_tokens, at the server's bound", engine: faultEngine{body: textChunk},
+			opts: chat.Options{MaxOutputTokens: 300}, status: "incomplete", wantTokens: 300},
+		{name: "endless text, the request's max_output_tokens over the server's bound", engine: faultEngine{body: textChunk},
+			opts: chat.Options{MaxOutputTokens: 300}, req: `{"model":"m","input":"hi","store":false,"max_output_tokens":100000}`,
+			status: "incomplete", wantTokens: 300},
 		{name: "endless text", engine: faultEngine{body: textChunk},
 			says: "more than 256 KiB in one step's text and arguments"},
 		{name: "endless arguments", engine: faultEngine{head: callHead, body: argsChunk},
@@ -146,6 +151,7 @@ func TestFaultEngineBounded(t *testing.T) {
 			if tc.opts.StepTimeout != 0 {
 				o.StepTimeout = tc.opts.StepTimeout
 			}
+			o.MaxOutputTokens = tc.opts.MaxOutputTokens
 			front := faultFront(t, &tc.engine, o)
 			req := tc.req
 			if req == "" {

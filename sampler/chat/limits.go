@@ -2,7 +2,10 @@ package chat
 
 import (
 	"fmt"
+	"io"
 	"time"
+
+	"github.com/tetherd/tether/sampler"
 )
 
 // Defaults of the Options bounds on what the engine streams.
@@ -17,11 +20,12 @@ const (
 type limits struct {
 	stepTimeout                     time.Duration
 	eventBytes, stepBytes, argBytes int
+	outputTokens                    int // the server's bound (0: none)
 }
 
 // limits returns the model's bounds on one step's stream.
 func (m *Model) limits() limits {
-	l := limits{m.opts.StepTimeout, m.opts.MaxEventBytes, m.opts.MaxStepBytes, m.opts.MaxArgumentBytes}
+	l := limits{m.opts.StepTimeout, m.opts.MaxEventBytes, m.opts.MaxStepBytes, m.opts.MaxArgumentBytes, m.opts.MaxOutputTokens}
 	if l.stepTimeout <= 0 {
 		l.stepTimeout = defaultStepTimeout
 	}
@@ -33,6 +37,12 @@ func (m *Model) limits() limits {
 	}
 	if l.argBytes <= 0 {
 		l.argBytes = defaultMaxArgumentBytes
+	}
+	switch {
+	case l.outputTokens == 0:
+		l.outputTokens = sampler.DefaultMaxOutputTokens
+	case l.outputTokens < 0:
+		l.outputTokens = 0
 	}
 	return l
 }
@@ -53,4 +63,38 @@ func byteSize(n int) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// meteredBody is the engine's stream as the SSE reader reads it: each read reserves
+// sampler.StreamFactor bytes of the budget per byte, held until settle (called once the
+// event those bytes belong to has been applied), so that an event being read counts in the
+// server's memory budget as it grows. A read that does not fit fails with a
+// *sampler.MemoryError. What the reader's buffer holds of the next event (at most its 4 KiB)
+// is settled with the event before it.
+type meteredBody struct {
+	r      io.Reader
+	budget sampler.Budget // nil: count nothing
+	held   int64          // reserved
+	read   int64          // bytes read since the last settle
+}
+
+func (m *meteredBody) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	if n > 0 && m.budget != nil {
+		cost := int64(n) * sampler.StreamFactor
+		if !m.budget.TryReserve(cost) {
+			return 0, &sampler.MemoryError{What: "one event of the stream", Held: m.read + int64(n)}
+		}
+		m.held += cost
+		m.read += int64(n)
+	}
+	return n, err
+}
+
+// settle returns what the reads since the last settle hold.
+func (m *meteredBody) settle() {
+	if m.held > 0 {
+		m.budget.Release(m.held)
+	}
+	m.held, m.read = 0, 0
 }

@@ -26,6 +26,7 @@ type session struct {
 	eng      *engine
 	lease    *lease // nil when the replica's slots are not owned
 	cancel   context.CancelCauseFunc
+	budget   sampler.Budget // the server's memory budget (RolloutInfo.Budget); nil: none
 
 	// conv counts the items converted into msgs so far; breaks are the offsets among them
 	// where a conversion began with a function_call that one conversion of all the items
@@ -204,6 +205,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		return res, false, err
 	}
 	rd := s.newReader(out, timer)
+	defer rd.close()
 	res, err = rd.read(resp.Body)
 	if err != nil {
 		err = s.cause(ctx, err)

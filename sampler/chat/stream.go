@@ -24,9 +24,16 @@ type reader struct {
 	// maxOutput is the step's max_output_tokens (0: none), to tell a step the limit cut off
 	// from one the engine's context cut off (both finish with "length").
 	maxOutput int
+	// capTokens is the bound the step is held to: the smaller of maxOutput and the server's
+	// (Options.MaxOutputTokens); 0: none.
+	capTokens int
 	lim       limits
 	// cancel ends the step's request with a cause (the session's cancel).
 	cancel context.CancelCauseFunc
+	// budget is the server's memory budget (nil: none): the event being read and the step's
+	// text and arguments are held in it while the step runs (close returns them).
+	budget sampler.Budget
+	body   *meteredBody // set by read
 
 	open   bool // a call is open
 	index  int  // the open call's index
@@ -46,15 +53,27 @@ type callKey struct {
 // timer and s.cancel the step's cancel.
 func (s *session) newReader(out sampler.Output, timer *time.Timer) *reader {
 	lim := s.m.limits()
-	maxTokens := s.settings.MaxOutputTokens
+	maxTokens := sampler.StepTokens(s.settings.MaxOutputTokens, lim.outputTokens)
 	return &reader{
-		out:       sampler.LimitOutput(out, sampler.OutputLimits{MaxTokens: maxTokens, MaxBytes: lim.stepBytes, MaxArgumentBytes: lim.argBytes}),
+		capTokens: maxTokens,
+		out: sampler.LimitOutput(out, sampler.OutputLimits{MaxTokens: maxTokens, MaxBytes: lim.stepBytes,
+			MaxArgumentBytes: lim.argBytes, Budget: s.budget}),
 		timer:     timer,
 		timeout:   s.m.opts.Timeout,
-		maxOutput: maxTokens,
+		maxOutput: s.settings.MaxOutputTokens,
 		lim:       lim,
 		cancel:    s.cancel,
+		budget:    s.budget,
 	}
+}
+
+// close returns what the step holds in the budget: its step has ended, and its output has
+// been handed to the rollout (which counts its items from there).
+func (r *reader) close() {
+	if r.body != nil {
+		r.body.settle()
+	}
+	r.out.Release()
 }
 
 // read consumes the SSE body until [DONE] (or its end after a finish_reason). A step the
@@ -65,12 +84,18 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 		cut := time.AfterFunc(r.lim.stepTimeout, func() { r.cancel(&stepTimeoutError{r.lim.stepTimeout}) })
 		defer cut.Stop()
 	}
-	sse := protocol.NewSSEReaderLimit(body, r.lim.eventBytes)
+	r.body = &meteredBody{r: body, budget: r.budget}
+	sse := protocol.NewSSEReaderLimit(r.body, r.lim.eventBytes)
 	for {
+		r.body.settle() // the previous event has been applied
 		_, data, err := sse.Next()
 		r.timer.Reset(r.timeout)
 		if err == io.EOF {
 			break
+		}
+		var me *sampler.MemoryError
+		if errors.As(err, &me) {
+			return r.res, me
 		}
 		if errors.Is(err, protocol.ErrSSETooLong) {
 			return r.res, fmt.Errorf("the upstream engine sent an SSE line or event of more than %s (a stream that never ends a line or an event)", byteSize(r.lim.eventBytes))
@@ -100,7 +125,8 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 	}
 	if r.finish == chatwire.FinishLength {
 		r.res.Incomplete = protocol.ReasonContextLength
-		if r.maxOutput > 0 && (r.res.OutputTokens == 0 || r.res.OutputTokens >= r.maxOutput) {
+		if r.maxOutput > 0 && (r.res.OutputTokens == 0 || r.res.OutputTokens >= r.maxOutput) ||
+			r.capTokens > 0 && r.res.OutputTokens >= r.capTokens {
 			r.res.Incomplete = protocol.ReasonMaxOutputTokens
 		}
 	}
@@ -122,6 +148,10 @@ func (r *reader) failKind(err error) string {
 	var le *sampler.LimitError
 	if errors.As(err, &le) {
 		return "oversized_step"
+	}
+	var me *sampler.MemoryError
+	if errors.As(err, &me) {
+		return "memory_budget"
 	}
 	return kindOf(err)
 }

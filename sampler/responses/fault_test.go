@@ -109,11 +109,15 @@ func TestFaultUpstreamBounded(t *testing.T) {
 		name     string
 		up       faultUpstream
 		stepTime time.Duration
+		tokens   int // Options.MaxOutputTokens
 		req      string
 		says     string // "": incomplete max_output_tokens with 100 tokens
 	}{
 		{name: "endless deltas at max_output_tokens", up: faultUpstream{head: message, body: word},
 			req: `{"model":"m","input":"hi","store":false,"max_output_tokens":100}`},
+		{name: "endless deltas without max_output_tokens, at the server's bound", up: faultUpstream{head: message, body: word}, tokens: 100},
+		{name: "endless deltas, the request's max_output_tokens over the server's bound", up: faultUpstream{head: message, body: word}, tokens: 100,
+			req: `{"model":"m","input":"hi","store":false,"max_output_tokens":100000}`},
 		{name: "endless deltas", up: faultUpstream{head: message, body: word},
 			says: "more than 64 KiB in one step's text and arguments"},
 		{name: "huge deltas", up: faultUpstream{head: message, body: huge},
@@ -128,7 +132,7 @@ func TestFaultUpstreamBounded(t *testing.T) {
 			us := httptest.NewServer(&tc.up)
 			t.Cleanup(us.Close)
 			o := opts
-			o.URL, o.StepTimeout = "ws"+strings.TrimPrefix(us.URL, "http")+"/v1/responses", tc.stepTime
+			o.URL, o.StepTimeout, o.MaxOutputTokens = "ws"+strings.TrimPrefix(us.URL, "http")+"/v1/responses", tc.stepTime, tc.tokens
 			m, err := responses.New(o)
 			if err != nil {
 				t.Fatal(err)

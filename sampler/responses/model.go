@@ -38,6 +38,12 @@ type Options struct {
 	MaxStepBytes int
 	// MaxArgumentBytes bounds one function call's arguments, in bytes. 0 means 16 MiB.
 	MaxArgumentBytes int
+	// MaxOutputTokens bounds the tokens of one step when the request's max_output_tokens is
+	// unset or larger: a step the upstream streams past it ends incomplete
+	// (max_output_tokens). It is enforced on what the upstream streams only, never sent
+	// upstream. 0 means sampler.DefaultMaxOutputTokens, negative none (MaxStepBytes still
+	// bounds the step).
+	MaxOutputTokens int
 }
 
 // Model is the responses backend (sampler.Model). It is safe for concurrent use.
@@ -70,6 +76,12 @@ func New(opts Options) (*Model, error) {
 	}
 	if opts.MaxArgumentBytes <= 0 {
 		opts.MaxArgumentBytes = 16 << 20
+	}
+	switch {
+	case opts.MaxOutputTokens == 0:
+		opts.MaxOutputTokens = sampler.DefaultMaxOutputTokens
+	case opts.MaxOutputTokens < 0:
+		opts.MaxOutputTokens = 0
 	}
 	return &Model{opts: opts, url: u, conns: map[string]*upstream{}}, nil
 }
@@ -115,7 +127,7 @@ func (m *Model) Open(_ context.Context, info sampler.RolloutInfo) (sampler.Model
 	defer m.mu.Unlock()
 	up := m.conns[key]
 	if up == nil {
-		up = newUpstream(m)
+		up = newUpstream(m, info.Budget)
 		m.conns[key] = up
 	}
 	up.refs++

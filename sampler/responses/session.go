@@ -135,11 +135,12 @@ func (s *session) attempt(ctx context.Context, full []protocol.Item, calls int, 
 		f.Generate = &generate
 	}
 	o := &s.up.m.opts
-	lim := sampler.OutputLimits{MaxBytes: o.MaxStepBytes, MaxArgumentBytes: o.MaxArgumentBytes}
+	lim := sampler.OutputLimits{MaxBytes: o.MaxStepBytes, MaxArgumentBytes: o.MaxArgumentBytes, Budget: s.up.budget}
 	if generate {
-		lim.MaxTokens = s.settings.MaxOutputTokens
+		lim.MaxTokens = sampler.StepTokens(s.settings.MaxOutputTokens, o.MaxOutputTokens)
 	}
 	st := &stream{out: sampler.LimitOutput(out, lim)}
+	defer st.out.Release() // the step has ended: its output is the rollout's to count
 	res, id, clean, err := s.run(ctx, c, f, st)
 	if errors.Is(err, sampler.ErrMaxOutputTokens) {
 		// The upstream streamed past max_output_tokens: the step ends there, and the socket,
@@ -263,7 +264,7 @@ func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream
 		return res, "", false, err
 	}
 	for answered := false; ; answered = true {
-		ev, err := s.read(ctx, c, answered)
+		ev, cost, err := s.read(ctx, c, answered)
 		if err != nil {
 			return res, "", false, err
 		}
@@ -272,12 +273,16 @@ func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream
 		}
 		switch ev.Type {
 		case "error":
+			c.release(cost)
 			return res, "", true, frameError(ev)
 		case "response.completed", "response.incomplete", "response.failed":
+			c.release(cost)
 			res, err = result(ev.Response, ev.Type)
 			return res, id, true, err
 		}
-		if err := st.event(ev); err != nil {
+		err = st.event(ev)
+		c.release(cost) // applied: its text, if any, is counted by st.out
+		if err != nil {
 			return res, "", false, err
 		}
 	}
@@ -291,16 +296,27 @@ func (s *session) write(ctx context.Context, c *socket, data []byte) error {
 	return nil
 }
 
-// read returns the next upstream event within the silence timeout.
-func (s *session) read(ctx context.Context, c *socket, answered bool) (*serverEvent, error) {
+// read returns the next upstream event within the silence timeout, and the budget its frame
+// holds (the caller releases it once the event is applied: socket.release).
+func (s *session) read(ctx context.Context, c *socket, answered bool) (*serverEvent, int64, error) {
 	f := c.next(ctx, s.up.m.opts.Timeout)
 	if f.err != nil {
-		return nil, s.socketErr(ctx, f.err, answered)
+		var me *sampler.MemoryError
+		if errors.As(f.err, &me) {
+			return nil, 0, me
+		}
+		return nil, 0, s.socketErr(ctx, f.err, answered)
 	}
 	if f.typ != websocket.MessageText {
-		return nil, fmt.Errorf("upstream sent a binary frame")
+		c.release(f.cost)
+		return nil, 0, fmt.Errorf("upstream sent a binary frame")
 	}
-	return decodeEvent(f.data)
+	ev, err := decodeEvent(f.data)
+	if err != nil {
+		c.release(f.cost)
+		return nil, 0, err
+	}
+	return ev, f.cost, nil
 }
 
 // socketErr explains a socket failure: the step's ctx ending, the silence timeout, a close

@@ -1,12 +1,16 @@
 package responses
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/sampler"
 )
 
 // socket is one upstream WebSocket with its reader goroutine. The reader reads all the time,
@@ -14,14 +18,17 @@ import (
 // answered (coder/websocket handles control frames only inside Read) and an idle socket is
 // not dropped as a dead peer. Frames wait in frames until a step takes them; once they hold
 // limit bytes, the reader reads no further until a step takes one (so an upstream that streams
-// faster than a step decodes costs at most about twice the frame limit).
+// faster than a step decodes costs at most about twice the frame limit). Each frame holds
+// sampler.StreamFactor bytes of the server's memory budget per byte, reserved as it arrives,
+// until the step that took it has applied it (frame.cost, release) or the socket closed.
 type socket struct {
 	c      *websocket.Conn
 	frames chan frame
 	done   chan struct{} // closed by close: the reader stops
 	once   sync.Once
 	limit  int64
-	room   chan struct{} // signalled (capacity 1) when a step took a frame
+	room   chan struct{}  // signalled (capacity 1) when a step took a frame
+	budget sampler.Budget // nil: frames count nowhere
 
 	mu   sync.Mutex
 	held int64 // guarded by mu: bytes of the frames in frames
@@ -32,34 +39,106 @@ type frame struct {
 	typ  websocket.MessageType
 	data []byte
 	err  error
+	cost int64 // held in the socket's budget until release
 }
 
 // errSilent is the error of a read that waited longer than the silence timeout.
 var errSilent = errors.New("upstream silent")
 
-// newSocket starts the reader of c, which holds up to limit bytes of frames no step took yet.
-func newSocket(c *websocket.Conn, limit int64) *socket {
-	s := &socket{c: c, frames: make(chan frame, 16), done: make(chan struct{}), limit: limit, room: make(chan struct{}, 1)}
+// newSocket starts the reader of c, which holds up to limit bytes of frames no step took yet,
+// counting them in b (nil: nowhere).
+func newSocket(c *websocket.Conn, limit int64, b sampler.Budget) *socket {
+	s := &socket{c: c, frames: make(chan frame, 16), done: make(chan struct{}), limit: limit, room: make(chan struct{}, 1), budget: b}
 	go s.read()
 	return s
 }
 
-// read runs until the socket fails or is closed; its last frame carries the error.
+// read runs until the socket fails or is closed; its last frame carries the error. Frames
+// still queued once the socket is closed give their budget back.
 func (s *socket) read() {
+	defer func() {
+		select {
+		case <-s.done:
+			s.drain()
+		default: // a step takes the frames left, the error last; close drains the rest
+		}
+	}()
 	for {
 		if !s.waitRoom() {
 			return
 		}
-		typ, data, err := s.c.Read(context.Background())
+		f := s.readFrame()
 		s.mu.Lock()
-		s.held += int64(len(data))
+		s.held += int64(len(f.data))
 		s.mu.Unlock()
 		select {
-		case s.frames <- frame{typ: typ, data: data, err: err}:
+		case s.frames <- f:
 		case <-s.done:
+			s.release(f.cost)
 			return
 		}
-		if err != nil {
+		if f.err != nil {
+			return
+		}
+	}
+}
+
+// readFrame reads one message, reserving sampler.StreamFactor bytes of the budget per byte
+// as they arrive: a message that does not fit fails the socket with a *sampler.MemoryError
+// (its bytes are given back).
+func (s *socket) readFrame() frame {
+	typ, r, err := s.c.Reader(context.Background())
+	if err != nil {
+		return frame{err: err}
+	}
+	m := &meteredReader{r: r, budget: s.budget}
+	var buf bytes.Buffer
+	_, err = buf.ReadFrom(m)
+	if err != nil {
+		if m.cost > 0 {
+			s.budget.Release(m.cost)
+		}
+		return frame{err: err}
+	}
+	return frame{typ: typ, data: buf.Bytes(), cost: m.cost}
+}
+
+// meteredReader reserves sampler.StreamFactor bytes of budget per byte read through it.
+type meteredReader struct {
+	r      io.Reader
+	budget sampler.Budget // nil: count nothing
+	n      int64          // bytes read
+	cost   int64          // reserved
+}
+
+func (m *meteredReader) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	if n > 0 && m.budget != nil {
+		c := int64(n) * sampler.StreamFactor
+		if !m.budget.TryReserve(c) {
+			return 0, &sampler.MemoryError{What: "one WebSocket frame", Held: m.n + int64(n)}
+		}
+		m.cost += c
+	}
+	m.n += int64(n)
+	return n, err
+}
+
+// release gives back cost, what a frame holds of the budget: once its event has been
+// applied, or when it is dropped.
+func (s *socket) release(cost int64) {
+	if cost > 0 {
+		s.budget.Release(cost)
+	}
+}
+
+// drain releases the frames no step took.
+func (s *socket) drain() {
+	for {
+		select {
+		case f := <-s.frames:
+			s.release(f.cost)
+		default:
 			return
 		}
 	}
@@ -121,5 +200,6 @@ func (s *socket) close() {
 	s.once.Do(func() {
 		close(s.done)
 		_ = s.c.CloseNow()
+		s.drain()
 	})
 }

@@ -10,22 +10,25 @@ import (
 	"github.com/tetherd/tether/internal/wsguard"
 
 	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/sampler"
 )
 
 // upstream is the WebSocket of one client connection to the upstream, shared by the sessions
 // of its rollouts. Steps hold sem while they use the socket, so frames of two steps never mix.
 type upstream struct {
-	m    *Model
-	sem  chan struct{}
-	refs int // guarded by Model.mu
+	m      *Model
+	sem    chan struct{}
+	refs   int            // guarded by Model.mu
+	budget sampler.Budget // the server's memory budget (nil: none): frames count there
 
 	mu   sync.Mutex
 	conn *socket // nil until dialled, and after drop
 	gen  int     // counts dials: a previous_response_id lives on one socket only
 }
 
-func newUpstream(m *Model) *upstream {
-	return &upstream{m: m, sem: make(chan struct{}, 1)}
+func newUpstream(m *Model, b sampler.Budget) *upstream {
+	return &upstream{m: m, sem: make(chan struct{}, 1), budget: b}
 }
 
 // acquire waits for the socket's turn (rollouts of a connection sample one at a time, so this
@@ -54,7 +57,7 @@ func (u *upstream) socket(ctx context.Context) (c *socket, gen int, fresh bool, 
 	if err != nil {
 		return nil, 0, false, err
 	}
-	c = newSocket(wc, u.m.opts.ReadLimit)
+	c = newSocket(wc, u.m.opts.ReadLimit, u.budget)
 	u.mu.Lock()
 	u.conn = c
 	u.gen++

@@ -291,8 +291,17 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	if h.getBackground(w, r, id, owner) {
 		return
 	}
-	sr, ok := h.stored(w, r, id, owner)
-	if !ok {
+	st := h.Options.Store
+	if st == nil {
+		WriteError(w, notFound(id))
+		return
+	}
+	sr, err := st.Get(r.Context(), id, owner)
+	if errors.Is(err, session.ErrNotFound) && h.getShared(w, r, id, owner) {
+		return // a background response running on another instance, or one that did not reach the store
+	}
+	if err != nil {
+		storeError(w, id, err)
 		return
 	}
 	h.writeCounted(w, &sr.Response, session.ResponseBytes(&sr.Response))
@@ -338,6 +347,10 @@ func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) 
 	if err := st.Delete(r.Context(), id, owner); err != nil {
 		storeError(w, id, err)
 		return
+	}
+	if b := h.shared(); b != nil {
+		// Its record would answer GET in place of the deleted Response.
+		_ = b.Shared.DeleteBackground(r.Context(), owner, id)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 }

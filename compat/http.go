@@ -286,7 +286,8 @@ func storeError(w http.ResponseWriter, id string, err error) {
 }
 
 // Get serves GET /v1/responses/{id}: the stored Response, or 404; for a background response
-// of this server its snapshot while it runs, and with stream its events (getBackground).
+// of this server its snapshot while it runs, and with stream its events (getBackground); for
+// one that runs on another instance sharing the store, its record there (bgshared.go).
 func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	if h.getBackground(w, r, id, owner) {
 		return

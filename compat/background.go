@@ -20,6 +20,10 @@ const (
 	// DefaultBackgroundKeep is how long the events of a finished background response stay by
 	// default after its terminal event: 10 minutes.
 	DefaultBackgroundKeep = 10 * time.Minute
+	// DefaultBackgroundSync is how often by default a running background response's record
+	// and new events are written to a shared store (Background.Shared), and how often it
+	// looks there for a cancel request: 250 ms.
+	DefaultBackgroundSync = 250 * time.Millisecond
 )
 
 // bgEventOverhead is what Background counts in the Budget per kept event besides its
@@ -41,6 +45,17 @@ type Background struct {
 	// Keep is how long the events of a finished response stay after its terminal event. 0
 	// means DefaultBackgroundKeep.
 	Keep time.Duration
+	// Shared, if set, is the store the deployment's instances share (bgshared.go): each
+	// background response's record (its Response: queued, in_progress, then terminal) and
+	// its kept events (same bound) are written to it when it is created, every Sync while
+	// it runs, and at its end, so that GET, the event stream and cancel work on any
+	// instance; a cancel request left there by another instance is acted on at the next
+	// Sync. nil: everything stays in this instance's memory.
+	Shared session.BackgroundKeeper
+	// Sync is how often a running response is written to Shared (and looks for a cancel
+	// request there), and how often an instance that does not run it polls it. 0 means
+	// DefaultBackgroundSync.
+	Sync time.Duration
 
 	mu     sync.Mutex // guards runs and closed
 	runs   map[string]*bgRun
@@ -134,9 +149,22 @@ func (b *Background) forget(run *bgRun) {
 // Keep later. untrack is the server's.
 func (b *Background) watch(run *bgRun, ps *pendingSegment, untrack func()) {
 	defer b.wg.Done()
-	select {
-	case <-ps.done:
-	case <-run.conn.Done():
+	var tick <-chan time.Time
+	if b.Shared != nil {
+		t := time.NewTicker(b.sync())
+		defer t.Stop()
+		tick = t.C
+	}
+wait:
+	for {
+		select {
+		case <-ps.done:
+			break wait
+		case <-run.conn.Done():
+			break wait
+		case <-tick:
+			b.save(run, false)
+		}
 	}
 	run.conn.Close() // a rollout suspended behind the terminal event ends with it
 	untrack()
@@ -149,6 +177,9 @@ func (b *Background) watch(run *bgRun, ps *pendingSegment, untrack func()) {
 	run.expiry = time.AfterFunc(keep, func() { b.forget(run) })
 	run.wakeLocked()
 	run.mu.Unlock()
+	if b.Shared != nil {
+		b.save(run, true)
+	}
 	close(run.done)
 }
 
@@ -174,6 +205,8 @@ type bgRun struct {
 	cancel bool // POST …/cancel was accepted
 	wake   chan struct{}
 	expiry *time.Timer
+
+	saved int // owned by save: the sequence_number after the last event in Background.Shared
 }
 
 type bgEvent struct {
@@ -243,6 +276,10 @@ func (run *bgRun) wakeLocked() {
 func (run *bgRun) snapshot() protocol.Response {
 	run.mu.Lock()
 	defer run.mu.Unlock()
+	return run.snapshotLocked()
+}
+
+func (run *bgRun) snapshotLocked() protocol.Response {
 	if run.final != nil {
 		return *run.final
 	}
@@ -318,6 +355,10 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 	b.runs[run.id] = run
 	b.wg.Add(1)
 	b.mu.Unlock()
+	if b.Shared != nil {
+		// Before the answer, so that the client finds it on any instance at once.
+		b.save(run, false)
+	}
 	go b.watch(run, ps, untrack)
 	if p.Stream {
 		run.follow(w, r, -1, h.WriteTimeout)
@@ -365,6 +406,9 @@ func (h *HTTP) getBackground(w http.ResponseWriter, r *http.Request, id, owner s
 		return true
 	}
 	if run == nil {
+		if h.followShared(w, r, id, owner, after) {
+			return true
+		}
 		if st := h.Options.Store; st != nil {
 			if _, err := st.Get(r.Context(), id, owner); err == nil {
 				h.fail(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeEventsExpired, "stream",
@@ -416,9 +460,7 @@ func wantsStream(r *http.Request) (bool, *protocol.Error) {
 // the response has ended, else an error event when it ends.
 func (run *bgRun) follow(w http.ResponseWriter, r *http.Request, after int, timeout time.Duration) {
 	next := after + 1
-	rc := http.NewResponseController(w)
-	started := false
-	var buf []byte
+	out := newSSEOut(w, timeout)
 	for {
 		run.mu.Lock()
 		first, last, ended, wake := run.first, run.next, run.ended, run.wake
@@ -427,42 +469,23 @@ func (run *bgRun) follow(w http.ResponseWriter, r *http.Request, after int, time
 			batch = append(batch, run.events[next-first:]...)
 		}
 		run.mu.Unlock()
-		var fail *protocol.Error
 		switch {
 		case next < first:
-			fail = protocol.Errorf(http.StatusBadRequest, protocol.CodeEventsExpired, "starting_after",
-				"Events of response '%s' before sequence_number %d are no longer kept (at most %d bytes of events are kept per background response): resume with starting_after %d or later, or GET the response without stream.",
-				run.id, first, run.max, first-1)
+			out.fail(eventsExpired(run.id, first, run.max))
+			return
 		case ended && next > last: // known only at the end when the stream began while it ran
-			fail = protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "starting_after",
-				"starting_after %d is past the last event of response '%s' (sequence_number %d).", after, run.id, last-1)
-		}
-		if fail != nil && !started {
-			WriteError(w, fail)
+			out.fail(pastLastEvent(run.id, after, last))
 			return
 		}
-		if !started {
-			started = true
-			hd := w.Header()
-			hd.Set("Content-Type", "text/event-stream")
-			hd.Set("Cache-Control", "no-cache")
-			hd.Set("X-Accel-Buffering", "no")
-			w.WriteHeader(http.StatusOK)
-		}
-		if fail != nil {
-			data := protocol.AppendError(nil, fail)
-			_ = writeSSE(w, rc, timeout, protocol.AppendSSE(buf[:0], string(protocol.EventError), data))
-			return
-		}
+		out.start()
 		for _, ev := range batch {
-			buf = protocol.AppendSSE(buf[:0], ev.typ, ev.data)
-			if writeSSE(w, rc, timeout, buf) != nil {
+			if out.event(ev.typ, ev.data) != nil {
 				return
 			}
 		}
 		next += len(batch)
 		if len(batch) == 0 {
-			_ = rc.Flush()
+			out.flush()
 		}
 		if ended && next >= last {
 			return
@@ -474,6 +497,66 @@ func (run *bgRun) follow(w http.ResponseWriter, r *http.Request, after int, time
 		}
 	}
 }
+
+// eventsExpired is the error of a resume of response id from before first, the first event
+// kept (at most max bytes of events are).
+func eventsExpired(id string, first int, max int64) *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeEventsExpired, "starting_after",
+		"Events of response '%s' before sequence_number %d are no longer kept (at most %d bytes of events are kept per background response): resume with starting_after %d or later, or GET the response without stream.",
+		id, first, max, first-1)
+}
+
+// pastLastEvent is the error of a resume after after, past next-1, the last event of the
+// ended response id.
+func pastLastEvent(id string, after, next int) *protocol.Error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "starting_after",
+		"starting_after %d is past the last event of response '%s' (sequence_number %d).", after, id, next-1)
+}
+
+// sseOut is one SSE answer: its header goes before the first event (start); an error before
+// it is the JSON error answer, after it an SSE error event.
+type sseOut struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration // of each write; 0: none
+	started bool
+	buf     []byte
+}
+
+func newSSEOut(w http.ResponseWriter, timeout time.Duration) *sseOut {
+	return &sseOut{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// start writes the header of the stream unless it has.
+func (o *sseOut) start() {
+	if o.started {
+		return
+	}
+	o.started = true
+	hd := o.w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
+	o.w.WriteHeader(http.StatusOK)
+}
+
+// fail ends the answer with e: the JSON error before the stream started, else an error event.
+func (o *sseOut) fail(e *protocol.Error) {
+	if !o.started {
+		WriteError(o.w, e)
+		return
+	}
+	_ = o.event(string(protocol.EventError), protocol.AppendError(nil, e))
+}
+
+// event writes one event (its type and encoded data) within the timeout.
+func (o *sseOut) event(typ string, data []byte) error {
+	o.buf = protocol.AppendSSE(o.buf[:0], typ, data)
+	return writeSSE(o.w, o.rc, o.timeout, o.buf)
+}
+
+// flush sends what is written.
+func (o *sseOut) flush() { _ = o.rc.Flush() }
 
 // writeSSE writes one encoded SSE event within timeout (0: none) and flushes it.
 func writeSSE(w http.ResponseWriter, rc *http.ResponseController, timeout time.Duration, b []byte) error {
@@ -498,15 +581,7 @@ func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) 
 		run = h.Background.lookup(id, owner)
 	}
 	if run != nil {
-		run.mu.Lock()
-		live := !run.ended && run.final == nil
-		if live {
-			run.cancel = true
-		}
-		run.mu.Unlock()
-		if live {
-			_ = run.conn.Cancel(id, protocol.ReasonCancelled) // an error: it is ending anyway
-		}
+		run.requestCancel()
 		select {
 		case <-run.done:
 		case <-r.Context().Done():
@@ -514,6 +589,9 @@ func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) 
 		}
 		final := run.snapshot()
 		answerCancel(w, &final)
+		return
+	}
+	if h.cancelShared(w, r, id, owner) {
 		return
 	}
 	sr, ok := h.stored(w, r, id, owner)
@@ -526,6 +604,19 @@ func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) 
 		return
 	}
 	answerCancel(w, &sr.Response)
+}
+
+// requestCancel cancels run unless it has ended: it then ends with status cancelled.
+func (run *bgRun) requestCancel() {
+	run.mu.Lock()
+	live := !run.ended && run.final == nil
+	if live {
+		run.cancel = true
+	}
+	run.mu.Unlock()
+	if live {
+		_ = run.conn.Cancel(run.id, protocol.ReasonCancelled) // an error: it is ending anyway
+	}
 }
 
 // answerCancel answers a cancel of the background response resp, which has ended.

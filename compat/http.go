@@ -286,13 +286,23 @@ func storeError(w http.ResponseWriter, id string, err error) {
 }
 
 // Get serves GET /v1/responses/{id}: the stored Response, or 404; for a background response
-// of this server its snapshot while it runs, and with stream its events (getBackground).
+// of this server its snapshot while it runs, and with stream its events (getBackground); for
+// one that runs on another instance sharing the store, its record there (bgshared.go).
 func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	if h.getBackground(w, r, id, owner) {
 		return
 	}
-	sr, ok := h.stored(w, r, id, owner)
-	if !ok {
+	st := h.Options.Store
+	if st == nil {
+		WriteError(w, notFound(id))
+		return
+	}
+	sr, err := st.Get(r.Context(), id, owner)
+	if errors.Is(err, session.ErrNotFound) && h.getShared(w, r, id, owner) {
+		return // a background response running on another instance, or one that did not reach the store
+	}
+	if err != nil {
+		storeError(w, id, err)
 		return
 	}
 	h.writeCounted(w, &sr.Response, session.ResponseBytes(&sr.Response))
@@ -338,6 +348,10 @@ func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) 
 	if err := st.Delete(r.Context(), id, owner); err != nil {
 		storeError(w, id, err)
 		return
+	}
+	if b := h.shared(); b != nil {
+		// Its record would answer GET in place of the deleted Response.
+		_ = b.Shared.DeleteBackground(r.Context(), owner, id)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 }

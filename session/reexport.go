@@ -26,6 +26,11 @@ type (
 	Store = store.Store
 	// StoredResponse is a Response as the store keeps it (store.Response).
 	StoredResponse = store.Response
+	// BackgroundKeeper keeps background responses' records and events in a shared store
+	// (store.BackgroundKeeper): Options.Background.
+	BackgroundKeeper = store.BackgroundKeeper
+	// BackgroundEvent is one event a BackgroundKeeper keeps (store.BackgroundEvent).
+	BackgroundEvent = store.BackgroundEvent
 	// Page selects input items as GET /v1/responses/{id}/input_items does (store.Page).
 	Page = store.Page
 )

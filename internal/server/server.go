@@ -285,6 +285,10 @@ func New(opts Options) *Server {
 		WriteTimeout: max(writeTimeout, 0), Track: s.trackHTTP,
 		ReadTimeout: positive(opts.ReadTimeout, DefaultReadTimeout), Budget: s.budget,
 		Background: &compat.Background{MaxEventBytes: opts.BackgroundEventBytes, Keep: opts.BackgroundKeep}}
+	if _, inProcess := opts.Store.(*store.Memory); !inProcess {
+		// On a store the deployment shares, a background response is seen from every instance.
+		s.http.Background.Shared, _ = store.BackgroundOf(s.store)
+	}
 	if opts.Slots <= 0 {
 		opts.Slots = 4
 	}

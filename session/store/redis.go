@@ -47,6 +47,9 @@ type RedisOptions struct {
 //	tether:clock           string: the last stamp given out (unix µs)
 //	tether:p:<owner>:<id>  string: a parked rollout (Parker), with its own TTL, outside the
 //	                       bounds and the LRU
+//	tether:b:<owner>:<id>  string: a background response's record (BackgroundKeeper), and
+//	tether:be:<owner>:<id> stream: its kept events, and tether:bc:<owner>:<id> a cancel
+//	                       request; each with its own TTL, outside the bounds and the LRU
 //
 // and, with per-key quotas (SetKeyQuota):
 //

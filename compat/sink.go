@@ -50,8 +50,11 @@ type rolloutSink struct {
 	begun   bool
 	// last is the segment that ended last, and lastSeq its next sequence_number: steer events
 	// that follow its terminal event (response.steer.pending) continue its sequence.
-	last    *pendingSegment
-	lastSeq int
+	// lastLatest: last ended suspended (and stored when asked), the latest segment of the
+	// rollout, which a continuation resumes (SharedParkState).
+	last       *pendingSegment
+	lastSeq    int
+	lastLatest bool
 }
 
 // registry is the state shared by a connection's reader and its rollout sinks.
@@ -220,25 +223,35 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 		if parent := r.segs.peek(ps.parent); parent != nil && parent.lane == ps.seg.lane && !storeFailed {
 			r.evictLocked(ps.parent)
 		}
-	} else {
-		orphans, evicted := r.segs.put(seg)
-		r.conn.CountEvictions(evicted)
-		for _, key := range orphans {
-			if key != s.key {
-				_ = r.conn.Cancel(key, protocol.ReasonCancelled)
-			}
-		}
+	}
+	var orphans []string
+	evicted := 0
+	if status != protocol.ResponseFailed {
+		orphans, evicted = r.segs.put(seg)
 	}
 	// No longer in flight before the client can see the terminal event: a continuation sent
 	// right after it must find the segment (or its eviction), never "in progress".
 	delete(r.inflight, ps.seg.id)
 	r.mu.Unlock()
+	r.cancelOrphans(orphans, evicted, s.key)
 	if storeFailed && suspended {
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
 	_ = s.send(new(protocol.Terminal(&final)))
-	s.cur, s.last, s.lastSeq = nil, ps, s.seq
+	s.cur, s.last, s.lastSeq, s.lastLatest = nil, ps, s.seq, suspended && !storeFailed
 	close(ps.done)
+}
+
+// cancelOrphans counts evicted segment evictions and ends the suspended rollouts whose latest
+// segment was evicted (nothing can reach them any more), except self. Called without r.mu:
+// Cancel may wait for a rollout that is parking, whose sink takes r.mu.
+func (r *registry) cancelOrphans(orphans []string, evicted int, self string) {
+	r.conn.CountEvictions(evicted)
+	for _, key := range orphans {
+		if key != self {
+			_ = r.conn.Cancel(key, protocol.ReasonCancelled)
+		}
+	}
 }
 
 // ended marks ps as answered: it is no longer in flight and its done channel closes.

@@ -96,9 +96,13 @@ func (pc *publicCreate) local(cr *session.Create) ([]protocol.Item, bool, error)
 func (pc *publicCreate) Rejected(cr *session.Create) {
 	r := pc.r
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	orphan := ""
 	if parent := r.segs.peek(cr.Parent); parent != nil && parent.lane == cr.Lane {
-		r.evictLocked(parent.id)
+		orphan = r.evictLocked(parent.id)
+	}
+	r.mu.Unlock()
+	if orphan != "" {
+		r.cancelOrphans([]string{orphan}, 0, "")
 	}
 }
 

@@ -217,16 +217,17 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	} else {
 		delete(r.segs.latest, s.key)
 	}
+	var orphans []string
+	evicted := 0
 	if status == protocol.ResponseFailed {
 		// A failed continuation evicts its parent, unless it forked from another lane
 		// (a failed fork keeps its parent).
 		if parent := r.segs.peek(ps.parent); parent != nil && parent.lane == ps.seg.lane && !storeFailed {
-			r.evictLocked(ps.parent)
+			if key := r.evictLocked(ps.parent); key != "" {
+				orphans = append(orphans, key)
+			}
 		}
-	}
-	var orphans []string
-	evicted := 0
-	if status != protocol.ResponseFailed {
+	} else {
 		orphans, evicted = r.segs.put(seg)
 	}
 	// No longer in flight before the client can see the terminal event: a continuation sent
@@ -262,10 +263,12 @@ func (r *registry) ended(ps *pendingSegment) {
 	close(ps.done)
 }
 
-// evictLocked forgets a segment after a failed continuation; a suspended rollout that can no
-// longer be reached ends silently.
-func (r *registry) evictLocked(id string) {
+// evictLocked forgets a segment after a failed continuation and returns the key of the
+// suspended rollout it was the latest segment of ("" for none): that rollout can no longer be
+// reached, and the caller ends it silently once r.mu is released (cancelOrphans).
+func (r *registry) evictLocked(id string) (orphan string) {
 	if seg, wasLatest := r.segs.remove(id); seg != nil && wasLatest {
-		_ = r.conn.Cancel(seg.rollout, protocol.ReasonCancelled)
+		return seg.rollout
 	}
+	return ""
 }

@@ -228,3 +228,24 @@ func TestPublicParkedClaimedOnce(t *testing.T) {
 		t.Fatalf("parked values left in Redis: %v", keys)
 	}
 }
+
+// TestPublicParkUnstored: with ParkUnstored a drain parks a store:false public-shape rollout
+// too, and a create on another instance continues it hot (no stored chain to fall back on).
+func TestPublicParkUnstored(t *testing.T) {
+	start, rc := sharedRedis(t)
+	a, aURL := start(Options{ParkUnstored: true})
+	b, bURL := start(Options{})
+	ca := dialPublic(t, aURL, "")
+	p := startPublic(t, ca, false)
+	go func() { _ = a.Shutdown(context.Background()) }()
+	ca.ExpectClose(websocket.StatusGoingAway)
+	drain(t, a)
+	if keys := publicKeys(t, rc); len(keys) != 1 {
+		t.Fatalf("parked keys %v: want the store:false rollout's", keys)
+	}
+	cb := dialPublic(t, bURL, "")
+	fs := publicTurn(cb, p.next)
+	if f := fs[len(fs)-1]; f.Type() != "response.completed" || f.Str("response", "previous_response_id") != p.id() || b.Counters().Hot.Load() != 1 {
+		t.Fatalf("continuation on B (%d hot): %v", b.Counters().Hot.Load(), f)
+	}
+}

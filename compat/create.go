@@ -64,8 +64,19 @@ func (pc *publicCreate) Where() protocol.Where { return pc.where }
 func (pc *publicCreate) Item(id string) (protocol.Item, bool) { return pc.r.segmentItem(id) }
 
 // Parent implements session.Shape: an ended segment of this connection; a segment still in
-// flight is response_in_progress (409).
+// flight is response_in_progress (409). Over WebSocket, a segment not on the connection whose
+// rollout is parked in the shared store is claimed from there first (claimParked): it is then
+// on the connection, and Route takes the hot path as for a local one.
 func (pc *publicCreate) Parent(cr *session.Create) ([]protocol.Item, bool, error) {
+	chain, found, err := pc.local(cr)
+	if found || err != nil || pc.where != protocol.PublicWebSocket || !pc.r.claimParked(cr.Parent) {
+		return chain, found, err
+	}
+	return pc.local(cr)
+}
+
+// local is Parent among the connection's segments.
+func (pc *publicCreate) local(cr *session.Create) ([]protocol.Item, bool, error) {
 	r := pc.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -85,9 +96,13 @@ func (pc *publicCreate) Parent(cr *session.Create) ([]protocol.Item, bool, error
 func (pc *publicCreate) Rejected(cr *session.Create) {
 	r := pc.r
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	orphan := ""
 	if parent := r.segs.peek(cr.Parent); parent != nil && parent.lane == cr.Lane {
-		r.evictLocked(parent.id)
+		orphan = r.evictLocked(parent.id)
+	}
+	r.mu.Unlock()
+	if orphan != "" {
+		r.cancelOrphans([]string{orphan}, 0, "")
 	}
 }
 

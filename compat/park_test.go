@@ -77,3 +77,22 @@ func TestPublicRolloutParksAndResumesHot(t *testing.T) {
 		t.Fatalf("context from parked %s, live %s", a, b)
 	}
 }
+
+// TestRejectedContinuationOfAParkedRollout: a continuation of the latest segment of a parked
+// rollout whose input does not continue its chain is answered (tool_call_not_found) and ends
+// that rollout, which has to be continued from parked to end: the connection goes on serving
+// (the parent's eviction ends its rollout outside the registry's lock).
+func TestRejectedContinuationOfAParkedRollout(t *testing.T) {
+	f := newFixture(t, server.Options{ParkAfter: 10 * time.Millisecond})
+	m := f.srv.Metrics()
+	c := f.dial(t)
+	opts := map[string]any{"store": false, "tools": []any{shell}}
+	r1 := turn(t, c, create("Check the disk usage.", opts))
+	waitFor(t, "the rollout to park", func() bool { return m.Parked.Load() == 1 })
+	c.Send(create([]any{toolOutput("call_nope", "42% used")}, map[string]any{"store": false, "tools": []any{shell}, "previous_response_id": respID(r1)}))
+	c.ExpectError(400, "tool_call_not_found", "input")
+	waitFor(t, "the parked rollout to end", func() bool { return m.Parked.Load() == 0 && m.Unparks.Load() == 1 })
+	if fs := turn(t, c, create("Hello.", map[string]any{"store": false})); fs[len(fs)-1].Str("type") != "response.completed" {
+		t.Fatalf("after the rejected continuation: %v", fs[len(fs)-1])
+	}
+}

@@ -50,8 +50,11 @@ type rolloutSink struct {
 	begun   bool
 	// last is the segment that ended last, and lastSeq its next sequence_number: steer events
 	// that follow its terminal event (response.steer.pending) continue its sequence.
-	last    *pendingSegment
-	lastSeq int
+	// lastLatest: last ended suspended (and stored when asked), the latest segment of the
+	// rollout, which a continuation resumes (SharedParkState).
+	last       *pendingSegment
+	lastSeq    int
+	lastLatest bool
 }
 
 // registry is the state shared by a connection's reader and its rollout sinks.
@@ -214,31 +217,42 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	} else {
 		delete(r.segs.latest, s.key)
 	}
+	var orphans []string
+	evicted := 0
 	if status == protocol.ResponseFailed {
 		// A failed continuation evicts its parent, unless it forked from another lane
 		// (a failed fork keeps its parent).
 		if parent := r.segs.peek(ps.parent); parent != nil && parent.lane == ps.seg.lane && !storeFailed {
-			r.evictLocked(ps.parent)
-		}
-	} else {
-		orphans, evicted := r.segs.put(seg)
-		r.conn.CountEvictions(evicted)
-		for _, key := range orphans {
-			if key != s.key {
-				_ = r.conn.Cancel(key, protocol.ReasonCancelled)
+			if key := r.evictLocked(ps.parent); key != "" {
+				orphans = append(orphans, key)
 			}
 		}
+	} else {
+		orphans, evicted = r.segs.put(seg)
 	}
 	// No longer in flight before the client can see the terminal event: a continuation sent
 	// right after it must find the segment (or its eviction), never "in progress".
 	delete(r.inflight, ps.seg.id)
 	r.mu.Unlock()
+	r.cancelOrphans(orphans, evicted, s.key)
 	if storeFailed && suspended {
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
 	_ = s.send(new(protocol.Terminal(&final)))
-	s.cur, s.last, s.lastSeq = nil, ps, s.seq
+	s.cur, s.last, s.lastSeq, s.lastLatest = nil, ps, s.seq, suspended && !storeFailed
 	close(ps.done)
+}
+
+// cancelOrphans counts evicted segment evictions and ends the suspended rollouts whose latest
+// segment was evicted (nothing can reach them any more), except self. Called without r.mu:
+// Cancel may wait for a rollout that is parking, whose sink takes r.mu.
+func (r *registry) cancelOrphans(orphans []string, evicted int, self string) {
+	r.conn.CountEvictions(evicted)
+	for _, key := range orphans {
+		if key != self {
+			_ = r.conn.Cancel(key, protocol.ReasonCancelled)
+		}
+	}
 }
 
 // ended marks ps as answered: it is no longer in flight and its done channel closes.
@@ -249,10 +263,12 @@ func (r *registry) ended(ps *pendingSegment) {
 	close(ps.done)
 }
 
-// evictLocked forgets a segment after a failed continuation; a suspended rollout that can no
-// longer be reached ends silently.
-func (r *registry) evictLocked(id string) {
+// evictLocked forgets a segment after a failed continuation and returns the key of the
+// suspended rollout it was the latest segment of ("" for none): that rollout can no longer be
+// reached, and the caller ends it silently once r.mu is released (cancelOrphans).
+func (r *registry) evictLocked(id string) (orphan string) {
 	if seg, wasLatest := r.segs.remove(id); seg != nil && wasLatest {
-		_ = r.conn.Cancel(seg.rollout, protocol.ReasonCancelled)
+		return seg.rollout
 	}
+	return ""
 }

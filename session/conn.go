@@ -124,7 +124,10 @@ type Options struct {
 	// Parker is the store shared by the instances of a deployment that keeps parked rollouts
 	// (store.ParkerOf of a shared Store, under its timeout). An append or cancel naming a
 	// Response that is not on its connection claims it from there (its Owner's only) and
-	// continues it on this connection, hot. Nil means none.
+	// continues it on this connection, hot. The rollouts of a shape whose Sink is a
+	// SharedParkSink (the public WebSocket shape) go there too, without Reattach: when they
+	// park (ParkAfter) and on a drain for server shutdown, store:true ones (store:false too
+	// with ParkUnstored), and the shape claims them (ClaimParked). Nil means none.
 	Parker store.Parker
 	// Reattach: the client opted into reattachment (docs/append-protocol.md, Reattaching).
 	// With a Parker, a drain for server shutdown then parks the connection's suspended

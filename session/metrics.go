@@ -24,9 +24,10 @@ type Metrics struct {
 	// append that did not fit), ShutdownParks those a drain parked to move them to the store;
 	// IdleParks those parked after Options.ParkAfter.
 	Parks, Unparks, PressureParks, ShutdownParks, IdleParks atomic.Int64
-	// StoreParks counts rollouts a drain parked to the shared store (Options.Reattach), Claims
-	// those claimed from it by an append or cancel, or taken back by the connection that
-	// wrote them (counters). StoreCopies counts the parked rollouts also written to the store
+	// StoreParks counts rollouts a drain parked to the shared store (Options.Reattach, or a
+	// SharedParkSink's), Claims those claimed from it by an append or cancel or a public
+	// continuation (Conn.ClaimParked), or taken back by the connection that wrote them
+	// (counters). StoreCopies counts the parked rollouts also written to the store
 	// when they parked (Options.ParkAfter), so that they survive their instance (counter).
 	StoreParks, Claims, StoreCopies atomic.Int64
 	// Connections now (gauge), by shape.

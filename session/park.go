@@ -21,9 +21,33 @@ type parkedRollout struct {
 	Owner string `json:"owner"`
 	// Sink is the append shape's sink: the Response and the next sequence_number.
 	Sink appendParked `json:"sink"`
-	// Shape, when set, is the state of another shape's sink (ParkableSink.ParkState): the
-	// rollout continues with the sink the connection's UnparkSink returns for it.
+	// Shape, when set, is the state of another shape's sink (ParkableSink.ParkState, or
+	// SharedParkSink.SharedParkState): the rollout continues with the sink the connection's
+	// UnparkSink returns for it.
 	Shape json.RawMessage `json:"shape,omitempty"`
+	// Key and StoreID, for a rollout of another shape whose sink is a SharedParkSink, are its
+	// registry key and the id the store keeps it under (the id its client continues it by);
+	// StoreID is "" when it does not go to the store (the store flag). An append-shape
+	// rollout is kept under its key, the Response id.
+	Key     string `json:"key,omitempty"`
+	StoreID string `json:"store_id,omitempty"`
+}
+
+// storeID returns the id the store keeps v, the parked rollout key, under: key for the append
+// shape, StoreID ("" when it does not go there) for another shape.
+func (v *parkedRollout) storeID(key string) string {
+	if v.Shape != nil {
+		return v.StoreID
+	}
+	return key
+}
+
+// lane returns the stream_id of v's rollout.
+func (v *parkedRollout) lane() string {
+	if v.Shape != nil {
+		return v.Rollout.Lane
+	}
+	return v.Sink.Lane
 }
 
 // ParkableSink is an optional interface of a shape's Sink (Route.Sink) whose rollouts can park
@@ -33,6 +57,21 @@ type parkedRollout struct {
 type ParkableSink interface {
 	sampler.Sink
 	ParkState() json.RawMessage
+}
+
+// SharedParkSink is a ParkableSink whose parked rollouts go to the shared store
+// (Options.Parker) as the append shape's of a reattaching client do: when they park
+// (Options.ParkAfter) and on a drain for server shutdown, keyed by owner, for the rest of
+// their suspend timeout; any connection of the owner on an instance sharing the store claims
+// one by its id (Conn.ClaimParked) and continues it, hot. On a connection with a Parker,
+// SharedParkState is called instead of ParkState (once, from the rollout's goroutine): state
+// is the sink's whole state as JSON, which also lets another connection adopt the rollout
+// (AdoptParked); id is the store id a client continues the rollout by ("" when it cannot be
+// continued: it then stays in memory only); stored is the store flag of the Response it
+// would continue (store:false goes to the store only with Options.ParkUnstored).
+type SharedParkSink interface {
+	ParkableSink
+	SharedParkState() (id string, stored bool, state json.RawMessage)
 }
 
 // UnparkSink returns the Sink that continues, on its connection, the parked rollout key from
@@ -69,7 +108,18 @@ func (p *appendParked) unpark(c *Conn) *appendSink {
 }
 
 // parkingSink is the coreSink of a rollout that can park: sampler.ParkSink.
-type parkingSink struct{ *coreSink }
+type parkingSink struct {
+	*coreSink
+	shares bool // rollout.reattach when it started: its shape's parked state is for the store
+}
+
+// sharesShape reports whether the connection writes the parked rollouts of inner, another
+// shape's sink, to the store: it has a Parker and an UnparkSink, and inner is a
+// SharedParkSink.
+func (c *Conn) sharesShape(inner sampler.Sink) bool {
+	_, ok := inner.(SharedParkSink)
+	return ok && c.parker != nil && c.unparkSink != nil
+}
 
 // sinkFor returns the Sink a rollout of the registry entry h runs with: a parkingSink when
 // rollouts park (Options.ParkAfter, a Model that can park) and the shape's sink can (the
@@ -85,10 +135,11 @@ func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sin
 		h.reattach = c.reattachableLocked(in.resp.Store)
 		h.parkable = c.opts.ParkAfter > 0 || h.reattach
 	case ParkableSink:
-		h.parkable = c.opts.ParkAfter > 0 && c.unparkSink != nil
+		h.reattach = c.sharesShape(in)
+		h.parkable = (c.opts.ParkAfter > 0 || h.reattach) && c.unparkSink != nil
 	}
 	if h.parkable {
-		return &parkingSink{cs}
+		return &parkingSink{coreSink: cs, shares: h.reattach}
 	}
 	return cs
 }
@@ -99,6 +150,17 @@ func (s *parkingSink) parkState(p *sampler.ParkedRollout) *parkedRollout {
 	switch in := s.inner.(type) {
 	case *appendSink:
 		v.Sink = in.park()
+	case SharedParkSink:
+		if !s.shares {
+			v.Shape = in.ParkState()
+			break
+		}
+		var stored bool
+		v.StoreID, stored, v.Shape = in.SharedParkState()
+		if !stored && !s.c.opts.ParkUnstored {
+			v.StoreID = ""
+		}
+		v.Key = s.h.key
 	case ParkableSink:
 		v.Shape = in.ParkState()
 	}

@@ -27,6 +27,10 @@ const EventParked protocol.EventType = "response.parked"
 // store).
 var errNotHere = errors.New("session: not on this connection")
 
+// errNotShared: the parked rollout of another shape has no store id (SharedParkSink): it is
+// kept in memory only.
+var errNotShared = errors.New("session: this parked rollout does not go to the store")
+
 // reattachableLocked reports whether a rollout of a Response with store stored moves to the
 // store on drain (Options.Reattach, a store.Parker, store:true or Options.ParkUnstored).
 func (c *Conn) reattachableLocked(stored bool) bool {
@@ -44,10 +48,15 @@ func parkedFrame(key string, seq int, lane string) []byte {
 	return b
 }
 
-// storeParked writes v to the store for the rest of its suspend timeout (replace: only while
-// the store still holds it, Parker.Replace; store.ErrNotFound when not). A rollout without one
-// is not parked to the store (it would never expire).
+// storeParked writes v, the parked rollout key, to the store for the rest of its suspend
+// timeout, under its store id (parkedRollout.storeID; errNotShared when it has none);
+// replace: only while the store still holds it, Parker.Replace; store.ErrNotFound when not.
+// A rollout without a suspend timeout is not parked to the store (it would never expire).
 func (c *Conn) storeParked(key string, v *parkedRollout, replace bool) error {
+	id := v.storeID(key)
+	if id == "" {
+		return errNotShared
+	}
 	if v.Rollout.Deadline.IsZero() {
 		return errors.New("session: a rollout without a suspend timeout is not parked to the store")
 	}
@@ -60,13 +69,14 @@ func (c *Conn) storeParked(key string, v *parkedRollout, replace bool) error {
 		return err
 	}
 	if replace {
-		return c.parker.Replace(context.WithoutCancel(c.ctx), c.opts.Owner, key, b, ttl)
+		return c.parker.Replace(context.WithoutCancel(c.ctx), c.opts.Owner, id, b, ttl)
 	}
-	return c.parker.Park(c.ctx, c.opts.Owner, key, b, ttl)
+	return c.parker.Park(c.ctx, c.opts.Owner, id, b, ttl)
 }
 
 // moveToStore parks the parked rollout of h (marked moving) to the store, forgets it here and
-// sends its response.parked event. When the store does not take it, the rollout ends with
+// sends its response.parked event (the append shape's; another shape's rollout, suspended
+// behind a Response that has ended, sends nothing). When the store does not take it, the rollout ends with
 // the drain's reason as it would have without a store. A connection that closes meanwhile
 // (its client gone) ends it as Close does: the copy in the store is then taken back.
 //
@@ -89,7 +99,7 @@ func (c *Conn) moveToStore(h *rollout, reason string) {
 	if h.parked == nil { // Close continued it to end it, or left it to the store
 		c.mu.Unlock()
 		if err == nil && !shared {
-			_, _ = c.parker.Claim(context.WithoutCancel(c.ctx), c.opts.Owner, h.key)
+			_, _ = c.parker.Claim(context.WithoutCancel(c.ctx), c.opts.Owner, v.storeID(h.key))
 		}
 		return
 	}
@@ -105,7 +115,11 @@ func (c *Conn) moveToStore(h *rollout, reason string) {
 		h.cancelled, h.cancelWhy = true, reason
 		r, uerr := c.unparkLocked(h, false, nil)
 		c.mu.Unlock()
-		c.log.Warn("a rollout could not be parked to the store: it ends", "key", h.key, "err", err.Error())
+		if errors.Is(err, errNotShared) {
+			c.log.Debug("a rollout that does not go to the store ends", "key", h.key)
+		} else {
+			c.log.Warn("a rollout could not be parked to the store: it ends", "key", h.key, "err", err.Error())
+		}
 		if uerr == nil {
 			r.Cancel(reason)
 		}
@@ -118,6 +132,11 @@ func (c *Conn) moveToStore(h *rollout, reason string) {
 		m.StoreParks.Add(1)
 	}
 	c.mu.Unlock()
+	if v.Shape != nil {
+		c.log.Debug("rollout parked to the store", "key", h.key, "id", v.StoreID)
+		c.signal()
+		return
+	}
 	// In its lane's turn, as a terminal event, so that it never interleaves with the events of
 	// the lane's sampling rollout.
 	t := h.gate.enqueueAlways()
@@ -155,7 +174,9 @@ func (c *Conn) shareParked(h *rollout, v *parkedRollout) bool {
 	if !share {
 		return false
 	}
-	if err := c.storeParked(h.key, v, false); err != nil {
+	if err := c.storeParked(h.key, v, false); errors.Is(err, errNotShared) {
+		return false
+	} else if err != nil {
 		c.log.Warn("a parked rollout could not be written to the store: it is kept here only", "key", h.key, "err", err.Error())
 		return false
 	}
@@ -176,7 +197,7 @@ func (c *Conn) shareParked(h *rollout, v *parkedRollout) bool {
 func (c *Conn) takeBackLocked(h *rollout) error {
 	deadline := h.parked.Rollout.Deadline
 	expired := !deadline.IsZero() && !time.Now().Before(deadline)
-	_, err := c.parker.Claim(context.WithoutCancel(c.ctx), c.opts.Owner, h.key)
+	_, err := c.parker.Claim(context.WithoutCancel(c.ctx), c.opts.Owner, h.parked.storeID(h.key))
 	switch {
 	case err == nil:
 		h.inStore = false
@@ -242,17 +263,83 @@ func (c *Conn) claim(key string) (bool, error) {
 	err = c.adoptLocked(key, v)
 	c.mu.Unlock()
 	if err != nil {
-		if ttl := time.Until(v.Rollout.Deadline); ttl > 0 {
-			if perr := c.parker.Park(ctx, c.opts.Owner, key, b, ttl); perr != nil {
-				c.log.Warn("a claimed rollout could not go back to the store", "key", key, "err", perr.Error())
-			}
-		}
+		c.giveBack(ctx, key, b, v)
 		return false, err
 	}
 	if m := c.opts.Metrics; m != nil {
 		m.Claims.Add(1)
 	}
 	c.log.Debug("rollout claimed from the store", "key", key)
+	return true, nil
+}
+
+// giveBack writes b, the value v claimed from the store as id, back to it for the rest of its
+// suspend timeout, after the connection could not take it.
+func (c *Conn) giveBack(ctx context.Context, id string, b []byte, v *parkedRollout) {
+	if ttl := time.Until(v.Rollout.Deadline); ttl > 0 {
+		if err := c.parker.Park(ctx, c.opts.Owner, id, b, ttl); err != nil {
+			c.log.Warn("a claimed rollout could not go back to the store", "id", id, "err", err.Error())
+		}
+	}
+}
+
+// AdoptParked records, in its shape, the parked rollout key that Conn.ClaimParked took from
+// the store: state is what its SharedParkSink returned, context every item of the rollout's
+// context in order (read-only). It is called before the connection registers the rollout;
+// undo forgets it again when the connection cannot take it. An error (a state that does not
+// decode, a Response already on the connection) refuses the rollout: it goes back to the
+// store.
+type AdoptParked func(key string, state json.RawMessage, context []protocol.Item) (undo func(), err error)
+
+// ClaimParked takes the rollout that a SharedParkSink of this connection's owner
+// (Options.Owner) parked to the store (Options.Parker) as id into this connection's registry,
+// parked, once adopt has recorded it in the shape: the next Resume of its key continues it
+// here, hot. Of connections racing for one id, on any instances sharing the store, exactly one
+// gets it. It reports whether it did: false and no error when there is no store or the store
+// holds nothing under id (never parked there, claimed already, expired, another owner's).
+// Errors: store_unavailable (503) when the store fails; server_error (500) for a value that
+// does not decode or that adopt refuses; shutting down (503) while the connection drains, and
+// the errors of a create's limits. A value decoded but not taken goes back to the store.
+func (c *Conn) ClaimParked(id string, adopt AdoptParked) (bool, error) {
+	if c.parker == nil || id == "" {
+		return false, nil
+	}
+	ctx := context.WithoutCancel(c.ctx) // as claim: a value claimed is adopted or goes back
+	b, err := c.parker.Claim(ctx, c.opts.Owner, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, StoreUnavailable()
+	}
+	v := new(parkedRollout)
+	if err := json.Unmarshal(b, v); err != nil || v.Rollout == nil || v.Shape == nil || v.Key == "" || v.StoreID != id || v.Owner != c.opts.Owner {
+		if err == nil {
+			err = errors.New("not a parked rollout of another shape of this owner under this id")
+		}
+		c.log.Error("a rollout claimed from the store does not decode", "id", id, "err", err.Error())
+		return false, protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "The parked response %s could not be resumed.", id)
+	}
+	undo, err := adopt(v.Key, v.Shape, v.Rollout.ContextItems())
+	if err != nil {
+		c.log.Error("a rollout claimed from the store was refused by its shape", "id", id, "err", err.Error())
+		c.giveBack(ctx, id, b, v)
+		return false, protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "The parked response %s could not be resumed.", id)
+	}
+	c.mu.Lock()
+	if err = c.adoptLocked(v.Key, v); err == nil {
+		c.reg[v.Key].reattach = c.unparkSink != nil // it goes back to the store when it parks again
+	}
+	c.mu.Unlock()
+	if err != nil {
+		undo()
+		c.giveBack(ctx, id, b, v)
+		return false, err
+	}
+	if m := c.opts.Metrics; m != nil {
+		m.Claims.Add(1)
+	}
+	c.log.Debug("rollout claimed from the store", "key", v.Key, "id", id)
 	return true, nil
 }
 
@@ -276,7 +363,7 @@ func (c *Conn) adoptLocked(key string, v *parkedRollout) error {
 	if err := c.checkLimitsLocked(); err != nil {
 		return err
 	}
-	g, err := c.laneLocked(v.Sink.Lane)
+	g, err := c.laneLocked(v.lane())
 	if err != nil {
 		return err
 	}
@@ -289,7 +376,7 @@ func (c *Conn) adoptLocked(key string, v *parkedRollout) error {
 		return err
 	}
 	now := time.Now()
-	h := &rollout{key: key, lane: v.Sink.Lane, gate: g, parked: v, started: now, turnStart: now, turns: 1, bytes: size, usage: v.Rollout.Usage}
+	h := &rollout{key: key, lane: v.lane(), gate: g, parked: v, started: now, turnStart: now, turns: 1, bytes: size, usage: v.Rollout.Usage}
 	c.stamp++
 	h.stamp, h.seq = c.stamp, c.stamp
 	c.reg[key] = h

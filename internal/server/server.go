@@ -52,8 +52,8 @@ type Options struct {
 	// ParkAfter parks WebSocket rollouts suspended this long (session.Options.ParkAfter);
 	// 0 means they stay live.
 	ParkAfter time.Duration
-	// ParkUnstored lets store:false rollouts of reattaching clients be parked to a shared store
-	// too, when they park and on drain (session.Options.ParkUnstored, -park-unstored): it persists what the client asked not
+	// ParkUnstored lets store:false rollouts of reattaching clients and of public-shape
+	// WebSocket clients be parked to a shared store too, when they park and on drain (session.Options.ParkUnstored, -park-unstored): it persists what the client asked not
 	// to store, for at most the suspend timeout, deleted when resumed or expired.
 	ParkUnstored bool
 	QueueDepth   int

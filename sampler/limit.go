@@ -3,6 +3,7 @@ package sampler
 import (
 	"errors"
 	"fmt"
+	"io"
 )
 
 // OutputLimits bound what an engine streams in one sampling step: a backend wraps the step's
@@ -59,6 +60,40 @@ func StepTokens(request, server int) int {
 		return server
 	}
 	return min(request, server)
+}
+
+// MeteredReader is an upstream's stream as a backend reads it: each Read reserves
+// StreamFactor bytes of Budget per byte read, held until Settle (the bytes' event or frame has
+// been applied, or dropped), so that what is being read counts in the server's memory budget
+// as it grows. A Read that does not fit returns a *MemoryError naming What. A nil Budget
+// counts nothing.
+type MeteredReader struct {
+	R      io.Reader
+	Budget Budget
+	What   string // what is read, for the MemoryError: "one event of the stream", "one WebSocket frame"
+	Held   int64  // bytes of Budget reserved since the last Settle
+	N      int64  // bytes read since the last Settle
+}
+
+func (m *MeteredReader) Read(p []byte) (int, error) {
+	n, err := m.R.Read(p)
+	if n > 0 && m.Budget != nil {
+		cost := int64(n) * StreamFactor
+		if !m.Budget.TryReserve(cost) {
+			return 0, &MemoryError{What: m.What, Held: m.N + int64(n)}
+		}
+		m.Held += cost
+	}
+	m.N += int64(n)
+	return n, err
+}
+
+// Settle gives back what the reads since the last Settle hold.
+func (m *MeteredReader) Settle() {
+	if m.Held > 0 {
+		m.Budget.Release(m.Held)
+	}
+	m.Held, m.N = 0, 0
 }
 
 // MemoryError is returned by a LimitedOutput's Text and Arguments, and by the backends'

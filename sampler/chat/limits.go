@@ -2,7 +2,6 @@ package chat
 
 import (
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/tetherd/tether/sampler"
@@ -63,38 +62,4 @@ func byteSize(n int) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-// meteredBody is the engine's stream as the SSE reader reads it: each read reserves
-// sampler.StreamFactor bytes of the budget per byte, held until settle (called once the
-// event those bytes belong to has been applied), so that an event being read counts in the
-// server's memory budget as it grows. A read that does not fit fails with a
-// *sampler.MemoryError. What the reader's buffer holds of the next event (at most its 4 KiB)
-// is settled with the event before it.
-type meteredBody struct {
-	r      io.Reader
-	budget sampler.Budget // nil: count nothing
-	held   int64          // reserved
-	read   int64          // bytes read since the last settle
-}
-
-func (m *meteredBody) Read(p []byte) (int, error) {
-	n, err := m.r.Read(p)
-	if n > 0 && m.budget != nil {
-		cost := int64(n) * sampler.StreamFactor
-		if !m.budget.TryReserve(cost) {
-			return 0, &sampler.MemoryError{What: "one event of the stream", Held: m.read + int64(n)}
-		}
-		m.held += cost
-		m.read += int64(n)
-	}
-	return n, err
-}
-
-// settle returns what the reads since the last settle hold.
-func (m *meteredBody) settle() {
-	if m.held > 0 {
-		m.budget.Release(m.held)
-	}
-	m.held, m.read = 0, 0
 }

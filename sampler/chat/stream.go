@@ -33,7 +33,7 @@ type reader struct {
 	// budget is the server's memory budget (nil: none): the event being read and the step's
 	// text and arguments are held in it while the step runs (close returns them).
 	budget sampler.Budget
-	body   *meteredBody // set by read
+	body   *sampler.MeteredReader // set by read; an event counts in the budget while it is read and applied
 
 	open   bool // a call is open
 	index  int  // the open call's index
@@ -71,7 +71,7 @@ func (s *session) newReader(out sampler.Output, timer *time.Timer) *reader {
 // been handed to the rollout (which counts its items from there).
 func (r *reader) close() {
 	if r.body != nil {
-		r.body.settle()
+		r.body.Settle()
 	}
 	r.out.Release()
 }
@@ -84,10 +84,10 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 		cut := time.AfterFunc(r.lim.stepTimeout, func() { r.cancel(&stepTimeoutError{r.lim.stepTimeout}) })
 		defer cut.Stop()
 	}
-	r.body = &meteredBody{r: body, budget: r.budget}
+	r.body = &sampler.MeteredReader{R: body, Budget: r.budget, What: "one event of the stream"}
 	sse := protocol.NewSSEReaderLimit(r.body, r.lim.eventBytes)
 	for {
-		r.body.settle() // the previous event has been applied
+		r.body.Settle() // the previous event has been applied
 		_, data, err := sse.Next()
 		r.timer.Reset(r.timeout)
 		if err == io.EOF {

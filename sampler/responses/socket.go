@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"sync"
 	"time"
 
@@ -91,37 +90,14 @@ func (s *socket) readFrame() frame {
 	if err != nil {
 		return frame{err: err}
 	}
-	m := &meteredReader{r: r, budget: s.budget}
+	m := &sampler.MeteredReader{R: r, Budget: s.budget, What: "one WebSocket frame"}
 	var buf bytes.Buffer
 	_, err = buf.ReadFrom(m)
 	if err != nil {
-		if m.cost > 0 {
-			s.budget.Release(m.cost)
-		}
+		m.Settle()
 		return frame{err: err}
 	}
-	return frame{typ: typ, data: buf.Bytes(), cost: m.cost}
-}
-
-// meteredReader reserves sampler.StreamFactor bytes of budget per byte read through it.
-type meteredReader struct {
-	r      io.Reader
-	budget sampler.Budget // nil: count nothing
-	n      int64          // bytes read
-	cost   int64          // reserved
-}
-
-func (m *meteredReader) Read(p []byte) (int, error) {
-	n, err := m.r.Read(p)
-	if n > 0 && m.budget != nil {
-		c := int64(n) * sampler.StreamFactor
-		if !m.budget.TryReserve(c) {
-			return 0, &sampler.MemoryError{What: "one WebSocket frame", Held: m.n + int64(n)}
-		}
-		m.cost += c
-	}
-	m.n += int64(n)
-	return n, err
+	return frame{typ: typ, data: buf.Bytes(), cost: m.Held}
 }
 
 // release gives back cost, what a frame holds of the budget: once its event has been

@@ -36,8 +36,9 @@ func (h *heldTransport) WriteBatch(ctx context.Context, frames [][]byte) error {
 }
 
 func (h *heldTransport) Abort() error {
+	err := h.Transport.Abort() // the socket first, so that the held write fails
 	h.once.Do(func() { close(h.aborted) })
-	return h.Transport.Abort()
+	return err
 }
 
 // TestOutboxLargeFrameBehindFailedWrite: a frame too large to be copied into the outbox,

@@ -140,10 +140,7 @@ func (c *Conn) flushOutbox(idle chan struct{}) {
 		failed := o.err
 		o.mu.Unlock()
 
-		err := failed
-		if err == nil {
-			err = c.writeBatch(frames, arena)
-		}
+		err := c.writeBatch(frames, arena, failed)
 		c.unqueue(n)
 
 		o.mu.Lock()
@@ -166,10 +163,12 @@ func (c *Conn) flushOutbox(idle chan struct{}) {
 
 // writeBatch writes frames (their bytes in arena) in order: runs of copied frames in one
 // BatchWriter call each, a large frame on its own. Large frames' writers get the error of
-// their frame (or of the batch before it). The watchdog times each write (writeStart).
-func (c *Conn) writeBatch(frames []outFrame, arena []byte) error {
+// their frame (or of the batch before it). With failed (an earlier batch's error) nothing is
+// written, and every large frame's writer gets failed: each waits for its answer. The
+// watchdog times each write (writeStart).
+func (c *Conn) writeBatch(frames []outFrame, arena []byte, failed error) error {
 	var batch [][]byte
-	var err error
+	err := failed
 	flush := func() {
 		if len(batch) > 0 && err == nil {
 			err = c.send(batch)

@@ -95,7 +95,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
 	fs.DurationVar(&c.maxAge, "max-connection-age", 60*time.Minute, "WebSocket connection age limit (0 = none)")
 	fs.DurationVar(&c.suspendTimeout, "suspend-timeout", 10*time.Minute, "how long a suspended rollout waits for input")
-	fs.DurationVar(&c.parkAfter, "park-after", 30*time.Second, "park a WebSocket rollout suspended this long: its goroutine ends, its state is kept as one value, and the next append (or hot continuation) resumes it hot; with -store redis://… a reattaching client's rollout is written to the store as it parks (one write per park), so it survives this instance (0 = never park)")
+	fs.DurationVar(&c.parkAfter, "park-after", 30*time.Second, "park a WebSocket rollout suspended this long: its goroutine ends, its state is kept as one value, and the next append (or hot continuation) resumes it hot; with -store redis://… a reattaching client's rollout is written to the store as it parks (one write per park), so it survives this instance (0 = never park, not even to make room in -max-memory)")
 	fs.BoolVar(&c.parkUnstored, "park-unstored", false, "with -store redis://…: when they park and on shutdown, park the suspended store:false rollouts of reattaching append-shape clients and of public-shape WebSocket clients to the shared store too (it persists what the client asked not to store, for at most -suspend-timeout, deleted on resume or expiry)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight responses may finish on shutdown")
 	fs.IntVar(&c.queueDepth, "queue-depth", 16, "queued creates/appends per lane of a connection")

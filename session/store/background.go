@@ -172,40 +172,73 @@ func (s *Redis) SaveBackground(ctx context.Context, owner, id string, rec []byte
 	return n == 1, nil
 }
 
-// LoadBackground implements BackgroundKeeper: GET and XRANGE in one transaction.
+// loadBackgroundScript: KEYS record, events; ARGV[1] the first stream id, ARGV[2] how many
+// events at most (0: none). It returns false when there is no record, else {record} or
+// {record, events}. It only reads (no-writes), so it runs while Redis is at its maxmemory, as
+// GET does, where a MULTI transaction would be refused.
+var loadBackgroundScript = redis.NewScript(`#!lua flags=no-writes
+local rec = redis.call('GET', KEYS[1])
+if not rec then return false end
+local n = tonumber(ARGV[2])
+if n > 0 then
+  return {rec, redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', n)}
+end
+return {rec}
+`)
+
+// LoadBackground implements BackgroundKeeper: the record and the events after after, read
+// together (loadBackgroundScript).
 func (s *Redis) LoadBackground(ctx context.Context, owner, id string, after, max int) ([]byte, []BackgroundEvent, error) {
 	keys := s.backgroundKeys(owner, id)
-	var get *redis.StringCmd
-	var rng *redis.XMessageSliceCmd
-	_, err := s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, keys[0])
-		if max > 0 {
-			rng = p.XRangeN(ctx, keys[1], strconv.Itoa(after+1)+"-0", "+", int64(max))
-		}
-		return nil
-	})
-	if errors.Is(err, redis.Nil) || errors.Is(get.Err(), redis.Nil) {
+	v, err := loadBackgroundScript.Run(ctx, s.c, keys[:2], strconv.Itoa(after+1)+"-0", max).Slice()
+	if errors.Is(err, redis.Nil) {
 		return nil, nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: redis load background: %w", err)
 	}
-	rec, _ := get.Bytes()
-	if rng == nil {
-		return rec, nil, nil
+	rec, _ := v[0].(string)
+	if len(v) < 2 {
+		return []byte(rec), nil, nil
 	}
-	msgs := rng.Val()
+	msgs, _ := v[1].([]any)
 	evs := make([]BackgroundEvent, 0, len(msgs))
 	for _, m := range msgs {
-		n, err := strconv.Atoi(strings.TrimSuffix(m.ID, "-1"))
-		typ, _ := m.Values["t"].(string)
-		data, _ := m.Values["d"].(string)
-		if err != nil || typ == "" {
-			return nil, nil, fmt.Errorf("store: redis load background: malformed event %s of %s", m.ID, id)
+		ev, err := streamEvent(m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: redis load background: %v of %s", err, id)
 		}
-		evs = append(evs, BackgroundEvent{Seq: n, Type: typ, Data: []byte(data)})
+		evs = append(evs, ev)
 	}
-	return rec, evs, nil
+	return []byte(rec), evs, nil
+}
+
+// streamEvent reads one XRANGE entry of a background response's events, as a script returns
+// it: {id, {"t", type, "d", data}} with id "<sequence_number>-1".
+func streamEvent(m any) (BackgroundEvent, error) {
+	entry, _ := m.([]any)
+	if len(entry) != 2 {
+		return BackgroundEvent{}, fmt.Errorf("malformed event %v", m)
+	}
+	sid, _ := entry[0].(string)
+	n, err := strconv.Atoi(strings.TrimSuffix(sid, "-1"))
+	fields, _ := entry[1].([]any)
+	var ev BackgroundEvent
+	for i := 0; i+1 < len(fields); i += 2 {
+		k, _ := fields[i].(string)
+		val, _ := fields[i+1].(string)
+		switch k {
+		case "t":
+			ev.Type = val
+		case "d":
+			ev.Data = []byte(val)
+		}
+	}
+	if err != nil || ev.Type == "" {
+		return BackgroundEvent{}, fmt.Errorf("malformed event %s", sid)
+	}
+	ev.Seq = n
+	return ev, nil
 }
 
 // CancelBackground implements BackgroundKeeper: SET with the ttl.

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -228,6 +229,8 @@ type Conn struct {
 	writeStart atomic.Int64 // unix nanoseconds when the flusher's write in progress began; 0 when none
 
 	framesSent, bytesSent atomic.Int64 // not yet added to Options.Metrics (flushCounts)
+	written               atomic.Int64 // bytes of frames written to the transport (ping: the peer reads)
+	pongMark              atomic.Int64 // written when the last answered ping was sent (ping)
 	qmu                   sync.Mutex   // guards queued and qreserved
 	queued                int64        // bytes of the frames in Write (waiting or being written)
 	qreserved             int64        // bytes of Options.Budget held for them: whole writeGranules, at least queued
@@ -307,7 +310,8 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// pinger pings the peer every interval and drops it when a pong does not arrive in time.
+// pinger pings the peer every interval and drops it when it neither answers a ping nor reads
+// for a whole interval (ping).
 func (c *Conn) pinger(p Pinger, interval time.Duration) {
 	defer c.goroutines.Done()
 	t := time.NewTicker(interval)
@@ -318,15 +322,51 @@ func (c *Conn) pinger(p Pinger, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, interval)
-		err := p.Ping(ctx)
-		// The ping's own deadline passing is a missed pong even when the transport, closed by
-		// the late write, has already ended the connection (its read loop may get there first).
-		missed := err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
-		cancel()
-		if missed || err != nil && c.ctx.Err() == nil {
-			c.dropPeer("no pong within " + interval.String())
+		if !c.ping(p, interval) {
+			c.dropPeer("no pong within " + interval.String() + " and the time to read what was sent at 64 KiB/s")
 			return
+		}
+	}
+}
+
+// minReadRate is the slowest reading a peer's late pong is forgiven at (ping): 64 KiB/s.
+const minReadRate = 64 << 10
+
+// maxPongBacklog bounds the time ping gives a peer to read what was sent before its ping when
+// Options.WriteTimeout does not (as long as one write may take).
+const maxPongBacklog = 30 * time.Second
+
+// ping sends one ping and waits for its pong, and reports whether the peer is alive. A peer
+// answers a ping only once it has read what was sent before it, so a peer reading a long answer
+// slowly answers late. Its pong is waited for while writes to it make progress (each interval
+// that some were written), and beyond that for as long as reading what was written since its
+// last pong takes at minReadRate, at most Options.WriteTimeout (maxPongBacklog without one). A peer that neither answers nor reads in that time is not
+// alive. The ping's write and wait run in one goroutine that ends before ping returns.
+func (c *Conn) ping(p Pinger, interval time.Duration) bool {
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Ping(ctx) }()
+	start, sent := time.Now(), c.written.Load() // the pong says the peer has read sent bytes
+	backlog := min(time.Duration(float64(sent-c.pongMark.Load())/minReadRate*float64(time.Second)),
+		cmp.Or(max(c.opts.WriteTimeout, 0), maxPongBacklog))
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		mark := c.written.Load()
+		select {
+		case err := <-done:
+			if err == nil {
+				c.pongMark.Store(sent)
+			}
+			return err == nil || c.ctx.Err() != nil
+		case <-t.C:
+			if c.written.Load() == mark && time.Since(start) >= interval+backlog {
+				cancel()
+				<-done
+				return c.ctx.Err() != nil // a connection that is ending is not dropped
+			}
+			t.Reset(interval)
 		}
 	}
 }
@@ -573,7 +613,8 @@ func (c *Conn) Drain(reason string) {
 
 	grace := time.NewTimer(c.opts.ShutdownGrace)
 	defer grace.Stop()
-	graceOver := false
+	graceOver, dropped := false, false
+	var flush *time.Timer // from the end of the grace: drainFlush
 	for {
 		c.mu.Lock()
 		graceOver = graceOver || c.graceEnded
@@ -582,15 +623,26 @@ func (c *Conn) Drain(reason string) {
 		if live == 0 {
 			break
 		}
+		var flushed <-chan time.Time
+		if graceOver && !dropped {
+			if flush == nil {
+				flush = time.NewTimer(drainFlush)
+				defer flush.Stop()
+			}
+			flushed = flush.C
+		}
 		select {
 		case <-c.changed:
 		case <-grace.C:
 			graceOver = true
+		case <-flushed:
+			dropped = true
+			c.dropPeer(notReading)
 		case <-c.ctx.Done():
 			return
 		}
 	}
-	c.waitRollouts()
+	c.waitRolloutsOrDrop(drainFlush)
 	if reason == protocol.ReasonConnectionLimit {
 		_ = c.CloseWith(&protocol.ConnectionError{Err: connectionLimitError(c.opts.MaxAge),
 			Code: protocol.CloseGoingAway, Reason: "connection age limit reached"})
@@ -681,17 +733,44 @@ func (c *Conn) cancelIdle(reason string, all bool) int {
 	return live
 }
 
-func (c *Conn) waitRollouts() {
+// liveRollouts returns the rollouts of the registry that hold a goroutine.
+func (c *Conn) liveRollouts() []*sampler.Rollout {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	var rs []*sampler.Rollout
 	for _, r := range c.reg {
 		if r.r != nil {
 			rs = append(rs, r.r)
 		}
 	}
-	c.mu.Unlock()
+	return rs
+}
+
+// drainFlush bounds how long a drain, once every rollout has been told to end, waits for them
+// to write their last events: a client that does not read them by then (its writes are stuck
+// behind a full socket) is dropped, so a shutdown is bounded by -shutdown-grace plus this,
+// not by -write-timeout.
+const drainFlush = 5 * time.Second
+
+// notReading is why a drain drops a peer after drainFlush.
+const notReading = "it did not read its last events within 5s of the end of the shutdown grace"
+
+// waitRolloutsOrDrop waits for the live rollouts to end; after d it drops the peer (their
+// writes then fail at once) and waits for the rest.
+func (c *Conn) waitRolloutsOrDrop(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	rs := c.liveRollouts()
 	for _, r := range rs {
-		r.Wait()
+		select {
+		case <-r.Done():
+		case <-t.C:
+			c.dropPeer(notReading)
+			for _, r := range rs {
+				r.Wait()
+			}
+			return
+		}
 	}
 }
 

@@ -216,6 +216,7 @@ func (c *Conn) send(frames [][]byte) error {
 		b += int64(len(f))
 	}
 	c.bytesSent.Add(b)
+	c.written.Add(b)
 	if c.framesSent.Add(int64(len(frames))) >= flushFrames {
 		c.flushCounts()
 	}

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"time"
+
 	"bytes"
 	"context"
 	"errors"
@@ -8,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/sampler/sim"
 )
 
 // batchPipe is a Transport with WriteBatch that records each batch; while gate is open
@@ -183,4 +188,35 @@ func (c *Conn) queuedBytes() int64 {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	return c.queued
+}
+
+// TestDrainDropsAPeerThatDoesNotRead: a rollout whose writes are stuck behind a client that
+// does not read cannot end on its own; the drain drops the peer drainFlush after the grace
+// instead of waiting for the write timeout, and every goroutine ends.
+func TestDrainDropsAPeerThatDoesNotRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newBatchPipe() // the network write never completes: gate stays closed
+		c := NewConn(tr, Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant}), ShutdownGrace: time.Second})
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			_ = ServeAppend(c)
+		}()
+		tr.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "x",
+			"metadata": map[string]string{"sim.answer_tokens": "100000"}})
+		synctest.Wait() // the rollout is stuck: its outbox is full
+		if q := c.outboxBytes(); q < maxOutbox/2 {
+			t.Fatalf("outbox holds %d bytes, want it full behind the stuck write", q)
+		}
+		start := time.Now()
+		c.Drain(protocol.ReasonServerShutdown)
+		if took := time.Since(start); took != time.Second+drainFlush {
+			t.Fatalf("drain took %v, want the grace (1s) plus %v", took, drainFlush)
+		}
+		if code := tr.closeCode(); code != pipeAborted {
+			t.Fatalf("close code %d, want the peer aborted", code)
+		}
+		<-served
+		c.Close()
+	})
 }

@@ -257,3 +257,27 @@ func TestMetricsAccess(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowReaderKeepsAnsweringPings: a client that reads, slowly, a long answer answers each
+// ping only once it has read what was sent before it, later than the ping interval; the bytes
+// it reads meanwhile show it is alive, so it is not dropped and gets the whole answer.
+func TestSlowReaderKeepsAnsweringPings(t *testing.T) {
+	s, url := testServer(t, Options{PingInterval: 50 * time.Millisecond})
+	c := dialAppend(t, url)
+	c.Send(create("long", map[string]string{"sim.answer_tokens": "40000"}))
+	for n := 1; ; n++ {
+		f := c.Next()
+		if f.Type() == "response.completed" {
+			break
+		}
+		if f.Type() == "response.failed" || f.Type() == "error" {
+			t.Fatalf("%s: %v", f.Type(), f)
+		}
+		if n%100 == 0 {
+			time.Sleep(10 * time.Millisecond) // a slow reader: about 10,000 frames a second
+		}
+	}
+	if d := s.Metrics().PeersDropped.Load(); d != 0 {
+		t.Fatalf("%d peers dropped, want the slow reader kept", d)
+	}
+}

@@ -35,10 +35,8 @@ const maxFrame = 64 << 10
 func tether(t *testing.T) (string, *server.Server) {
 	t.Helper()
 	s, url := servertest.Start(t, server.Options{
-		Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true}),
-		Limits: session.Limits{
-			MaxFrame: maxFrame,
-		},
+		Model:  sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true}),
+		Limits: session.Limits{MaxFrame: maxFrame},
 	})
 	return url + "/v1", s
 }

@@ -20,10 +20,8 @@ func TestChainConforms(t *testing.T) {
 	_, up := servertest.Start(t, server.Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true})})
 	const maxFrame = 64 << 10
 	_, front := servertest.Start(t, server.Options{
-		Limits: session.Limits{
-			MaxFrame: maxFrame,
-		},
-		Model: newModel(t, chat.Options{BaseURLs: []string{up + "/v1"}, Slots: 4, Timeout: 10 * time.Second}),
+		Limits: session.Limits{MaxFrame: maxFrame},
+		Model:  newModel(t, chat.Options{BaseURLs: []string{up + "/v1"}, Slots: 4, Timeout: 10 * time.Second}),
 	})
 	var out bytes.Buffer
 	rep := conformance.Run(t.Context(), conformance.Config{URL: front + "/v1", Shape: conformance.ShapeBoth,

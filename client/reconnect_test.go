@@ -10,6 +10,7 @@ import (
 	"github.com/tetherd/tether/client"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/session"
 )
 
 // TestReconnectAtAgeLimit: the server's connection-age limit ends the WebSocket while the
@@ -19,7 +20,7 @@ func TestReconnectAtAgeLimit(t *testing.T) {
 	for _, store := range []bool{true, false} {
 		name := map[bool]string{true: "store", false: "replay"}[store]
 		t.Run(name, func(t *testing.T) {
-			shapes(t, server.Options{MaxConnectionAge: time.Second}, func(t *testing.T, c *client.Conn) {
+			shapes(t, server.Options{Limits: session.Limits{MaxConnectionAge: time.Second}}, func(t *testing.T, c *client.Conn) {
 				q := twoCalls("outlive the connection")
 				q.Metadata = map[string]string{"sim.calls": "1"}
 				q.Store = &store
@@ -128,7 +129,7 @@ func TestClose(t *testing.T) {
 // TestNoReconnect: with NoReconnect, a rollout suspended at the age limit ends with the
 // server's response.incomplete (reason connection_limit), and Append reports ErrEnded.
 func TestNoReconnect(t *testing.T) {
-	_, base := servertest.Start(t, server.Options{MaxConnectionAge: 500 * time.Millisecond})
+	_, base := servertest.Start(t, server.Options{Limits: session.Limits{MaxConnectionAge: 500 * time.Millisecond}})
 	c := dial(t, base+"/v1", &client.Options{NoReconnect: true})
 	ctx := ctxT(t)
 	r, err := c.Start(ctx, twoCalls("no reconnect"))

@@ -10,12 +10,13 @@ import (
 
 	"github.com/tetherd/tether/client"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/session"
 )
 
 // TestManyRollouts runs 16 rollouts of 3 steps with 2 parallel calls each on one connection at
 // once: every event and every error must reach its own rollout.
 func TestManyRollouts(t *testing.T) {
-	shapes(t, server.Options{QueueDepth: 64}, func(t *testing.T, c *client.Conn) {
+	shapes(t, server.Options{Limits: session.Limits{QueueDepth: 64}}, func(t *testing.T, c *client.Conn) {
 		ctx := ctxT(t)
 		var wg sync.WaitGroup
 		errs := make([]error, 16)
@@ -48,7 +49,7 @@ func TestManyRollouts(t *testing.T) {
 // TestManyRejectedAppends: 16 rollouts on one connection each send a rejected append and then a
 // good one; each error names its own bad call_id, so it reaches its own rollout.
 func TestManyRejectedAppends(t *testing.T) {
-	shapes(t, server.Options{QueueDepth: 64}, func(t *testing.T, c *client.Conn) {
+	shapes(t, server.Options{Limits: session.Limits{QueueDepth: 64}}, func(t *testing.T, c *client.Conn) {
 		ctx := ctxT(t)
 		var wg sync.WaitGroup
 		errs := make([]error, 16)

@@ -16,6 +16,7 @@ import (
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 )
 
 // bgCreate is a background create body.
@@ -336,7 +337,7 @@ func TestBackgroundEventBound(t *testing.T) {
 // it within the grace (response.incomplete, server_shutdown, kept for its followers) and
 // holds no goroutine of it afterwards (goleak, TestMain).
 func TestBackgroundShutdown(t *testing.T) {
-	f := newFixture(t, realtime(server.Options{ShutdownGrace: time.Millisecond}))
+	f := newFixture(t, realtime(server.Options{Limits: session.Limits{ShutdownGrace: time.Millisecond}}))
 	ctx := t.Context()
 	created := jsonAnswer(t, do(t, ctx, "POST", f.base+"/responses", bgCreate("a very long answer", map[string]any{"metadata": slow("100000")})), 200)
 	follow := openSSE(t, do(t, ctx, "GET", f.base+"/responses/"+created.Str("id")+"?stream=true", nil))

@@ -9,6 +9,7 @@ import (
 	"github.com/tetherd/tether/internal/redistest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/session/store"
 )
 
@@ -134,7 +135,7 @@ func TestBackgroundSharedCancel(t *testing.T) {
 // completed.
 func TestBackgroundSharedDrain(t *testing.T) {
 	t.Run("past the grace", func(t *testing.T) {
-		a, b := sharedPair(t, server.Options{ShutdownGrace: time.Millisecond}, server.Options{})
+		a, b := sharedPair(t, server.Options{Limits: session.Limits{ShutdownGrace: time.Millisecond}}, server.Options{})
 		ctx := t.Context()
 		id := jsonAnswer(t, do(t, ctx, "POST", a.base+"/responses", bgCreate("a very long answer", map[string]any{"metadata": slow("100000")})), 200).Str("id")
 		onB := openSSE(t, do(t, ctx, "GET", b.base+"/responses/"+id+"?stream=true", nil))
@@ -158,7 +159,7 @@ func TestBackgroundSharedDrain(t *testing.T) {
 		}
 	})
 	t.Run("within the grace", func(t *testing.T) {
-		a, b := sharedPair(t, server.Options{ShutdownGrace: time.Minute}, server.Options{})
+		a, b := sharedPair(t, server.Options{Limits: session.Limits{ShutdownGrace: time.Minute}}, server.Options{})
 		ctx := t.Context()
 		id := jsonAnswer(t, do(t, ctx, "POST", a.base+"/responses", bgCreate("a short answer", map[string]any{"metadata": slow("40")})), 200).Str("id")
 		if err := a.srv.Shutdown(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 )
 
 // coldLog records the "continuation went cold" log lines, with their level and attributes.
@@ -52,7 +53,7 @@ func (l *coldLog) of(id string) map[string]string {
 // member on response.created).
 func TestColdContinuationSaysWhy(t *testing.T) {
 	log := &coldLog{}
-	s, base := servertest.Start(t, server.Options{Logger: slog.New(log), MaxSuspended: 3})
+	s, base := servertest.Start(t, server.Options{Logger: slog.New(log), Limits: session.Limits{MaxSuspended: 3}})
 	f := &fixture{srv: s, base: base + "/v1", wsURL: "ws" + base[len("http"):] + "/v1/responses"}
 	tools := map[string]any{"store": false, "tools": []any{shell}, "metadata": map[string]string{"tag": "a"}}
 	with := func(prev string, extra map[string]any) map[string]any {

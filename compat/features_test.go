@@ -17,6 +17,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 func TestWarmupThenEmptyInputTakesHotPath(t *testing.T) {
@@ -99,7 +100,7 @@ func TestUnsupportedAndIgnoredFields(t *testing.T) {
 }
 
 func TestConnectionAgeLimitPublic(t *testing.T) {
-	f := newFixture(t, server.Options{MaxConnectionAge: 300 * time.Millisecond})
+	f := newFixture(t, server.Options{Limits: session.Limits{MaxConnectionAge: 300 * time.Millisecond}})
 	c := f.dial(t)
 	turn(t, c, create("quick", nil))
 	e := c.Next()
@@ -215,7 +216,7 @@ func TestHTTPSSE(t *testing.T) {
 }
 
 func TestHTTPBodyTooLarge(t *testing.T) {
-	f := newFixture(t, server.Options{MaxFrame: 1000})
+	f := newFixture(t, server.Options{Limits: session.Limits{MaxFrame: 1000}})
 	var e map[string]any
 	httpJSON(t, "POST", f.base+"/responses", map[string]any{"model": "sim", "input": strings.Repeat("x", 2000)}, 413, &e)
 	if e["error"] == nil {
@@ -248,7 +249,7 @@ func httpJSON(t *testing.T, method, url string, body any, status int, out any) {
 }
 
 func TestRegistryBoundKeepsNewestSegment(t *testing.T) {
-	f := newFixture(t, server.Options{CacheResponses: 2})
+	f := newFixture(t, server.Options{Limits: session.Limits{CacheResponses: 2}})
 	c := f.dial(t)
 	opts := map[string]any{"store": false, "tools": []any{shell}}
 	a := turn(t, c, create("chain a", opts)) // suspended at a tool call

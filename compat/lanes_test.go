@@ -9,6 +9,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // realtime is a server whose sim takes the time its speed says (sim.speed is honoured).
@@ -88,7 +89,7 @@ func TestLaneIsFIFO(t *testing.T) {
 // limit gets websocket_stream_limit_reached echoing its name; names already used, and the
 // default lane, still work; request-scoped errors carry their lane.
 func TestLaneErrors(t *testing.T) {
-	f := newFixture(t, server.Options{MaxLanes: 2})
+	f := newFixture(t, server.Options{Limits: session.Limits{MaxLanes: 2}})
 	c := f.dial(t)
 	for _, bad := range []string{"", "a b", strings.Repeat("x", 257), "é"} {
 		c.Send(inLane(bad, "x", nil))
@@ -122,7 +123,7 @@ func TestLaneErrors(t *testing.T) {
 
 // TestNoLaneCap: a negative MaxLanes (tether serve -max-lanes 0) bounds nothing.
 func TestNoLaneCap(t *testing.T) {
-	f := newFixture(t, server.Options{MaxLanes: -1, MaxInflight: -1})
+	f := newFixture(t, server.Options{Limits: session.Limits{MaxLanes: -1, MaxInflight: -1}})
 	c := f.dial(t)
 	for i := range 40 {
 		turn(t, c, inLane(fmt.Sprintf("l%d", i), "hi", nil))
@@ -187,7 +188,7 @@ func TestFailedForkKeepsParent(t *testing.T) {
 // TestMaxInflight: with -max-inflight 1 two lanes take turns (the second lane's response
 // begins only once the first has sampled its answer); neither is refused.
 func TestMaxInflight(t *testing.T) {
-	f := newFixture(t, realtime(server.Options{MaxInflight: 1}))
+	f := newFixture(t, realtime(server.Options{Limits: session.Limits{MaxInflight: 1}}))
 	c := f.dial(t)
 	c.Send(inLane("a", "first", map[string]any{"metadata": slow("20")}))
 	c.Send(inLane("b", "second", nil))

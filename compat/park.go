@@ -9,7 +9,7 @@ import (
 	"github.com/tetherd/tether/session"
 )
 
-// This file lets public-shape rollouts park (session.Options.ParkAfter): a rollout suspended
+// This file lets public-shape rollouts park (session.Limits.ParkAfter): a rollout suspended
 // behind a completed segment gives up its goroutine, and a hot continuation of its latest
 // segment (previous_response_id) continues it from its parked state, as hot as a live one.
 //

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 )
 
 // waitFor polls cond (a state of the server) until it holds, for at most a minute.
@@ -26,7 +27,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // path: counted hot, the same usage (cached_tokens) and context as a rollout that stayed live,
 // sequence_number and output_index from 0 per Response.
 func TestPublicRolloutParksAndResumesHot(t *testing.T) {
-	parked := newFixture(t, server.Options{ParkAfter: 10 * time.Millisecond})
+	parked := newFixture(t, server.Options{Limits: session.Limits{ParkAfter: 10 * time.Millisecond}})
 	live := newFixture(t, server.Options{})
 	m := parked.srv.Metrics()
 	chain := func(f *fixture, park bool) [][]wstest.Frame {
@@ -83,7 +84,7 @@ func TestPublicRolloutParksAndResumesHot(t *testing.T) {
 // that rollout, which has to be continued from parked to end: the connection goes on serving
 // (the parent's eviction ends its rollout outside the registry's lock).
 func TestRejectedContinuationOfAParkedRollout(t *testing.T) {
-	f := newFixture(t, server.Options{ParkAfter: 10 * time.Millisecond})
+	f := newFixture(t, server.Options{Limits: session.Limits{ParkAfter: 10 * time.Millisecond}})
 	m := f.srv.Metrics()
 	c := f.dial(t)
 	opts := map[string]any{"store": false, "tools": []any{shell}}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 )
 
 func TestImmediateContinuations100(t *testing.T) {
@@ -144,7 +145,7 @@ func TestHotAndColdPathSameFingerprint(t *testing.T) {
 // -max-suspended: the least recently used one is released (its continuation takes the cold
 // path with the same context), so one connection can start any number of chains.
 func TestIdleChainsDoNotHitTheRolloutLimit(t *testing.T) {
-	f := newFixture(t, server.Options{MaxSuspended: 3})
+	f := newFixture(t, server.Options{Limits: session.Limits{MaxSuspended: 3}})
 	c := f.dial(t)
 	var first []wstest.Frame
 	for i := range 10 {

@@ -18,6 +18,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,8 +35,8 @@ const maxFrame = 64 << 10
 func tether(t *testing.T) (string, *server.Server) {
 	t.Helper()
 	s, url := servertest.Start(t, server.Options{
-		Model:    sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true}),
-		MaxFrame: maxFrame,
+		Model:  sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true}),
+		Limits: session.Limits{MaxFrame: maxFrame},
 	})
 	return url + "/v1", s
 }

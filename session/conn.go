@@ -16,7 +16,7 @@ import (
 	"github.com/tetherd/tether/session/store"
 )
 
-// Defaults of Options.
+// Defaults of Options and Limits.
 const (
 	DefaultSuspendTimeout = 10 * time.Minute
 	DefaultQueueDepth     = 16
@@ -29,13 +29,33 @@ const (
 	DefaultMaxLanes       = 32
 )
 
-// Options configures a connection. The zero value works: each field's default is given.
-type Options struct {
-	// Model serves every rollout. Required.
-	Model sampler.Model
+// Limits are the tunables of a connection that a server sets once for all of its
+// connections: Options embeds them, and so do the server's options, which pass them through
+// unchanged. The zero value works: each field gives its unit, what 0 means and its default.
+type Limits struct {
+	// MaxFrame is the largest client frame in bytes (-max-frame), used in the
+	// websocket_message_too_large error; the server bounds a POST body by it too.
+	// 0 means DefaultMaxFrame (32 MiB).
+	MaxFrame int64
+	// MaxConnectionAge is the connection age limit (-max-connection-age): when it passes, the
+	// connection drains with reason connection_limit, sends websocket_connection_limit_reached
+	// and closes 1001. The server applies it to WebSocket connections only, not to the
+	// connection core of an HTTP request. 0 means no limit (the command's default is 60m).
+	MaxConnectionAge time.Duration
 	// SuspendTimeout ends a rollout suspended longer than this (incomplete, idle_timeout).
 	// 0 means DefaultSuspendTimeout (10 minutes); negative means never.
 	SuspendTimeout time.Duration
+	// ParkAfter parks a rollout suspended this long (append shape, or a shape whose Sink is a
+	// ParkableSink: the public WebSocket shape; with a Model that can park, sampler.Unparker):
+	// its goroutine ends and the registry keeps its state as one value; the next append (or
+	// hot continuation), cancel or drain continues it (sampler.Unpark), hot. The suspend timeout
+	// still ends it. 0 means rollouts stay live while suspended.
+	ParkAfter time.Duration
+	// ParkUnstored lets store:false Responses be parked to the store too (Options.Reattach, and
+	// the public-shape WebSocket clients of a server on a shared store), when they park and on
+	// drain (-park-unstored): it then persists what the client asked not to store, for at most
+	// the suspend timeout, deleted when it is claimed (resumed) or expires.
+	ParkUnstored bool
 	// QueueDepth bounds the creates/appends waiting behind the sampling rollout of each lane.
 	// 0 means 16.
 	QueueDepth int
@@ -53,13 +73,42 @@ type Options struct {
 	// segments) calls Forget when a rollout ends, so that one registry holds their items.
 	CacheResponses int
 	CacheBytes     int64
-	// MaxAge is the connection age limit: when it passes, the connection drains
-	// with reason connection_limit, sends websocket_connection_limit_reached and closes 1001.
-	// 0 means no limit.
-	MaxAge time.Duration
 	// ShutdownGrace is how long sampling rollouts may finish when the connection drains.
 	// 0 means 30 seconds; negative means no grace (they are ended at once).
 	ShutdownGrace time.Duration
+	// PingInterval sends a protocol ping this often; a peer that does not answer within the
+	// interval is dropped and its rollouts freed. 0 means no pings.
+	PingInterval time.Duration
+	// WriteTimeout bounds the writing of one frame: a client that stops reading cannot pin a
+	// rollout (and the memory it holds) for longer. When it expires the connection is closed
+	// at once (the client sees 1006: no close frame can be written to a peer that does not
+	// read). 0 means 30 seconds; negative means none.
+	WriteTimeout time.Duration
+	// KeepAlive is the longest silence a client sees while a response samples: after it, the
+	// sampling response gets an application-level keepalive frame (a repeated
+	// response.in_progress, see docs/append-protocol.md, Server events), on WebSocket and SSE,
+	// because real clients (the Codex CLI's stream_idle_timeout) and proxies count only
+	// messages, not protocol pings. 0 means DefaultKeepAlive (5 seconds); negative means none.
+	KeepAlive time.Duration
+	// MaxSuspended bounds the rollouts of this connection that are suspended or running at
+	// once; MaxSuspendedTotal bounds the suspended rollouts of every connection sharing
+	// Options.Metrics. Over either, a create is answered rollout_limit_reached (429). 0 means
+	// no limit.
+	MaxSuspended      int
+	MaxSuspendedTotal int64
+	// MaxRolloutBytes bounds the memory of one rollout, accounted as the bytes of its items
+	// (history, inputs and outputs; its token buffer takes about as much again). A create or
+	// append that would exceed it is answered rollout_too_large (400) and changes nothing.
+	// 0 means no limit.
+	MaxRolloutBytes int64
+}
+
+// Options configures a connection. The zero value works: each field's default is given.
+type Options struct {
+	// Limits are the tunables a server sets for all of its connections.
+	Limits
+	// Model serves every rollout. Required.
+	Model sampler.Model
 	// Store keeps stored responses: it resolves a previous_response_id that is
 	// not in the shape's registry on the connection (Store.Chain), and every store:true
 	// response of either shape that ends completed or incomplete is written to it (Store.Put,
@@ -69,41 +118,14 @@ type Options struct {
 	// Owner is the API key of the connection ("" when the server is open): the scope of its
 	// stored responses.
 	Owner string
-	// MaxFrame is the largest client frame in bytes (-max-frame), used in the
-	// websocket_message_too_large error. 0 means 32 MiB.
-	MaxFrame int64
 	// Logger receives the connection's logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics, shared by a server's connections, counts rollouts, frames, errors and turn
 	// times. Nil counts nothing.
 	Metrics *Metrics
-	// PingInterval sends a protocol ping this often; a peer that does not answer within the
-	// interval is dropped and its rollouts freed. 0 means no pings.
-	PingInterval time.Duration
-	// WriteTimeout bounds the writing of one frame: a client that stops reading cannot pin a
-	// rollout (and the memory it holds) for longer. When it expires the connection is closed
-	// at once (the client sees 1006: no close frame can be written to a peer that does not
-	// read). 0 means 30 seconds; negative means none.
-	WriteTimeout time.Duration
-	// MaxSuspended bounds the rollouts of this connection that are suspended or running at
-	// once; MaxSuspendedTotal bounds the suspended rollouts of every connection sharing
-	// Metrics. Over either, a create is answered rollout_limit_reached (429). 0 means no limit.
-	MaxSuspended      int
-	MaxSuspendedTotal int64
-	// KeepAlive is the longest silence a client sees while a response samples: after it, the
-	// sampling response gets an application-level keepalive frame (a repeated
-	// response.in_progress, see docs/append-protocol.md, Server events), because real clients
-	// (the Codex CLI's stream_idle_timeout) and proxies count only messages, not protocol
-	// pings. 0 means DefaultKeepAlive (5 seconds); negative means none.
-	KeepAlive time.Duration
 	// Admission, shared by a server's connections, bounds the sampling steps running at once
 	// across all of them (-max-sampling). Nil means no bound.
 	Admission *Admission
-	// MaxRolloutBytes bounds the memory of one rollout, accounted as the bytes of its items
-	// (history, inputs and outputs; its token buffer takes about as much again). A create or
-	// append that would exceed it is answered rollout_too_large (400) and changes nothing.
-	// 0 means no limit.
-	MaxRolloutBytes int64
 	// KeyRollouts, shared by a server's connections, bounds the live rollouts (queued,
 	// sampling or suspended) of each quota key; QuotaKey is this connection's key
 	// (QuotaKey). Over it a create is answered quota_exceeded (429). Nil means no limit.
@@ -116,12 +138,6 @@ type Options struct {
 	// ones alone hold that much a create or append gets rollout_limit_reached (429). Nil
 	// means no server-wide bound.
 	Budget *Budget
-	// ParkAfter parks a rollout suspended this long (append shape, or a shape whose Sink is a
-	// ParkableSink: the public WebSocket shape; with a Model that can park, sampler.Unparker):
-	// its goroutine ends and the registry keeps its state as one value; the next append (or
-	// hot continuation), cancel or drain continues it (sampler.Unpark), hot. The suspend timeout
-	// still ends it. 0 means rollouts stay live while suspended.
-	ParkAfter time.Duration
 	// Parker is the store shared by the instances of a deployment that keeps parked rollouts
 	// (store.ParkerOf of a shared Store, under its timeout). An append or cancel naming a
 	// Response that is not on its connection claims it from there (its Owner's only) and
@@ -140,10 +156,6 @@ type Options struct {
 	// (deleted) when it continues on this connection, and a connection that closes leaves it
 	// there.
 	Reattach bool
-	// ParkUnstored lets store:false Responses be parked to the store too (Reattach), when they
-	// park and on drain: it then persists what the client asked not to store, for at most the
-	// suspend timeout, deleted when it is claimed.
-	ParkUnstored bool
 	// Compaction signs and opens compaction items (POST /v1/responses/compact; a create's
 	// compaction items are expanded with it). Nil means a random per-process key, so items
 	// from another process (another instance, or before a restart) are invalid_compaction_item.
@@ -204,7 +216,7 @@ type Conn struct {
 	log      *slog.Logger
 	ctx      context.Context // cancelled when the connection ends: every rollout stops
 	cancel   context.CancelFunc
-	inflight *inflight     // Options.MaxInflight, shared by the lanes' gates; nil: no bound
+	inflight *inflight     // Limits.MaxInflight, shared by the lanes' gates; nil: no bound
 	closed   chan struct{} // closed by Close
 	opened   time.Time     // when NewConn returned (Snapshot)
 
@@ -261,9 +273,9 @@ func NewConn(tr Transport, opts Options) *Conn {
 	c.out.space = make(chan struct{}, 1)
 	c.parker = o.Parker
 	o.Budget.join(c)
-	if o.MaxAge > 0 {
+	if o.MaxConnectionAge > 0 {
 		c.goroutines.Add(1)
-		go c.ageLimit(o.MaxAge)
+		go c.ageLimit(o.MaxConnectionAge)
 	}
 	if o.WriteTimeout > 0 || o.KeepAlive > 0 || o.ParkAfter > 0 {
 		c.watchdogOn = true
@@ -278,7 +290,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 }
 
 // laneLocked returns the gate of the lane streamID ("" for the default lane), creating it on
-// first use; websocket_stream_limit_reached (400) when that would exceed Options.MaxLanes named
+// first use; websocket_stream_limit_reached (400) when that would exceed Limits.MaxLanes named
 // lanes.
 func (c *Conn) laneLocked(streamID string) (*gate, error) {
 	if g, ok := c.lanes[streamID]; ok {
@@ -297,7 +309,7 @@ func (c *Conn) laneLocked(streamID string) (*gate, error) {
 	return g, nil
 }
 
-// inflightBound is the bound of Options.MaxInflight; nil (no bound) when it is negative.
+// inflightBound is the bound of Limits.MaxInflight; nil (no bound) when it is negative.
 func inflightBound(n int) *inflight {
 	if n < 0 {
 		return nil
@@ -436,7 +448,7 @@ func (c *Conn) ageLimit(age time.Duration) {
 // Transport is the connection's transport (the adapters read frames from it).
 func (c *Conn) Transport() Transport { return c.tr }
 
-// MaxFrame is the largest client frame in bytes (Options.MaxFrame with its default).
+// MaxFrame is the largest client frame in bytes (Limits.MaxFrame with its default).
 func (c *Conn) MaxFrame() int64 { return c.opts.maxFrame() }
 
 // Context is cancelled when the connection ends.
@@ -447,7 +459,7 @@ func (c *Conn) Context() context.Context { return c.ctx }
 // does not retain frame. It waits while the connection has maxOutbox bytes queued, and until
 // a frame of largeFrame bytes or more is written. It returns the transport's error once the
 // peer is gone (the error of an earlier frame's write: a write fails after Write returned).
-// A write that does not finish within Options.WriteTimeout drops the peer. (Timing a write
+// A write that does not finish within Limits.WriteTimeout drops the peer. (Timing a write
 // with a per-frame context would cost an allocation and a timer per event; the write
 // watchdog checks the one write in progress instead.) Flush waits for the queued frames.
 //
@@ -597,7 +609,7 @@ func (c *Conn) signal() {
 
 // Drain ends the connection gracefully (see sampler.Ending): new creates are
 // refused, suspended and queued rollouts end at once with reason (incomplete), sampling ones
-// may finish within Options.ShutdownGrace and are then ended with reason too; for the age limit
+// may finish within Limits.ShutdownGrace and are then ended with reason too; for the age limit
 // (reason connection_limit) the websocket_connection_limit_reached error frame follows; then
 // the connection closes with 1001. Drain returns when the close frame has been sent. Safe to
 // call more than once and concurrently; later calls wait for the first.
@@ -644,7 +656,7 @@ func (c *Conn) Drain(reason string) {
 	}
 	c.waitRolloutsOrDrop(drainFlush)
 	if reason == protocol.ReasonConnectionLimit {
-		_ = c.CloseWith(&protocol.ConnectionError{Err: connectionLimitError(c.opts.MaxAge),
+		_ = c.CloseWith(&protocol.ConnectionError{Err: connectionLimitError(c.opts.MaxConnectionAge),
 			Code: protocol.CloseGoingAway, Reason: "connection age limit reached"})
 		return
 	}
@@ -665,7 +677,9 @@ func (c *Conn) CloseWith(e *protocol.ConnectionError) error {
 
 // ConnectionLimitError is the websocket_connection_limit_reached error of this connection's
 // age limit: sent before the close with 1001, and to creates queued then.
-func (c *Conn) ConnectionLimitError() *protocol.Error { return connectionLimitError(c.opts.MaxAge) }
+func (c *Conn) ConnectionLimitError() *protocol.Error {
+	return connectionLimitError(c.opts.MaxConnectionAge)
+}
 
 func connectionLimitError(age time.Duration) *protocol.Error {
 	return protocol.Errorf(http.StatusBadRequest, protocol.CodeConnectionLimit, "",
@@ -775,7 +789,7 @@ func (c *Conn) waitRolloutsOrDrop(d time.Duration) {
 }
 
 // EndGrace ends the shutdown grace at once: a draining connection ends its sampling rollouts
-// like at the end of Options.ShutdownGrace (each still gets its terminal event), and a later
+// like at the end of Limits.ShutdownGrace (each still gets its terminal event), and a later
 // Drain does not wait. For a second shutdown signal. Safe to call more than once.
 func (c *Conn) EndGrace() {
 	c.mu.Lock()

@@ -11,9 +11,9 @@
 // lane's FIFO sampling slot (a lane is a create's stream_id; "" is the default
 // lane), so any number of rollouts may be suspended while at most one per lane samples, and the
 // events of responses of one lane never interleave. Lanes sample concurrently, up to
-// [Options.MaxInflight] at once (granted in the order their turns became ready), and a
-// connection may name [Options.MaxLanes] lanes. Creates and appends that arrive while a lane's
-// rollout samples wait in its queue, bounded by [Options.QueueDepth]
+// [Limits.MaxInflight] at once (granted in the order their turns became ready), and a
+// connection may name [Limits.MaxLanes] lanes. Creates and appends that arrive while a lane's
+// rollout samples wait in its queue, bounded by [Limits.QueueDepth]
 // (websocket_queue_limit_reached beyond it). Frame writes are granted in arrival order, one
 // frame per lane per round, and queued in a bounded outbox that one goroutine flushes, a
 // burst of events in one network write ([Conn.Write], [Conn.Flush]). [Conn.Steer] hands a response.steer to a rollout.
@@ -55,7 +55,7 @@
 // timeout with response.incomplete (reasons "cancelled", "idle_timeout"); a model failure with
 // response.failed. [Conn.Drain] (server shutdown, reason "server_shutdown"; age limit, reason
 // "connection_limit") ends suspended and queued rollouts at once and lets a sampling one finish
-// within [Options.ShutdownGrace], then closes with 1001 — after the
+// within [Limits.ShutdownGrace], then closes with 1001 — after the
 // websocket_connection_limit_reached error frame for the age limit. A client disconnect frees
 // every goroutine and the registry at once; nothing is sent.
 //

@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// inflight is a connection's bound on lanes sampling at once (Options.MaxInflight), granted
+// inflight is a connection's bound on lanes sampling at once (Limits.MaxInflight), granted
 // in the order the lanes' turns became ready: a turn reserves its place when its lane's slot
 // is granted (under the lane's lock, in the order creates and appends arrived or lanes freed),
 // not when its rollout's goroutine happens to run, so a lane never waits behind a lane that

@@ -17,18 +17,18 @@ var TurnBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
 // concurrent use; the gauges are current values, the rest only grow.
 type Metrics struct {
 	// Rollouts now, by state (gauges). Suspended rollouts are live (a goroutine waits) or
-	// parked (Options.ParkAfter: the registry holds their state only).
+	// parked (Limits.ParkAfter: the registry holds their state only).
 	Queued, Sampling, Suspended, Parked atomic.Int64
 	// Parks and Unparks count rollouts parked and continued from parked (counters);
 	// PressureParks counts those of Parks that memory pressure parked (Budget: a create or
 	// append that did not fit), ShutdownParks those a drain parked to move them to the store;
-	// IdleParks those parked after Options.ParkAfter.
+	// IdleParks those parked after Limits.ParkAfter.
 	Parks, Unparks, PressureParks, ShutdownParks, IdleParks atomic.Int64
 	// StoreParks counts rollouts a drain parked to the shared store (Options.Reattach, or a
 	// SharedParkSink's), Claims those claimed from it by an append or cancel or a public
 	// continuation (Conn.ClaimParked), or taken back by the connection that wrote them
 	// (counters). StoreCopies counts the parked rollouts also written to the store
-	// when they parked (Options.ParkAfter), so that they survive their instance (counter).
+	// when they parked (Limits.ParkAfter), so that they survive their instance (counter).
 	StoreParks, Claims, StoreCopies atomic.Int64
 	// Connections now (gauge), by shape.
 	AppendConns, PublicConns atomic.Int64

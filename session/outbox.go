@@ -192,7 +192,7 @@ func (c *Conn) writeBatch(frames []outFrame, arena []byte, failed error) error {
 
 // send writes frames through the transport and counts them. The write is not bound by a
 // context (a cancellable one costs the transport a registration per frame): the watchdog
-// drops a peer whose write takes longer than Options.WriteTimeout, and Close aborts the
+// drops a peer whose write takes longer than Limits.WriteTimeout, and Close aborts the
 // transport under a flusher still writing.
 func (c *Conn) send(frames [][]byte) error {
 	c.writeStart.Store(time.Now().UnixNano())

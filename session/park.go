@@ -9,7 +9,7 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// This file parks suspended rollouts (Options.ParkAfter): a parked rollout holds no goroutine,
+// This file parks suspended rollouts (Limits.ParkAfter): a parked rollout holds no goroutine,
 // its whole state is one parkedRollout value in the registry, and the next append (or cancel,
 // drain, suspend timeout, close) continues it in a new goroutine (sampler.Unpark), hot.
 
@@ -51,7 +51,7 @@ func (v *parkedRollout) lane() string {
 }
 
 // ParkableSink is an optional interface of a shape's Sink (Route.Sink) whose rollouts can park
-// (Options.ParkAfter) on a connection that has an UnparkSink (Conn.SetUnparkSink). ParkState
+// (Limits.ParkAfter) on a connection that has an UnparkSink (Conn.SetUnparkSink). ParkState
 // returns the sink's whole state as JSON; it is called once, from the rollout's goroutine,
 // when the rollout parks, and the sink is not used again.
 type ParkableSink interface {
@@ -61,14 +61,14 @@ type ParkableSink interface {
 
 // SharedParkSink is a ParkableSink whose parked rollouts go to the shared store
 // (Options.Parker) as the append shape's of a reattaching client do: when they park
-// (Options.ParkAfter) and on a drain for server shutdown, keyed by owner, for the rest of
+// (Limits.ParkAfter) and on a drain for server shutdown, keyed by owner, for the rest of
 // their suspend timeout; any connection of the owner on an instance sharing the store claims
 // one by its id (Conn.ClaimParked) and continues it, hot. On a connection with a Parker,
 // SharedParkState is called instead of ParkState (once, from the rollout's goroutine): state
 // is the sink's whole state as JSON, which also lets another connection adopt the rollout
 // (AdoptParked); id is the store id a client continues the rollout by ("" when it cannot be
 // continued: it then stays in memory only); stored is the store flag of the Response it
-// would continue (store:false goes to the store only with Options.ParkUnstored).
+// would continue (store:false goes to the store only with Limits.ParkUnstored).
 type SharedParkSink interface {
 	ParkableSink
 	SharedParkState() (id string, stored bool, state json.RawMessage)
@@ -122,7 +122,7 @@ func (c *Conn) sharesShape(inner sampler.Sink) bool {
 }
 
 // sinkFor returns the Sink a rollout of the registry entry h runs with: a parkingSink when
-// rollouts park (Options.ParkAfter, a Model that can park) and the shape's sink can (the
+// rollouts park (Limits.ParkAfter, a Model that can park) and the shape's sink can (the
 // append shape's, or a ParkableSink on a connection with an UnparkSink). Called with c.mu
 // held.
 func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sink {

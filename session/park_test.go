@@ -41,7 +41,7 @@ func usageOf(f map[string]any) map[string]any {
 func TestParkedRolloutResumesHot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &Metrics{}
-		p, c, stop := serve(t, Options{ParkAfter: 30 * time.Second, Metrics: m})
+		p, c, stop := serve(t, Options{Limits: Limits{ParkAfter: 30 * time.Second}, Metrics: m})
 		defer stop()
 		lp, _, lstop := serve(t, Options{}) // stays live: the control
 		defer lstop()
@@ -129,7 +129,7 @@ func TestParkedRolloutEnds(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := &Metrics{}
-				p, c, stop := serve(t, Options{ParkAfter: 30 * time.Second, SuspendTimeout: time.Minute, Metrics: m})
+				p, c, stop := serve(t, Options{Limits: Limits{ParkAfter: 30 * time.Second, SuspendTimeout: time.Minute}, Metrics: m})
 				defer stop()
 				id, _, seq := createCalls(t, p, "2")
 				suspended := time.Now()
@@ -172,7 +172,7 @@ func TestParkedRolloutEnds(t *testing.T) {
 func TestUnparkedRolloutTimesOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &Metrics{}
-		p, _, stop := serve(t, Options{ParkAfter: 30 * time.Second, SuspendTimeout: time.Minute, Metrics: m})
+		p, _, stop := serve(t, Options{Limits: Limits{ParkAfter: 30 * time.Second, SuspendTimeout: time.Minute}, Metrics: m})
 		defer stop()
 		id, call, _ := createCalls(t, p, "3")
 		time.Sleep(30 * time.Second)
@@ -207,7 +207,7 @@ func TestParkRacesAppend(t *testing.T) {
 	for range 20 {
 		synctest.Test(t, func(t *testing.T) {
 			m := &Metrics{}
-			p, _, stop := serve(t, Options{ParkAfter: 30 * time.Second, Metrics: m})
+			p, _, stop := serve(t, Options{Limits: Limits{ParkAfter: 30 * time.Second}, Metrics: m})
 			defer stop()
 			id, call, seq := createCalls(t, p, "2")
 			time.Sleep(30 * time.Second)
@@ -225,7 +225,7 @@ func TestParkRacesAppend(t *testing.T) {
 func TestCloseWithParkedRollouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &Metrics{}
-		p, _, stop := serve(t, Options{ParkAfter: time.Second, Metrics: m})
+		p, _, stop := serve(t, Options{Limits: Limits{ParkAfter: time.Second}, Metrics: m})
 		for range 3 {
 			createCalls(t, p, "2")
 		}
@@ -247,7 +247,7 @@ func TestCloseWithParkedRollouts(t *testing.T) {
 func TestParkedRolloutRefusesBadAppend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &Metrics{}
-		p, _, stop := serve(t, Options{ParkAfter: time.Second, Metrics: m})
+		p, _, stop := serve(t, Options{Limits: Limits{ParkAfter: time.Second}, Metrics: m})
 		defer stop()
 		id, call, seq := createCalls(t, p, "2")
 		time.Sleep(time.Second)

@@ -19,7 +19,7 @@ import (
 // goroutine waits), in bytes, besides its items and settings: its goroutine's stack and the
 // sampler's and model session's state. tether soak -density measures about 17 KB per live
 // suspended rollout against about 3 KB per parked one (small contexts, the sim). Parking the
-// rollout (Options.ParkAfter, memory pressure, drain) gives the charge back.
+// rollout (Limits.ParkAfter, memory pressure, drain) gives the charge back.
 const SuspendedLiveBytes = 16 << 10
 
 // pressureWait bounds how long a create or append that did not fit waits for the rollouts it

@@ -99,7 +99,7 @@ func served(t *testing.T, ws *websocket.Conn, c *session.Conn, n int) {
 func TestQueuedFramesCounted(t *testing.T) {
 	budget := session.NewBudget(256<<20, 0)
 	metrics := &session.Metrics{}
-	url, conns := wsServer(t, session.Options{Budget: budget, Metrics: metrics, WriteTimeout: 500 * time.Millisecond})
+	url, conns := wsServer(t, session.Options{Budget: budget, Metrics: metrics, Limits: session.Limits{WriteTimeout: 500 * time.Millisecond}})
 	_, stalled := dial(t, url, conns, true)
 	good, gc := dial(t, url, conns, false)
 
@@ -124,7 +124,7 @@ func TestQueuedFramesCounted(t *testing.T) {
 func TestQueuedFramesOverBudget(t *testing.T) {
 	budget := session.NewBudget(12<<20, 0)
 	metrics := &session.Metrics{}
-	url, conns := wsServer(t, session.Options{Budget: budget, Metrics: metrics, WriteTimeout: -1})
+	url, conns := wsServer(t, session.Options{Budget: budget, Metrics: metrics, Limits: session.Limits{WriteTimeout: -1}})
 	_, stalled := dial(t, url, conns, true)
 	good, gc := dial(t, url, conns, false)
 

@@ -32,7 +32,7 @@ var errNotHere = errors.New("session: not on this connection")
 var errNotShared = errors.New("session: this parked rollout does not go to the store")
 
 // reattachableLocked reports whether a rollout of a Response with store stored moves to the
-// store on drain (Options.Reattach, a store.Parker, store:true or Options.ParkUnstored).
+// store on drain (Options.Reattach, a store.Parker, store:true or Limits.ParkUnstored).
 func (c *Conn) reattachableLocked(stored bool) bool {
 	return c.parker != nil && c.opts.Reattach && (stored || c.opts.ParkUnstored)
 }
@@ -161,7 +161,7 @@ func (c *Conn) forgetStoredLocked(h *rollout) {
 	c.signal() // a drain counts it no more
 }
 
-// shareParked writes the value v of h's rollout, which is parking (Options.ParkAfter), to the
+// shareParked writes the value v of h's rollout, which is parking (Limits.ParkAfter), to the
 // store too when h moves to the store on drain (rollout.reattach) and is not being cancelled,
 // drained or closed: a rollout so parked survives the loss of its connection or instance (a
 // SIGKILL), not only a drain, at the cost of one store write per park. It lives there until

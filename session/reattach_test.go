@@ -18,7 +18,7 @@ func TestDrainParksToTheStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := store.NewMemory(0, 0)
 		ma, mb := &Metrics{}, &Metrics{}
-		a, ca, stopA := serve(t, Options{Parker: mem, Reattach: true, SuspendTimeout: time.Minute, Metrics: ma, Owner: "k"})
+		a, ca, stopA := serve(t, Options{Parker: mem, Reattach: true, Limits: Limits{SuspendTimeout: time.Minute}, Metrics: ma, Owner: "k"})
 		defer stopA()
 		b, _, stopB := serve(t, Options{Parker: mem, Metrics: mb, Owner: "k"})
 		defer stopB()
@@ -80,7 +80,7 @@ func TestDrainParksToTheStore(t *testing.T) {
 // TestDrainWithoutReattach: without the client's opt-in, or for a store:false Response
 // without ParkUnstored, a drain ends the suspended rollout as before.
 func TestDrainWithoutReattach(t *testing.T) {
-	for _, o := range []Options{{Reattach: false}, {Reattach: true, ParkUnstored: false}} {
+	for _, o := range []Options{{Reattach: false}, {Reattach: true, Limits: Limits{ParkUnstored: false}}} {
 		synctest.Test(t, func(t *testing.T) {
 			o.Parker = store.NewMemory(0, 0)
 			p, c, stop := serve(t, o)
@@ -104,7 +104,7 @@ func TestClaimedRolloutParksAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := store.NewMemory(0, 0)
 		opts := func() Options {
-			return Options{Parker: mem, Reattach: true, SuspendTimeout: time.Minute, Owner: "k"}
+			return Options{Parker: mem, Reattach: true, Limits: Limits{SuspendTimeout: time.Minute}, Owner: "k"}
 		}
 		a, ca, stopA := serve(t, opts())
 		defer stopA()
@@ -140,8 +140,15 @@ func TestClaimedRolloutParksAgain(t *testing.T) {
 func TestDrainParksARolloutResumedBeforeItParked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := store.NewMemory(0, 0)
-		a, ca, stopA := serve(t, Options{Parker: mem, Reattach: true, SuspendTimeout: time.Minute,
-			ShutdownGrace: time.Minute, Owner: "k"})
+		a, ca, stopA := serve(t, Options{
+			Parker:   mem,
+			Reattach: true,
+			Limits: Limits{
+				SuspendTimeout: time.Minute,
+				ShutdownGrace:  time.Minute,
+			},
+			Owner: "k",
+		})
 		defer stopA()
 		id, call, _ := createCalls(t, a, "3")
 		ca.mu.Lock()

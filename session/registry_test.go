@@ -62,7 +62,7 @@ func liveKeys(c *Conn) []string {
 func TestRegistryEvictsEndedRolloutsLeastRecentlyUsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &Metrics{}
-		p, c, stop := serve(t, Options{CacheResponses: 3, Metrics: m})
+		p, c, stop := serve(t, Options{Limits: Limits{CacheResponses: 3}, Metrics: m})
 		defer stop()
 		live, _ := start(t, p, "keep me", true)
 		b, _ := start(t, p, "b", false)
@@ -93,8 +93,8 @@ func TestRegistryNeverEvictsLiveRollouts(t *testing.T) {
 		name string
 		opts Options
 	}{
-		{"count", Options{CacheResponses: 1}},
-		{"bytes", Options{CacheBytes: 1, MaxRolloutBytes: 1 << 20}}, // live rollouts are bounded by MaxRolloutBytes
+		{"count", Options{Limits: Limits{CacheResponses: 1}}},
+		{"bytes", Options{Limits: Limits{CacheBytes: 1, MaxRolloutBytes: 1 << 20}}}, // live rollouts are bounded by MaxRolloutBytes
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

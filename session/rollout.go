@@ -43,7 +43,7 @@ type rollout struct {
 	context   int            // tokens of the last sampling step's context (input + output)
 	// reattach: an append-shape rollout that a drain parks to the store (reattachableLocked);
 	// parkAsked: the drain asked it to park; moving: its parked value is being written there.
-	// inStore: it parked (Options.ParkAfter) and its parked value was written to the store
+	// inStore: it parked (Limits.ParkAfter) and its parked value was written to the store
 	// too (shareParked): the store's copy is claimed back before it continues here.
 	reattach, parkAsked, moving, inStore bool
 	// parkable: its sink can park (parkingSink); pressured: memory pressure asked it to park
@@ -98,7 +98,7 @@ func (c *Conn) start(req StartRequest) error {
 		why := c.drainWhy
 		c.mu.Unlock()
 		if why == protocol.ReasonConnectionLimit {
-			return connectionLimitError(c.opts.MaxAge)
+			return connectionLimitError(c.opts.MaxConnectionAge)
 		}
 		return shuttingDownError()
 	}
@@ -159,7 +159,7 @@ func (c *Conn) start(req StartRequest) error {
 }
 
 // checkLimitsLocked answers rollout_limit_reached (429) when a new rollout would exceed
-// Options.MaxSuspended on this connection or Options.MaxSuspendedTotal on the server.
+// Limits.MaxSuspended on this connection or Limits.MaxSuspendedTotal on the server.
 //
 // A rollout that only waits behind a completed public Response (Config.SuspendOnAnswer, no
 // pending calls: its chain is in the shape's registry and a continuation can rebuild it) does
@@ -216,7 +216,7 @@ func (c *Conn) releaseIdleLocked() bool {
 
 // admitLocked takes a place in the sampling queue for a turn after which the rollout holds
 // bytes of items and settings, add of them new (reserved, see reserveLocked):
-// rollout_too_large (400) over Options.MaxRolloutBytes, the errors of reserveLocked,
+// rollout_too_large (400) over Limits.MaxRolloutBytes, the errors of reserveLocked,
 // websocket_queue_limit_reached (429) when the queue is full.
 func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, error) {
 	if max := c.opts.MaxRolloutBytes; max > 0 && bytes > max {
@@ -494,7 +494,7 @@ func (c *Conn) CountEvictions(n int) {
 }
 
 // ItemsBytes estimates the memory held by items, in bytes: their text plus a fixed overhead
-// each. It is the unit of Options.CacheBytes and Options.MaxRolloutBytes.
+// each. It is the unit of Limits.CacheBytes and Limits.MaxRolloutBytes.
 func ItemsBytes(items []protocol.Item) int64 { return store.ItemsBytes(items) }
 
 // evictLocked drops the least recently used ended rollouts until the registry is within its

@@ -11,7 +11,7 @@ import (
 // SettingsBytes estimates the memory a rollout holds for the settings of its create, besides
 // its items: instructions, tools (names, descriptions, parameter schemas), tool_choice,
 // metadata and the text format, in bytes of their JSON text plus a fixed overhead. It is
-// counted with ItemsBytes toward Options.MaxRolloutBytes and the registry's CacheBytes.
+// counted with ItemsBytes toward Limits.MaxRolloutBytes and the registry's CacheBytes.
 func SettingsBytes(p *protocol.CreateParams) int64 {
 	var tf json.RawMessage
 	if p.Text != nil {

@@ -16,7 +16,7 @@ type RolloutSnapshot struct {
 	// chain's first Response in the public shape.
 	Key string
 	// State is "queued" (waiting for the sampling slot, also after an accepted append),
-	// "sampling", "suspended" or "parked" (suspended, holding no goroutine: Options.ParkAfter).
+	// "sampling", "suspended" or "parked" (suspended, holding no goroutine: Limits.ParkAfter).
 	State string
 	// Turns counts the turns begun: 1 for the create, then one per accepted continuation.
 	Turns int

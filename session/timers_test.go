@@ -45,7 +45,7 @@ func reason(f map[string]any) string {
 
 func TestSuspendTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _, stop := serve(t, Options{SuspendTimeout: time.Minute})
+		p, _, stop := serve(t, Options{Limits: Limits{SuspendTimeout: time.Minute}})
 		defer stop()
 		p.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "hi", "tools": []any{shellTool}})
 		p.until(t, protocol.EventDone)
@@ -62,7 +62,7 @@ func TestSuspendTimeout(t *testing.T) {
 
 func TestConnectionAgeLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _, stop := serve(t, Options{MaxAge: time.Hour, SuspendTimeout: -1})
+		p, _, stop := serve(t, Options{Limits: Limits{MaxConnectionAge: time.Hour, SuspendTimeout: -1}})
 		defer stop()
 		p.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "hi", "tools": []any{shellTool}})
 		p.until(t, protocol.EventDone)
@@ -84,7 +84,7 @@ func TestConnectionAgeLimit(t *testing.T) {
 func TestShutdownGraceCutsSamplingRollout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		slow := sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true})
-		p, c, stop := serve(t, Options{Model: slow, ShutdownGrace: 100 * time.Millisecond})
+		p, c, stop := serve(t, Options{Model: slow, Limits: Limits{ShutdownGrace: 100 * time.Millisecond}})
 		defer stop()
 		p.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "a long story please",
 			"metadata": map[string]string{"sim.answer_tokens": "500"}})

@@ -17,6 +17,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // start runs Tether with the instant sim and returns an openai-go client and the base URL.
@@ -168,7 +169,7 @@ func TestMaxTokensFinishesWithLength(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	client, url := start(t, server.Options{MaxFrame: 4096, Slots: 1})
+	client, url := start(t, server.Options{Limits: session.Limits{MaxFrame: 4096}, Slots: 1})
 	for _, tc := range []struct {
 		body   string
 		status int

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 type slotInfo struct {
@@ -48,7 +49,7 @@ func hello(t *testing.T, client openai.Client, text string, opts ...option.Reque
 
 // TestSlotFreedWhenIdle: a slot's session is freed after the suspend timeout.
 func TestSlotFreedWhenIdle(t *testing.T) {
-	client, url := start(t, server.Options{Slots: 1, SuspendTimeout: 50 * time.Millisecond})
+	client, url := start(t, server.Options{Slots: 1, Limits: session.Limits{SuspendTimeout: 50 * time.Millisecond}})
 	hello(t, client, "hi")
 	waitSlots(t, url, "the idle slot freed", func(s []slotInfo) bool { return s[0].Items == 0 })
 }
@@ -56,7 +57,7 @@ func TestSlotFreedWhenIdle(t *testing.T) {
 // TestSlotKeepsNoMoreThanMaxRolloutBytes: a context larger than -max-rollout-bytes is answered
 // but not kept.
 func TestSlotKeepsNoMoreThanMaxRolloutBytes(t *testing.T) {
-	client, url := start(t, server.Options{Slots: 1, MaxRolloutBytes: 2048})
+	client, url := start(t, server.Options{Slots: 1, Limits: session.Limits{MaxRolloutBytes: 2048}})
 	hello(t, client, "short")
 	waitSlots(t, url, "the short context kept", func(s []slotInfo) bool { return s[0].Items == 2 })
 	hello(t, client, strings.Repeat("long ", 1000))

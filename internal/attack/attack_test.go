@@ -19,6 +19,7 @@ import (
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler/chat"
 	"github.com/tetherd/tether/sampler/responses"
+	"github.com/tetherd/tether/session"
 )
 
 // childEnv makes the test binary act as a `tether serve` child.
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 // childServe serves Tether the way `tether serve` does (server.HTTPServer), with the API keys
 // of -api-keys if given and small limits, and logs its listen address.
 func childServe() int {
-	opts := server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxFrame: 1 << 20, MaxMemory: 64 << 20, ReadTimeout: time.Second}
+	opts := server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: session.Limits{MaxFrame: 1 << 20}, MaxMemory: 64 << 20, ReadTimeout: time.Second}
 	arg := func(name string) string {
 		if i := slices.Index(os.Args, name); i >= 0 && i+1 < len(os.Args) {
 			return os.Args[i+1]

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // codexFallbackNotice is the start of the item Codex prints when it gives up on WebSockets and
@@ -283,7 +284,7 @@ func TestCodexIdleTimeoutKeepAlive(t *testing.T) {
 	slow := sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true})
 	idle := "model_providers.tether.stream_idle_timeout_ms=400"
 	t.Run("keepalive", func(t *testing.T) {
-		f := newFixture(t, fixtureOptions{server: server.Options{Model: slow, KeepAlive: 100 * time.Millisecond}, logLevel: slog.LevelDebug})
+		f := newFixture(t, fixtureOptions{server: server.Options{Model: slow, Limits: session.Limits{KeepAlive: 100 * time.Millisecond}}, logLevel: slog.LevelDebug})
 		cx := newCodex(t, f, "gpt-5.5")
 		run := cx.exec(t, "--ephemeral", "-c", idle, "Check the disk usage with a shell command.")
 		run.checkTool(t, "tether-call-1")
@@ -292,7 +293,7 @@ func TestCodexIdleTimeoutKeepAlive(t *testing.T) {
 		}
 	})
 	t.Run("control without keepalive", func(t *testing.T) {
-		f := newFixture(t, fixtureOptions{server: server.Options{Model: slow, KeepAlive: -1}, logLevel: slog.LevelInfo})
+		f := newFixture(t, fixtureOptions{server: server.Options{Model: slow, Limits: session.Limits{KeepAlive: -1}}, logLevel: slog.LevelInfo})
 		cx := newCodex(t, f, "gpt-5.5")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // runNode runs testdata/node/<script> against f with the openai npm package from
@@ -85,7 +86,9 @@ func TestNodeKeepAlives(t *testing.T) {
 	for _, script := range []string{"ws_tool_rollout.mjs", "http_stream.mjs"} {
 		t.Run(script, func(t *testing.T) {
 			f := newFixture(t, fixtureOptions{logLevel: slog.LevelWarn, server: server.Options{
-				Model: sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true}), KeepAlive: 100 * time.Millisecond}})
+				Model:  sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true}),
+				Limits: session.Limits{KeepAlive: 100 * time.Millisecond},
+			}})
 			out := runNode(t, f, script)
 			if !strings.Contains(out, `"ok":true`) {
 				t.Fatalf("script did not report ok: %s", out)

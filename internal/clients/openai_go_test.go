@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // goClient is openai-go pointed at the fixture, with no retries.
@@ -273,8 +274,8 @@ func TestGoHTTPStreaming(t *testing.T) {
 // is a hot-path continuation, which is every Codex step after the first.
 func TestGoShutdownLetsResumedResponseFinish(t *testing.T) {
 	f := newFixture(t, fixtureOptions{logLevel: slog.LevelWarn, server: server.Options{
-		Model:         sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true}), // TTFT 500ms
-		ShutdownGrace: 20 * time.Second,
+		Model:  sim.NewSim(sim.SimOptions{Speed: sim.Speed65, Realtime: true}), // TTFT 500ms
+		Limits: session.Limits{ShutdownGrace: 20 * time.Second},
 	}})
 	ctx := testContext(t)
 	conn := connect(t, ctx, f)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherd/tether/internal/skipnote"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "internal/server")) }
@@ -280,7 +281,7 @@ func TestAppendToRunningRollout(t *testing.T) {
 }
 
 func TestOversizeFrameClosesWith1009(t *testing.T) {
-	_, url := testServer(t, Options{MaxFrame: 1024})
+	_, url := testServer(t, Options{Limits: session.Limits{MaxFrame: 1024}})
 	c := dialAppend(t, url)
 	c.SendRaw(fmt.Sprintf(`{"type":"response.create","model":"m","input":%q}`, strings.Repeat("x", 2000)))
 	c.ExpectError(413, "websocket_message_too_large", "")

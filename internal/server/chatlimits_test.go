@@ -11,6 +11,7 @@ import (
 
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // The routes that sample: a chat completion and a public-shape create, each with one user text.
@@ -146,7 +147,7 @@ func TestChatCompletionKeyQuotaLikeResponses(t *testing.T) {
 // A body in progress on either route holds the memory budget: both routes get the same 503
 // server_overloaded envelope until it is gone.
 func TestChatCompletionMemoryBudgetLikeResponses(t *testing.T) {
-	s, addr := realServer(t, Options{MaxFrame: 1 << 20, MaxMemory: 4 << 20})
+	s, addr := realServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}, MaxMemory: 4 << 20})
 	base := "http://" + addr
 	for _, holder := range samplingRoutes {
 		c := dialRaw(t, addr)

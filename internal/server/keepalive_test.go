@@ -10,6 +10,7 @@ import (
 
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 )
 
 // longInput is about 6,000 tokens: at the sim's 65 tokens/s preset (3,000 tokens/s prefill,
@@ -18,7 +19,7 @@ var longInput = strings.Repeat("word ", 6000)
 
 // keepAliveServer serves the realtime 65 tokens/s sim with a 200 ms keepalive.
 func keepAliveServer(t *testing.T) string {
-	_, url := testServer(t, Options{Model: slowModel(), KeepAlive: 200 * time.Millisecond})
+	_, url := testServer(t, Options{Model: slowModel(), Limits: session.Limits{KeepAlive: 200 * time.Millisecond}})
 	return url
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // slowModel streams in real time at the 65 tokens/s preset, so a test can act mid-stream.
@@ -61,7 +62,7 @@ func TestDisconnectWhileSuspendedFreesEverything(t *testing.T) {
 }
 
 func TestShutdownEndsEveryRollout(t *testing.T) {
-	s, url := testServer(t, Options{ShutdownGrace: 5 * time.Second})
+	s, url := testServer(t, Options{Limits: session.Limits{ShutdownGrace: 5 * time.Second}})
 	c := dialAppend(t, url)
 	c.Send(create("suspended one", nil, shell))
 	fs := c.Until("response.done")
@@ -81,7 +82,7 @@ func TestShutdownEndsEveryRollout(t *testing.T) {
 }
 
 func TestShutdownLetsSamplingRolloutFinish(t *testing.T) {
-	s, url := testServer(t, Options{Model: slowModel(), ShutdownGrace: 30 * time.Second})
+	s, url := testServer(t, Options{Model: slowModel(), Limits: session.Limits{ShutdownGrace: 30 * time.Second}})
 	c := dialAppend(t, url)
 	c.Send(create("short", nil))
 	fs := c.Until("response.output_item.added")

@@ -122,7 +122,7 @@ func (c *rawConn) closed() bool {
 }
 
 func TestContentLengthOverLimitRefusedBeforeReading(t *testing.T) {
-	_, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	_, addr := realServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}})
 	c := dialRaw(t, addr)
 	c.head(2 << 20) // and no body at all: the answer must not wait for it
 	if code, body := c.response(); code != 413 || !strings.Contains(body, "request_body_too_large") {
@@ -131,7 +131,7 @@ func TestContentLengthOverLimitRefusedBeforeReading(t *testing.T) {
 }
 
 func TestStalledBodyDropped(t *testing.T) {
-	_, addr := realServer(t, Options{MaxFrame: 1 << 20, ReadTimeout: 200 * time.Millisecond})
+	_, addr := realServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}, ReadTimeout: 200 * time.Millisecond})
 	c := dialRaw(t, addr)
 	c.head(64 << 10)
 	c.send(`{"model":"sim","input":"`) // then nothing
@@ -277,7 +277,7 @@ func TestHTTPConnectionBoundEvictsIdle(t *testing.T) {
 }
 
 func TestMemoryBudgetRefusesAtOnce(t *testing.T) {
-	s, addr := realServer(t, Options{MaxFrame: 1 << 20, MaxMemory: 4 << 20})
+	s, addr := realServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}, MaxMemory: 4 << 20})
 	// A body of 900 KiB in progress holds 4×900 KiB of the 4 MiB budget.
 	stalled := dialRaw(t, addr)
 	stalled.head(900 << 10)
@@ -319,7 +319,7 @@ func TestDecodingBound(t *testing.T) {
 // After one large frame, an idle WebSocket holds no reservation (and no large buffer: both
 // are dropped when the next read begins).
 func TestLargeFrameReleasedWhileIdle(t *testing.T) {
-	s, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	s, addr := realServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}})
 	c := dialAppend(t, "ws://"+addr+"/v1/responses")
 	c.SendRaw(`{"type":"response.processed","event_id":"` + strings.Repeat("x", 900<<10) + `"}`)
 	c.ExpectError(400, "missing_required_parameter", "response_id")
@@ -343,7 +343,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // Many tiny items decode to far more than their JSON size: the budget counts them before
 // decoding (the issue's concurrent 32 MiB POSTs of ~1.1 M items, scaled down).
 func TestTinyItemsCountedBeforeDecoding(t *testing.T) {
-	_, addr := realServer(t, Options{MaxFrame: 1 << 20, MaxMemory: 8 << 20})
+	_, addr := realServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}, MaxMemory: 8 << 20})
 	var b strings.Builder
 	b.WriteString(`{"model":"sim","input":[`)
 	for i := 0; b.Len() < 1<<20-64; i++ {
@@ -369,7 +369,7 @@ func TestTinyItemsCountedBeforeDecoding(t *testing.T) {
 // A client that does not read a JSON answer is cut off after the write timeout: the answer
 // it finally reads is truncated.
 func TestJSONAnswerHasWriteDeadline(t *testing.T) {
-	_, addr := realServerOn(t, Options{MaxFrame: 8 << 20, WriteTimeout: 2 * time.Second},
+	_, addr := realServerOn(t, Options{Limits: session.Limits{MaxFrame: 8 << 20, WriteTimeout: 2 * time.Second}},
 		func(l net.Listener) net.Listener { return smallSendBuffers{l} })
 	code, r := post(t, "ws://"+addr+"/v1/responses", "", map[string]any{"model": "sim", "input": "hi", "tools": []any{bigTool(2 << 20)}})
 	if code != 200 {
@@ -401,7 +401,7 @@ func TestJSONAnswerHasWriteDeadline(t *testing.T) {
 // A WebSocket that goes away in the middle of a message releases what the message had
 // reserved of the budget.
 func TestPartialFrameReleasedOnDisconnect(t *testing.T) {
-	s, addr := realServer(t, Options{MaxFrame: 1 << 20})
+	s, addr := realServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}})
 	c, _, err := websocket.Dial(t.Context(), "ws://"+addr+"/v1/responses", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +422,7 @@ func TestPartialFrameReleasedOnDisconnect(t *testing.T) {
 // dropped after ReadTimeout from the first frame — the connection closes and the partial
 // message's budget is released — while an idle connection beside it stays open and usable.
 func TestStalledMessageDropped(t *testing.T) {
-	s, addr := realServer(t, Options{MaxFrame: 1 << 20, ReadTimeout: 300 * time.Millisecond})
+	s, addr := realServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}, ReadTimeout: 300 * time.Millisecond})
 	idle, _, err := websocket.Dial(t.Context(), "ws://"+addr+"/v1/responses", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 )
 
 func httpURL(wsURL, path string) string {
@@ -94,7 +95,7 @@ func TestConnectionCap(t *testing.T) {
 }
 
 func TestRolloutLimit(t *testing.T) {
-	_, url := testServer(t, Options{MaxSuspended: 1})
+	_, url := testServer(t, Options{Limits: session.Limits{MaxSuspended: 1}})
 	c := dialAppend(t, url)
 	c.Send(create("one", nil, shell))
 	c.Until("response.done")
@@ -140,7 +141,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestDeadPeerIsDropped(t *testing.T) {
-	s, url := testServer(t, Options{PingInterval: 50 * time.Millisecond})
+	s, url := testServer(t, Options{Limits: session.Limits{PingInterval: 50 * time.Millisecond}})
 	c := dialAppend(t, url)
 	c.Send(create("task", nil, shell))
 	// The client never reads again, so it never answers a ping.
@@ -158,7 +159,7 @@ func TestDeadPeerIsDropped(t *testing.T) {
 }
 
 func TestSlowReaderIsDropped(t *testing.T) {
-	s, url := testServer(t, Options{WriteTimeout: 200 * time.Millisecond})
+	s, url := testServer(t, Options{Limits: session.Limits{WriteTimeout: 200 * time.Millisecond}})
 	c := dialAppend(t, url)
 	// Large frames (each Response echoes a tool with a 4 MiB description, which is not
 	// rendered) to a client that never reads: the socket buffers fill and a write times out.
@@ -180,7 +181,7 @@ func TestSlowReaderIsDropped(t *testing.T) {
 }
 
 func TestRolloutTooLarge(t *testing.T) {
-	_, url := testServer(t, Options{MaxRolloutBytes: 4096})
+	_, url := testServer(t, Options{Limits: session.Limits{MaxRolloutBytes: 4096}})
 	c := dialAppend(t, url)
 	c.Send(create(strings.Repeat("a", 5000), nil))
 	c.ExpectError(400, "rollout_too_large", "input")
@@ -197,7 +198,7 @@ func TestRolloutTooLarge(t *testing.T) {
 }
 
 func TestShutdownEndsHTTPStreams(t *testing.T) {
-	s, url := testServer(t, Options{Model: slowModel(), ShutdownGrace: -1})
+	s, url := testServer(t, Options{Model: slowModel(), Limits: session.Limits{ShutdownGrace: -1}})
 	req, _ := http.NewRequest("POST", httpURL(url, "/v1/responses"),
 		strings.NewReader(`{"model":"sim","input":"x","stream":true,"metadata":{"sim.answer_tokens":"3000"}}`))
 	resp, err := http.DefaultClient.Do(req)

@@ -20,7 +20,7 @@ func TestMemoryPressureParksSuspendedRollouts(t *testing.T) {
 	if n*session.SuspendedLiveBytes <= max {
 		t.Fatalf("%d suspended rollouts fit in %d bytes: the test proves nothing", n, max)
 	}
-	_, controlURL := testServer(t, Options{MaxMemory: max, MaxFrame: 64 << 10})
+	_, controlURL := testServer(t, Options{MaxMemory: max, Limits: session.Limits{MaxFrame: 64 << 10}})
 	cc := dialAppend(t, controlURL)
 	refused := -1
 	for i := range n {
@@ -39,7 +39,7 @@ func TestMemoryPressureParksSuspendedRollouts(t *testing.T) {
 		t.Fatalf("control: %d suspended live rollouts fit in %d bytes", n, max)
 	}
 
-	s, url := testServer(t, Options{MaxMemory: max, MaxFrame: 64 << 10, ParkAfter: time.Hour, SuspendTimeout: time.Minute})
+	s, url := testServer(t, Options{MaxMemory: max, Limits: session.Limits{MaxFrame: 64 << 10, ParkAfter: time.Hour, SuspendTimeout: time.Minute}})
 	c := dialAppend(t, url)
 	type held struct {
 		id, call string

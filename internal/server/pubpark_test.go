@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session"
 )
 
 // This file tests public-shape rollouts parked to a shared store: a response.create with the
@@ -108,7 +109,7 @@ func TestPublicDrainParksToStoreAndAnotherInstanceResumesHot(t *testing.T) {
 	start, rc := sharedRedis(t)
 	a, aURL := start(Options{})
 	b, bURL := start(Options{})
-	_, liveURL := testServer(t, Options{SuspendTimeout: time.Minute}) // the control: stays live
+	_, liveURL := testServer(t, Options{Limits: session.Limits{SuspendTimeout: time.Minute}}) // the control: stays live
 
 	ca := dialPublic(t, aURL, "")
 	p := startPublic(t, ca, true)
@@ -150,9 +151,9 @@ func TestPublicDrainParksToStoreAndAnotherInstanceResumesHot(t *testing.T) {
 // another instance continues it hot.
 func TestPublicParkedAfterIdleSurvivesItsInstance(t *testing.T) {
 	start, rc := sharedRedis(t)
-	a, aURL := start(Options{ParkAfter: 20 * time.Millisecond})
+	a, aURL := start(Options{Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
 	b, bURL := start(Options{})
-	_, liveURL := testServer(t, Options{SuspendTimeout: time.Minute})
+	_, liveURL := testServer(t, Options{Limits: session.Limits{SuspendTimeout: time.Minute}})
 
 	ca := dialPublic(t, aURL, "")
 	p := startPublic(t, ca, true)
@@ -191,7 +192,7 @@ func TestPublicParkedAfterIdleSurvivesItsInstance(t *testing.T) {
 func TestPublicParkedClaimedOnce(t *testing.T) {
 	start, rc := sharedRedis(t)
 	keys := NewKeys("key-a", "key-b")
-	a, aURL := start(Options{Keys: keys, ParkAfter: 20 * time.Millisecond})
+	a, aURL := start(Options{Keys: keys, Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
 	b, bURL := start(Options{Keys: keys})
 	c, cURL := start(Options{Keys: keys})
 
@@ -233,7 +234,7 @@ func TestPublicParkedClaimedOnce(t *testing.T) {
 // too, and a create on another instance continues it hot (no stored chain to fall back on).
 func TestPublicParkUnstored(t *testing.T) {
 	start, rc := sharedRedis(t)
-	a, aURL := start(Options{ParkUnstored: true})
+	a, aURL := start(Options{Limits: session.Limits{ParkUnstored: true}})
 	b, bURL := start(Options{})
 	ca := dialPublic(t, aURL, "")
 	p := startPublic(t, ca, false)

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/session/store"
 )
 
@@ -45,7 +46,7 @@ func post(t *testing.T, url, key string, body map[string]any) (int, map[string]a
 }
 
 func TestToolsCountTowardRolloutBytes(t *testing.T) {
-	_, url := testServer(t, Options{MaxFrame: 1 << 20, MaxRolloutBytes: 256 << 10})
+	_, url := testServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20, MaxRolloutBytes: 256 << 10}})
 	c := dialAppend(t, url)
 	c.Send(create("hi", nil, bigTool(300<<10)))
 	c.ExpectError(400, "rollout_too_large", "input")
@@ -56,7 +57,7 @@ func TestToolsCountTowardRolloutBytes(t *testing.T) {
 // The first example, scaled down: suspended rollouts with large tools on one
 // connection are bounded by the connection's bytes, not only by their count.
 func TestConnectionHeldBytesBound(t *testing.T) {
-	_, url := testServer(t, Options{MaxFrame: 1 << 20, CacheBytes: 512 << 10, MaxRolloutBytes: 256 << 10})
+	_, url := testServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20, CacheBytes: 512 << 10, MaxRolloutBytes: 256 << 10}})
 	c := dialAppend(t, url)
 	suspend(t, c, bigTool(200<<10))
 	suspend(t, c, bigTool(200<<10))
@@ -65,7 +66,7 @@ func TestConnectionHeldBytesBound(t *testing.T) {
 }
 
 func TestServerBudgetCountsHeldRollouts(t *testing.T) {
-	s, url := testServer(t, Options{MaxFrame: 1 << 20, MaxMemory: 8 << 20, MaxRolloutBytes: 1 << 20})
+	s, url := testServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20, MaxRolloutBytes: 1 << 20}, MaxMemory: 8 << 20})
 	var held int
 	for i := 0; ; i++ {
 		c := dialAppend(t, url)
@@ -94,7 +95,7 @@ func TestServerBudgetCountsHeldRollouts(t *testing.T) {
 
 // -store-bytes holds on the real size: tools count.
 func TestStoreCountsRealSize(t *testing.T) {
-	s, url := testServer(t, Options{MaxFrame: 1 << 20, StoreBytes: 1 << 20})
+	s, url := testServer(t, Options{Limits: session.Limits{MaxFrame: 1 << 20}, StoreBytes: 1 << 20})
 	var ids []string
 	for range 6 {
 		code, r := post(t, url, "", map[string]any{"model": "sim", "input": "hi", "tools": []any{bigTool(300 << 10)}})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetherd/tether/internal/redistest"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
 	"github.com/tetherd/tether/session/store"
 )
 
@@ -95,7 +96,7 @@ func TestDrainParksToStoreAndAnotherInstanceResumesHot(t *testing.T) {
 	start, rc := sharedRedis(t)
 	a, aURL := start(Options{})
 	b, bURL := start(Options{})
-	_, liveURL := testServer(t, Options{SuspendTimeout: time.Minute}) // the control: stays live
+	_, liveURL := testServer(t, Options{Limits: session.Limits{SuspendTimeout: time.Minute}}) // the control: stays live
 
 	ca := dialAs(t, aURL, "", true)
 	if got := ca.Resp.Header.Values("OpenAI-Beta"); !strings.Contains(strings.Join(got, ","), ReattachBeta) {
@@ -220,7 +221,7 @@ func TestParkedRolloutClaimedOnce(t *testing.T) {
 // TestParkUnstored: with ParkUnstored a drain parks a store:false rollout too.
 func TestParkUnstored(t *testing.T) {
 	start, _ := sharedRedis(t)
-	a, aURL := start(Options{ParkUnstored: true})
+	a, aURL := start(Options{Limits: session.Limits{ParkUnstored: true}})
 	_, bURL := start(Options{})
 	ca := dialAs(t, aURL, "", true)
 	id, call, _ := suspendCalls(t, ca, false)
@@ -263,9 +264,9 @@ func parkedKeys(t *testing.T, rc *redis.Client) []string {
 // Response id and sequence_number going on, leaving nothing in Redis.
 func TestParkedAfterIdleSurvivesItsInstance(t *testing.T) {
 	start, rc := sharedRedis(t)
-	a, aURL := start(Options{ParkAfter: 20 * time.Millisecond})
+	a, aURL := start(Options{Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
 	b, bURL := start(Options{})
-	_, liveURL := testServer(t, Options{SuspendTimeout: time.Minute}) // the control: stays live
+	_, liveURL := testServer(t, Options{Limits: session.Limits{SuspendTimeout: time.Minute}}) // the control: stays live
 
 	ca := dialAs(t, aURL, "", true)
 	id, call, done := suspendCalls(t, ca, true)
@@ -319,7 +320,7 @@ func TestParkedAfterIdleSurvivesItsInstance(t *testing.T) {
 // did not opt into reattachment, and a store:false Response, park in memory only.
 func TestParkedAfterIdleClaimedOnce(t *testing.T) {
 	start, rc := sharedRedis(t)
-	a, aURL := start(Options{ParkAfter: 20 * time.Millisecond})
+	a, aURL := start(Options{Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
 	_, bURL := start(Options{})
 
 	ca := dialAs(t, aURL, "", true)
@@ -370,7 +371,7 @@ func TestParkedAfterIdleClaimedOnce(t *testing.T) {
 // gets no response.parked.
 func TestDrainOfARolloutAlreadyInTheStore(t *testing.T) {
 	start, rc := sharedRedis(t)
-	a, aURL := start(Options{ParkAfter: 20 * time.Millisecond})
+	a, aURL := start(Options{Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
 	_, bURL := start(Options{})
 	ca := dialAs(t, aURL, "", true)
 	id, call, done := suspendCalls(t, ca, true)

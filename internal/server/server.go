@@ -41,29 +41,11 @@ const (
 
 // Options configures the server. The zero value works; each default is given.
 type Options struct {
+	// Limits are the per-connection tunables the server passes to every connection core
+	// unchanged (WebSocket and HTTP; see session.Limits for each one's unit and default).
+	session.Limits
 	// Model serves every request. Nil means the sim model at the "instant" preset.
 	Model sampler.Model
-	// MaxFrame is the largest client frame / POST body in bytes. 0 means 32 MiB.
-	MaxFrame int64
-	// MaxConnectionAge is the WebSocket age limit. 0 means no limit (the command's default is 60m).
-	MaxConnectionAge time.Duration
-	// SuspendTimeout, QueueDepth, CacheResponses, CacheBytes, ShutdownGrace: see session.Options.
-	SuspendTimeout time.Duration
-	// ParkAfter parks WebSocket rollouts suspended this long (session.Options.ParkAfter);
-	// 0 means they stay live.
-	ParkAfter time.Duration
-	// ParkUnstored lets store:false rollouts of reattaching clients and of public-shape
-	// WebSocket clients be parked to a shared store too, when they park and on drain (session.Options.ParkUnstored, -park-unstored): it persists what the client asked not
-	// to store, for at most the suspend timeout, deleted when resumed or expired.
-	ParkUnstored bool
-	QueueDepth   int
-	// MaxInflight and MaxLanes bound a WebSocket connection's lanes (stream_id): lanes sampling
-	// at once, and distinct named lanes over its life. See session.Options; 0 means 16 and 32.
-	MaxInflight    int
-	MaxLanes       int
-	CacheResponses int
-	CacheBytes     int64
-	ShutdownGrace  time.Duration
 	// Store keeps store:true responses (-store). Nil means an in-memory store bounded by
 	// StoreResponses and StoreBytes (0 means store.DefaultResponses and store.DefaultBytes).
 	// The server does not close it.
@@ -100,22 +82,11 @@ type Options struct {
 	DisableWebSocket bool
 	// MaxConnections caps open WebSocket connections; over it an upgrade gets 503. 0 means no cap.
 	MaxConnections int
-	// PingInterval, WriteTimeout, MaxSuspended, MaxSuspendedTotal, MaxRolloutBytes: see
-	// session.Options.
-	PingInterval      time.Duration
-	WriteTimeout      time.Duration
-	MaxSuspended      int
-	MaxSuspendedTotal int64
-	MaxRolloutBytes   int64
 	// BackgroundEventBytes and BackgroundKeep bound the events kept per background response
 	// (bytes, counted in the memory budget) and how long they stay after it ended; see
 	// compat.Background. 0 means 4 MiB and 10 minutes.
 	BackgroundEventBytes int64
 	BackgroundKeep       time.Duration
-	// KeepAlive is the longest silence a client sees while its response samples before a
-	// keepalive frame (a repeated response.in_progress) is sent, on WebSocket and SSE; see
-	// session.Options.KeepAlive. 0 means 5 seconds; negative means none.
-	KeepAlive time.Duration
 	// MaxSampling bounds the sampling steps running at once across all connections (a
 	// server-wide admission gate composed with each connection's FIFO; waiting shows in
 	// /metrics as tether_sampling_waiting). 0 means no bound.
@@ -274,7 +245,7 @@ func New(opts Options) *Server {
 	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
 	s.budget.SetKeyShare(keyShare(opts.KeyShare))
 	httpSession := s.sessionOptions("", "")
-	httpSession.MaxAge = 0 // one request per connection core
+	httpSession.MaxConnectionAge = 0 // one request per connection core
 	httpSession.PingInterval = 0
 	httpSession.WriteTimeout = -1 // an HTTP request writes through its own ResponseWriter
 	writeTimeout := opts.WriteTimeout
@@ -623,34 +594,18 @@ func closeReason(err error) string {
 func (s *Server) sessionOptions(owner, quota string) session.Options {
 	o := s.opts
 	return session.Options{
-		Metrics:           &s.metrics,
-		Admission:         s.adm,
-		KeepAlive:         o.KeepAlive,
-		PingInterval:      o.PingInterval,
-		WriteTimeout:      o.WriteTimeout,
-		MaxSuspended:      o.MaxSuspended,
-		MaxSuspendedTotal: o.MaxSuspendedTotal,
-		MaxRolloutBytes:   o.MaxRolloutBytes,
-		Model:             o.Model,
-		SuspendTimeout:    o.SuspendTimeout,
-		ParkAfter:         o.ParkAfter,
-		QueueDepth:        o.QueueDepth,
-		MaxInflight:       o.MaxInflight,
-		MaxLanes:          o.MaxLanes,
-		CacheResponses:    o.CacheResponses,
-		CacheBytes:        o.CacheBytes,
-		MaxAge:            o.MaxConnectionAge,
-		ShutdownGrace:     o.ShutdownGrace,
-		MaxFrame:          o.MaxFrame,
-		Logger:            s.log,
-		Store:             s.store,
-		Parker:            s.parker,
-		ParkUnstored:      o.ParkUnstored,
-		Owner:             owner,
-		KeyRollouts:       s.keyRoll,
-		Budget:            s.budget,
-		Compaction:        o.Compaction,
-		QuotaKey:          quota,
+		Limits:      o.Limits,
+		Model:       o.Model,
+		Compaction:  o.Compaction,
+		Logger:      s.log,
+		Metrics:     &s.metrics,
+		Admission:   s.adm,
+		Store:       s.store,
+		Parker:      s.parker,
+		Budget:      s.budget,
+		KeyRollouts: s.keyRoll,
+		Owner:       owner,
+		QuotaKey:    quota,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // headKey sends the headers of a POST /v1/responses with key and Content-Length n, and the
@@ -45,7 +46,7 @@ func TestKeyShareOfDecodingSlots(t *testing.T) {
 // Key B's bodies being decoded take no more than its share of the memory budget; key A's
 // POST still fits.
 func TestKeyShareOfMemoryBudget(t *testing.T) {
-	s, addr := realServer(t, Options{Keys: NewKeys("key-a", "key-b"), MaxFrame: 1 << 20, MaxMemory: 8 << 20, MaxDecoding: -1})
+	s, addr := realServer(t, Options{Keys: NewKeys("key-a", "key-b"), Limits: session.Limits{MaxFrame: 1 << 20}, MaxMemory: 8 << 20, MaxDecoding: -1})
 	url := "ws://" + addr + "/v1/responses"
 	// 4 × 900 KiB of B's 4 MiB share.
 	held := dialRaw(t, addr)

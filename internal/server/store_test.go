@@ -75,7 +75,7 @@ func TestStoreTimeoutFailsTheResponse(t *testing.T) {
 // registry, so the connection core forgets a rollout once it has ended, and segment evictions
 // are counted in tether_evictions_total.
 func TestPublicShapeKeepsOneRegistry(t *testing.T) {
-	s, url := testServer(t, Options{CacheResponses: 2})
+	s, url := testServer(t, Options{Limits: session.Limits{CacheResponses: 2}})
 	c := wstest.Dial(t, url, nil)
 	var ids []string
 	for range 4 {

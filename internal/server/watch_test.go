@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tetherd/tether/session"
 )
 
 // logBuffer collects JSON log records; safe for concurrent writes.
@@ -57,7 +58,7 @@ func jsonLogger(w io.Writer) *slog.Logger {
 
 func TestAccessLog(t *testing.T) {
 	logs := &logBuffer{}
-	_, url := testServer(t, Options{Keys: NewKeys("sk-secret-key"), MaxFrame: 200, Logger: jsonLogger(logs)})
+	_, url := testServer(t, Options{Keys: NewKeys("sk-secret-key"), Limits: session.Limits{MaxFrame: 200}, Logger: jsonLogger(logs)})
 	if code, _ := do(t, "POST", httpURL(url, "/v1/responses"), "sk-secret-key", `{"model":"sim","input":"hi"}`); code != 200 {
 		t.Fatalf("POST: %d", code)
 	}
@@ -183,7 +184,7 @@ func TestPprof(t *testing.T) {
 // 503 server_shutting_down while the in-flight rollout keeps streaming; EndGrace ends it at once
 // with its terminal event although the grace is a minute.
 func TestShutdownRefusesNewWorkAndEndGrace(t *testing.T) {
-	s, url := testServer(t, Options{Model: slowModel(), ShutdownGrace: time.Minute})
+	s, url := testServer(t, Options{Model: slowModel(), Limits: session.Limits{ShutdownGrace: time.Minute}})
 	c := dialAppend(t, url)
 	c.Send(create("long", map[string]string{"sim.answer_tokens": "100000"}))
 	fs := c.Until("response.output_text.delta")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/internal/wsguard"
+	"github.com/tetherd/tether/session"
 
 	"github.com/coder/websocket"
 
@@ -133,8 +134,16 @@ type densityConn struct {
 // densityTier runs one tier (see Density) against a new in-process server.
 func densityTier(ctx context.Context, cfg DensityConfig, parked bool) (*DensityTier, int, error) {
 	name := "live"
-	opts := server.Options{MaxSuspended: cfg.PerConn + 1, KeyConnections: -1, KeyRollouts: -1, ShutdownGrace: time.Second,
-		SuspendTimeout: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := server.Options{
+		Limits: session.Limits{
+			MaxSuspended:   cfg.PerConn + 1,
+			ShutdownGrace:  time.Second,
+			SuspendTimeout: time.Hour,
+		},
+		KeyConnections: -1,
+		KeyRollouts:    -1,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
 	if parked {
 		name, opts.ParkAfter = "parked", cfg.ParkAfter
 	}

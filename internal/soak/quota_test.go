@@ -9,6 +9,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/session"
 )
 
 // calm is a short soak against url without chaos, for the tests of the suspended measurement.
@@ -27,7 +28,7 @@ func TestSoakFitsTheServersKeyQuota(t *testing.T) {
 	}
 	// 100 live rollouts per key: the load's two connections stay below it (a public-shape
 	// connection keeps its answered chains suspended, at most -max-suspended, 64).
-	_, base := servertest.Start(t, server.Options{KeyRollouts: 100, MaxSuspended: 64})
+	_, base := servertest.Start(t, server.Options{KeyRollouts: 100, Limits: session.Limits{MaxSuspended: 64}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, calm(base, 2, 200))
@@ -61,7 +62,7 @@ func TestSoakFailedMeasurementFails(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a short soak against a server; -short skips it")
 	}
-	_, base := servertest.Start(t, server.Options{MaxSuspended: 10})
+	_, base := servertest.Start(t, server.Options{Limits: session.Limits{MaxSuspended: 10}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, calm(base, 2, 20))

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/session"
 )
 
 // target is the server under load: in-process, or a running one at a URL.
@@ -137,15 +138,17 @@ func (t *target) startInProcess(cfg Config) error {
 	t.ln = ln
 	t.drops = &dropLog{reasons: map[string]int64{}}
 	t.srv = server.New(server.Options{
-		MaxConnections:    0,
-		PingInterval:      cfg.PingInterval,
-		WriteTimeout:      cfg.WriteTimeout,
-		MaxSuspended:      64,
-		MaxSuspendedTotal: 1 << 20,
-		KeyConnections:    -1, // every soak client has one address: no per-key quotas
-		KeyRollouts:       -1,
-		ShutdownGrace:     time.Second,
-		Logger:            slog.New(t.drops),
+		MaxConnections: 0,
+		Limits: session.Limits{
+			PingInterval:      cfg.PingInterval,
+			WriteTimeout:      cfg.WriteTimeout,
+			MaxSuspended:      64,
+			MaxSuspendedTotal: 1 << 20,
+			ShutdownGrace:     time.Second,
+		},
+		KeyConnections: -1, // every soak client has one address: no per-key quotas
+		KeyRollouts:    -1,
+		Logger:         slog.New(t.drops),
 	})
 	t.hs = &http.Server{Handler: t.srv, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: nil}

@@ -11,6 +11,7 @@ import (
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/sampler/chat"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // TestChainConforms runs the conformance suite, both shapes, -model-contract any, against a
@@ -18,8 +19,10 @@ import (
 func TestChainConforms(t *testing.T) {
 	_, up := servertest.Start(t, server.Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, Realtime: true})})
 	const maxFrame = 64 << 10
-	_, front := servertest.Start(t, server.Options{MaxFrame: maxFrame,
-		Model: newModel(t, chat.Options{BaseURLs: []string{up + "/v1"}, Slots: 4, Timeout: 10 * time.Second})})
+	_, front := servertest.Start(t, server.Options{
+		Limits: session.Limits{MaxFrame: maxFrame},
+		Model:  newModel(t, chat.Options{BaseURLs: []string{up + "/v1"}, Slots: 4, Timeout: 10 * time.Second}),
+	})
 	var out bytes.Buffer
 	rep := conformance.Run(t.Context(), conformance.Config{URL: front + "/v1", Shape: conformance.ShapeBoth,
 		Contract: conformance.ContractAny, MaxFrame: maxFrame, Timeout: 10 * time.Second}, &out)
@@ -42,7 +45,7 @@ func TestEngineConforms(t *testing.T) {
 	if err := m.Probe(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	_, front := servertest.Start(t, server.Options{MaxFrame: maxFrame, Model: m})
+	_, front := servertest.Start(t, server.Options{Limits: session.Limits{MaxFrame: maxFrame}, Model: m})
 	var out bytes.Buffer
 	rep := conformance.Run(t.Context(), conformance.Config{URL: front + "/v1", Shape: conformance.ShapeBoth,
 		Contract: conformance.ContractAny, MaxFrame: maxFrame, Timeout: 2 * time.Minute, Model: llamatest.Model}, &out)

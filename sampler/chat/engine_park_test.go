@@ -16,6 +16,7 @@ import (
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/chat"
+	"github.com/tetherd/tether/session"
 )
 
 // parkSettings are the settings of the engine park tests: temperature 0, so that two sessions
@@ -202,7 +203,7 @@ func TestEngineParkThroughServer(t *testing.T) {
 	if err := m.Probe(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	_, front := servertest.Start(t, server.Options{Model: m, ParkAfter: 20 * time.Millisecond})
+	_, front := servertest.Start(t, server.Options{Model: m, Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
 	c := dialAppend(t, front)
 	c.Send(toolCreate())
 	fs := c.Until("response.done", "response.completed", "response.incomplete", "response.failed")

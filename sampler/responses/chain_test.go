@@ -20,6 +20,7 @@ import (
 	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/sampler/responses"
 	"github.com/tetherd/tether/sampler/sim"
+	"github.com/tetherd/tether/session"
 )
 
 // upstream starts a real Tether (sim model in real time, so sim.speed slows it down) as the
@@ -207,7 +208,7 @@ func TestHTTPThroughChain(t *testing.T) {
 // suspended; the next step starts a new upstream chain on a new socket with the full context,
 // and the client sees nothing of it.
 func TestConnectionAgeLimit(t *testing.T) {
-	up := upstream(t, server.Options{MaxConnectionAge: 300 * time.Millisecond})
+	up := upstream(t, server.Options{Limits: session.Limits{MaxConnectionAge: 300 * time.Millisecond}})
 	fr := front(t, up+"/v1", 10*time.Second)
 	c := wstest.Dial(t, wsURL(fr), appendHeader)
 	c.Send(create("age", 2, nil))
@@ -450,7 +451,7 @@ func TestUpstreamAPIKey(t *testing.T) {
 // ping interval, the backend still answers the upstream's pings, so the next step continues
 // the upstream chain on its hot path instead of starting a new one on a new socket.
 func TestSuspendedKeepsUpstreamAlive(t *testing.T) {
-	up := upstream(t, server.Options{PingInterval: 200 * time.Millisecond})
+	up := upstream(t, server.Options{Limits: session.Limits{PingInterval: 200 * time.Millisecond}})
 	fr := front(t, up+"/v1", 10*time.Second)
 	c := wstest.Dial(t, wsURL(fr), appendHeader)
 	c.Send(create("ping", 1, nil))
@@ -472,7 +473,7 @@ func TestSuspendedKeepsUpstreamAlive(t *testing.T) {
 // continuation gets previous_response_not_found upstream and is sent again with the full
 // context, unseen by the client.
 func TestPreviousResponseNotFound(t *testing.T) {
-	up := upstream(t, server.Options{CacheResponses: 1})
+	up := upstream(t, server.Options{Limits: session.Limits{CacheResponses: 1}})
 	fr := front(t, up+"/v1", 10*time.Second)
 	c := wstest.Dial(t, wsURL(fr), appendHeader)
 	var dones []wstest.Frame
@@ -498,7 +499,7 @@ func TestPreviousResponseNotFound(t *testing.T) {
 // TestUpstreamErrorFrame: an upstream error frame fails the step with response.failed
 // (server_error) naming the upstream's status, code and message; the connection goes on.
 func TestUpstreamErrorFrame(t *testing.T) {
-	up := upstream(t, server.Options{MaxSuspended: 1}) // one live rollout per upstream socket
+	up := upstream(t, server.Options{Limits: session.Limits{MaxSuspended: 1}}) // one live rollout per upstream socket
 	fr := front(t, up+"/v1", 10*time.Second)
 	c := wstest.Dial(t, wsURL(fr), appendHeader)
 	c.Send(create("first", 1, nil))

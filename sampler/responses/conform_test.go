@@ -8,6 +8,7 @@ import (
 
 	"github.com/tetherd/tether/conformance"
 	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/session"
 )
 
 // chainMaxFrame is the front's frame limit: small, so the oversize scenarios are cheap.
@@ -20,7 +21,7 @@ const chainMaxFrame = 64 << 10
 func TestChainConforms(t *testing.T) {
 	up := upstream(t, server.Options{})
 	m := newModel(t, up+"/v1", 10*time.Second)
-	_, fr := startFront(t, server.Options{Model: m, MaxFrame: chainMaxFrame})
+	_, fr := startFront(t, server.Options{Model: m, Limits: session.Limits{MaxFrame: chainMaxFrame}})
 	for _, contract := range []string{conformance.ContractAny, conformance.ContractSim} {
 		t.Run(contract, func(t *testing.T) {
 			cfg := conformance.Config{URL: fr + "/v1", Shape: conformance.ShapeBoth, Contract: contract,

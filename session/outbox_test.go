@@ -196,7 +196,7 @@ func (c *Conn) queuedBytes() int64 {
 func TestDrainDropsAPeerThatDoesNotRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := newBatchPipe() // the network write never completes: gate stays closed
-		c := NewConn(tr, Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant}), ShutdownGrace: time.Second})
+		c := NewConn(tr, Options{Model: sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant}), Limits: Limits{ShutdownGrace: time.Second}})
 		served := make(chan struct{})
 		go func() {
 			defer close(served)

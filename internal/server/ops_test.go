@@ -263,7 +263,7 @@ func TestMetricsAccess(t *testing.T) {
 // ping only once it has read what was sent before it, later than the ping interval; the bytes
 // it reads meanwhile show it is alive, so it is not dropped and gets the whole answer.
 func TestSlowReaderKeepsAnsweringPings(t *testing.T) {
-	s, url := testServer(t, Options{PingInterval: 50 * time.Millisecond})
+	s, url := testServer(t, Options{Limits: session.Limits{PingInterval: 50 * time.Millisecond}})
 	c := dialAppend(t, url)
 	c.Send(create("long", map[string]string{"sim.answer_tokens": "40000"}))
 	for n := 1; ; n++ {

@@ -27,6 +27,7 @@ func tuneGC(maxMemory int64) string {
 		return "runtime defaults or environment"
 	}
 	limit := max(maxMemory+maxMemory/10, minGCLimit)
+	limit = (limit + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB, as the startup line prints it
 	debug.SetGCPercent(serveGCPercent)
 	debug.SetMemoryLimit(limit)
 	return "GOGC=" + strconv.Itoa(serveGCPercent) + " GOMEMLIMIT=" + formatBytes(limit)

@@ -31,7 +31,8 @@ func (s *gatedSink) StateChanged(from, to State) {
 }
 
 // TestResumeLosingToTheEndReturns: a Resume that claimed the suspension while the rollout was
-// being cancelled returns ErrEnded as soon as the rollout has ended, without waiting for
+// being cancelled returns (ErrEnded, or nil when the input was taken first) as soon as the
+// rollout has ended or taken it, without waiting for
 // Sink.Ended, which may itself wait for the turn that Resume's Ticket holds (the server
 // releases it when Resume fails). Were Resume to wait for the rollout's goroutine to exit
 // instead, each would wait for the other for ever.
@@ -43,17 +44,22 @@ func TestResumeLosingToTheEndReturns(t *testing.T) {
 	s.suspension(t)
 	res := make(chan error, 1)
 	go func() { res <- s.r.Resume(Resume{Input: []protocol.Item{toolOutput("c1", "one")}}) }()
+	taken := false
 	select {
 	case err := <-res:
-		if !errors.Is(err, ErrEnded) {
-			t.Fatalf("Resume: %v, want ErrEnded", err)
+		taken = err == nil
+		// The rollout's goroutine may take the input in the instant before it sees the cancel
+		// (its select has both ready): then Resume's answer is nil and the rollout ends all
+		// the same. Either way Resume must return.
+		if err != nil && !errors.Is(err, ErrEnded) {
+			t.Fatalf("Resume: %v, want ErrEnded or nil", err)
 		}
 	case <-time.After(10 * time.Second):
 		close(s.gate)
 		t.Fatal("Resume still waits for a rollout that has ended")
 	}
 	close(s.gate) // the Ticket given back: the terminal event's turn comes
-	if e := s.ending(t); e.Reason != protocol.ReasonServerShutdown {
+	if e := s.ending(t); !taken && e.Reason != protocol.ReasonServerShutdown {
 		t.Fatalf("ended %s %s, want incomplete server_shutdown", e.Status, e.Reason)
 	}
 	s.r.Wait()

@@ -88,6 +88,9 @@ type wsEmitter struct {
 func (w *wsEmitter) emit(ev *protocol.Event) error {
 	ev.StreamID = w.lane
 	w.buf = protocol.AppendEvent(w.buf[:0], ev)
+	if ev.Type.EndsTurn() {
+		return w.c.WriteLast(w.buf)
+	}
 	return w.c.Write(w.buf)
 }
 

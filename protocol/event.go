@@ -43,6 +43,17 @@ const (
 	EventError EventType = "error"
 )
 
+// EndsTurn reports whether t ends a turn: after it the server waits for its client
+// (response.done, the append shape's suspension) or the response is over (response.completed,
+// response.incomplete, response.failed).
+func (t EventType) EndsTurn() bool {
+	switch t {
+	case EventDone, EventCompleted, EventIncomplete, EventFailed:
+		return true
+	}
+	return false
+}
+
 // Event is one server event. Type selects the fields that are encoded; see the constants for
 // each event's payload. Build it with the constructor of its type (Created, InProgress,
 // Terminal, OutputItemAdded, …, SteerFailed, ErrorEvent in events.go), which sets only the

@@ -475,7 +475,22 @@ func (c *Conn) Write(frame []byte) error {
 		return ErrWriteBacklog
 	}
 	c.wmu.Lock()
-	err := c.enqueue(frame)
+	err := c.enqueue(frame, false)
+	c.wmu.Unlock()
+	return err
+}
+
+// WriteLast is Write for the last frame of a burst (the event that ends a turn: response.done,
+// a terminal event), after which the writer waits for its client: when no flush is in progress
+// the frames queued so far are written at once by the calling goroutine, without waking the
+// flusher (a hand-off on the turn's critical path). Errors are Write's.
+func (c *Conn) WriteLast(frame []byte) error {
+	n := int64(len(frame))
+	if !c.queue(n) {
+		return ErrWriteBacklog
+	}
+	c.wmu.Lock()
+	err := c.enqueue(frame, true)
 	c.wmu.Unlock()
 	return err
 }

@@ -62,8 +62,9 @@ type outFrame struct {
 const arenaKeep = 256 << 10
 
 // enqueue queues frame, whose n bytes queue counted (see Conn.Write): a frame that is not
-// queued is taken off the count here, one that is by the flusher. Called with c.wmu held.
-func (c *Conn) enqueue(frame []byte) error {
+// queued is taken off the count here, one that is by the flusher. With inline and no flusher
+// running, the calling goroutine flushes (Conn.WriteLast). Called with c.wmu held.
+func (c *Conn) enqueue(frame []byte, inline bool) error {
 	o := &c.out
 	n := int64(len(frame))
 	for {
@@ -96,6 +97,15 @@ func (c *Conn) enqueue(frame []byte) error {
 	if !o.running {
 		o.running = true
 		o.idle = make(chan struct{})
+		if inline {
+			idle := o.idle
+			o.mu.Unlock()
+			c.flushOutbox(idle)
+			if done != nil {
+				return <-done
+			}
+			return c.out.failed()
+		}
 		go c.flushOutbox(o.idle)
 	}
 	o.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -218,5 +219,45 @@ func TestDrainDropsAPeerThatDoesNotRead(t *testing.T) {
 		}
 		<-served
 		c.Close()
+	})
+}
+
+// TestWriteLastFlushesInline: WriteLast with no flush in progress writes what is queued
+// before it returns, on the calling goroutine; with one in progress it queues behind it, in
+// order.
+func TestWriteLastFlushesInline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newBatchPipe()
+		tr.gate = nil
+		c := NewConn(tr, Options{})
+		defer c.Close()
+		if err := c.WriteLast([]byte("done")); err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.recorded(); len(got) != 1 || got[0][0] != "done" {
+			t.Fatalf("after WriteLast: %q, want the frame written", got)
+		}
+
+		tr2 := newBatchPipe()
+		c2 := NewConn(tr2, Options{})
+		defer c2.Close()
+		if err := c2.Write([]byte("delta")); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the flusher holds "delta" in WriteBatch
+		if err := c2.WriteLast([]byte("done")); err != nil {
+			t.Fatal(err)
+		}
+		close(tr2.gate)
+		if err := c2.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var frames []string
+		for _, b := range tr2.recorded() {
+			frames = append(frames, b...)
+		}
+		if strings.Join(frames, ",") != "delta,done" {
+			t.Fatalf("frames %q, want delta then done", frames)
+		}
 	})
 }

@@ -303,7 +303,7 @@ func TestChatCompletionsMethod(t *testing.T) {
 func TestAdvisoryMembersAccepted(t *testing.T) {
 	_, url := start(t, server.Options{Slots: 1})
 	body := `{"model":"sim","messages":[{"role":"user","content":"x"}],"user":"u1","store":false,"service_tier":"auto",` +
-		`"prompt_cache_key":"k","safety_identifier":"s","stop":null,"logprobs":false,"logit_bias":{},"modalities":[]}`
+		`"prompt_cache_key":"k","safety_identifier":"s","stop":null,"logprobs":false,"top_logprobs":0,"logit_bias":{},"modalities":[]}`
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,8 @@
 // store, service_tier) are accepted and ignored; members that would change it and are not
 // implemented (seed, stop, logprobs, top_logprobs, logit_bias, modalities, audio, prediction,
 // web_search_options, functions, function_call) are 400 unsupported_parameter when given a
-// value other than null, false, "", [] or {}. Any method but POST is 405 (the server's route).
+// value other than null, false, "", [] or {} (or top_logprobs 0). Any method but POST is 405
+// (the server's route).
 //
 // # llama.cpp-compatible slot emulation
 //

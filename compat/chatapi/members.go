@@ -20,8 +20,8 @@ var servedMembers = []string{"model", "messages", "tools", "tool_choice", "paral
 var advisoryMembers = []string{"user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "store", "service_tier"}
 
 // unservedMembers are OpenAI request members that change the answer and that this server
-// does not implement: given a value (anything but null, false, "", [] or {}), they are
-// refused with unsupported_parameter rather than silently ignored.
+// does not implement: given a value (anything but null, false, "", [] or {}, and
+// top_logprobs 0), they are refused with unsupported_parameter rather than silently ignored.
 var unservedMembers = []string{"seed", "stop", "logprobs", "top_logprobs", "logit_bias", "modalities", "audio",
 	"prediction", "web_search_options", "functions", "function_call"}
 
@@ -43,7 +43,7 @@ func checkMembers(body []byte) *protocol.Error {
 		switch {
 		case slices.Contains(servedMembers, name), slices.Contains(advisoryMembers, name):
 		case slices.Contains(unservedMembers, name):
-			if !emptyValue(members[name]) {
+			if !emptyValue(members[name]) && (name != "top_logprobs" || string(bytes.TrimSpace(members[name])) != "0") {
 				return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, name,
 					"Unsupported parameter: '%s' is not supported by this server.", name)
 			}

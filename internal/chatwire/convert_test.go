@@ -151,8 +151,9 @@ func TestImagesRoundTrip(t *testing.T) {
 	}
 }
 
-// TestToolOutputImages: the images of function_call_outputs follow their run of tool
-// messages in one user message per output, each led by a text part naming the call; the tool
+// TestToolOutputImages: the images of a run of function_call_outputs follow its tool messages
+// in one user message (chat templates want roles to alternate), each output's images led by a
+// text part naming the call; the tool
 // message keeps the text; a file_id image or a file part is refused, by CheckItems with its
 // param.
 func TestToolOutputImages(t *testing.T) {
@@ -178,8 +179,8 @@ func TestToolOutputImages(t *testing.T) {
 		`assistant null`,
 		`tool "screen one"`,
 		`tool ""`,
-		`user [{"type":"text","text":"Images from the output of call c1:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","detail":"low"}}]`,
-		`user [{"type":"text","text":"Images from the output of call c2:"},{"type":"image_url","image_url":{"url":"https://example.com/2.png","detail":"low"}}]`,
+		`user [{"type":"text","text":"Images from the output of call c1:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","detail":"low"}},` +
+			`{"type":"text","text":"Images from the output of call c2:"},{"type":"image_url","image_url":{"url":"https://example.com/2.png","detail":"low"}}]`,
 		`user "go on"`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

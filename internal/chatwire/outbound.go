@@ -17,18 +17,18 @@ import (
 // chat engine cannot take them back). A message of text parts has a string content; a user
 // message with input_image parts has an array of parts, each text part as {"type":"text"} and
 // each image as {"type":"image_url","image_url":{"url","detail"?}} (a URL or a data URL). A
-// chat tool message carries text only, so the input_image parts of a function_call_output go
-// in a user message after the run of tool messages it belongs to: a text part naming the call
-// ("Images from the output of call <call_id>:") and the images. Any other item type, other
+// chat tool message carries text only, so the input_image parts of a run of function_call_output
+// items go in one user message after its tool messages: for each output with images, a text
+// part naming the call ("Images from the output of call <call_id>:") and its images. Any other item type, other
 // content parts (input_file, an input_image by file_id or outside a user message or tool
 // output) give an error.
 func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error) {
-	merge := false       // the last message is an assistant message the next function_call may join
-	var images []Message // user messages holding the images of the current run of tool outputs
+	merge := false           // the last message is an assistant message the next function_call may join
+	var images []contentPart // the image parts of the current run of tool outputs
 	for i := range items {
 		it := &items[i]
 		if it.Type != protocol.ItemFunctionCallOutput && len(images) > 0 {
-			msgs, images = append(msgs, images...), images[:0]
+			msgs, images = append(msgs, imagesMessage(images)), nil
 		}
 		switch it.Type {
 		case protocol.ItemMessage:
@@ -55,16 +55,17 @@ func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error)
 				return msgs, err
 			}
 			msgs = append(msgs, Message{Role: "tool", ToolCallID: it.CallID, Content: TextContent(OutputText(it))})
-			if m, ok := outputImages(it); ok {
-				images = append(images, m)
-			}
+			images = appendOutputImages(images, it)
 			merge = false
 		case protocol.ItemReasoning:
 		default:
 			return msgs, fmt.Errorf("item type %q cannot be sent to a Chat Completions engine", it.Type)
 		}
 	}
-	return append(msgs, images...), nil
+	if len(images) > 0 {
+		msgs = append(msgs, imagesMessage(images))
+	}
+	return msgs, nil
 }
 
 // checkOutputParts rejects the parts of a function_call_output a chat engine cannot take:
@@ -84,25 +85,28 @@ func checkOutputParts(it *protocol.Item) error {
 	return nil
 }
 
-// outputImages is the user message that carries a function_call_output's images (see
-// MessagesFromItems); false when it has none.
-func outputImages(it *protocol.Item) (Message, bool) {
-	var parts []contentPart
+// appendOutputImages appends a function_call_output's images to parts, led by a text part
+// naming its call (see MessagesFromItems); parts unchanged when it has none.
+func appendOutputImages(parts []contentPart, it *protocol.Item) []contentPart {
+	lead := true
 	for j := range it.OutputParts {
 		if p := &it.OutputParts[j]; p.Type == PartInputImage {
-			if parts == nil {
+			if lead {
 				text := "Images from the output of call " + it.CallID + ":"
 				parts = append(parts, contentPart{Type: "text", Text: &text})
+				lead = false
 			}
 			img := inputImageOf(p)
 			parts = append(parts, contentPart{Type: "image_url", ImageURL: &img})
 		}
 	}
-	if parts == nil {
-		return Message{}, false
-	}
+	return parts
+}
+
+// imagesMessage is the user message that carries the images of a run of tool outputs.
+func imagesMessage(parts []contentPart) Message {
 	b, _ := json.Marshal(parts)
-	return Message{Role: protocol.RoleUser, Content: b}, true
+	return Message{Role: protocol.RoleUser, Content: b}
 }
 
 // CheckItems reports the first item MessagesFromItems cannot convert, as an error holding a

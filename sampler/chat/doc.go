@@ -10,8 +10,9 @@
 // developer messages are sent as "system"; function_call items → assistant tool_calls
 // (consecutive calls, and the assistant text right before them, merge into one assistant
 // message); function_call_output → a "tool" message of its text, and its input_image parts
-// (image_url: a URL or a data URL) → a user message after the run of tool messages, led by
-// "Images from the output of call <call_id>:" (a chat tool message carries text only).
+// (image_url: a URL or a data URL) → one user message after the run of tool messages, each
+// call's images led by "Images from the output of call <call_id>:" (a chat tool message
+// carries text only).
 // Reasoning items are dropped (a chat
 // engine cannot take them back); a user message's input_image parts (image_url: a URL or a
 // data URL) become image_url content parts; other item types and other content parts are rejected

@@ -88,10 +88,7 @@ type wsEmitter struct {
 func (w *wsEmitter) emit(ev *protocol.Event) error {
 	ev.StreamID = w.lane
 	w.buf = protocol.AppendEvent(w.buf[:0], ev)
-	if ev.Type.EndsTurn() {
-		return w.c.WriteLast(w.buf)
-	}
-	return w.c.Write(w.buf)
+	return w.c.WriteEvent(w.buf, ev.Type)
 }
 
 func (w *wsEmitter) errorFrame(e *protocol.Error) { _ = w.c.WriteError(protocol.InLane(e, w.lane)) }

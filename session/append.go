@@ -89,10 +89,7 @@ func (s *appendSink) emit(ev *protocol.Event) error {
 	ev.StreamID = s.lane
 	s.seq++
 	s.buf = protocol.AppendEvent(s.buf[:0], ev)
-	if ev.Type.EndsTurn() {
-		return s.c.WriteLast(s.buf)
-	}
-	return s.c.Write(s.buf)
+	return s.c.WriteEvent(s.buf, ev.Type)
 }
 
 func (s *appendSink) Started() {

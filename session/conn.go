@@ -469,28 +469,26 @@ func (c *Conn) Context() context.Context { return c.ctx }
 // is keeping up, and one frame is bounded by what produced it); with that much queued the peer
 // is falling behind while the server is out of memory: it is dropped, as one that exceeds the
 // write timeout is, and Write returns ErrWriteBacklog.
-func (c *Conn) Write(frame []byte) error {
-	n := int64(len(frame))
-	if !c.queue(n) {
-		return ErrWriteBacklog
-	}
-	c.wmu.Lock()
-	err := c.enqueue(frame, false)
-	c.wmu.Unlock()
-	return err
-}
+func (c *Conn) Write(frame []byte) error { return c.write(frame, false) }
 
 // WriteLast is Write for the last frame of a burst (the event that ends a turn: response.done,
 // a terminal event), after which the writer waits for its client: when no flush is in progress
 // the frames queued so far are written at once by the calling goroutine, without waking the
 // flusher (a hand-off on the turn's critical path). Errors are Write's.
-func (c *Conn) WriteLast(frame []byte) error {
-	n := int64(len(frame))
-	if !c.queue(n) {
+func (c *Conn) WriteLast(frame []byte) error { return c.write(frame, true) }
+
+// WriteEvent writes the encoded event frame of type t: with WriteLast when t ends a turn
+// (protocol.EventType.EndsTurn), else with Write.
+func (c *Conn) WriteEvent(frame []byte, t protocol.EventType) error {
+	return c.write(frame, t.EndsTurn())
+}
+
+func (c *Conn) write(frame []byte, last bool) error {
+	if !c.queue(int64(len(frame))) {
 		return ErrWriteBacklog
 	}
 	c.wmu.Lock()
-	err := c.enqueue(frame, true)
+	err := c.enqueue(frame, last)
 	c.wmu.Unlock()
 	return err
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tetherd/tether/protocol"
 )
 
@@ -25,25 +27,29 @@ var advisoryMembers = []string{"user", "safety_identifier", "prompt_cache_key", 
 var unservedMembers = []string{"seed", "stop", "logprobs", "top_logprobs", "logit_bias", "modalities", "audio",
 	"prediction", "web_search_options", "functions", "function_call"}
 
-// checkMembers checks body's top-level members (a JSON object; other bodies are left to the
-// decoder): a member OpenAI's Chat Completions does not have is 400 unknown_parameter (as
-// OpenAI answers it), an unserved one with a value 400 unsupported_parameter; param is the
-// member.
+// checkMembers checks body's top-level members in order (a JSON object the decoder has
+// accepted; it walks the names with jsontext and skips the values, so the body is not decoded
+// twice): a member OpenAI's Chat Completions does not have is 400 unknown_parameter (as OpenAI
+// answers it), an unserved one with a value 400 unsupported_parameter; param is the member.
 func checkMembers(body []byte) *protocol.Error {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(body, &members) != nil {
+	d := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil
 	}
-	names := make([]string, 0, len(members))
-	for name := range members {
-		names = append(names, name)
-	}
-	slices.Sort(names) // the first offending member, in a stable order
-	for _, name := range names {
+	for d.PeekKind() == '"' {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return nil
+		}
+		name := tok.String()
+		v, err := d.ReadValue() // read, not decoded: only the unserved members' values are looked at
+		if err != nil {
+			return nil
+		}
 		switch {
 		case slices.Contains(servedMembers, name), slices.Contains(advisoryMembers, name):
 		case slices.Contains(unservedMembers, name):
-			if !emptyValue(members[name]) && (name != "top_logprobs" || string(bytes.TrimSpace(members[name])) != "0") {
+			if !emptyValue(json.RawMessage(v)) && (name != "top_logprobs" || string(v) != "0") {
 				return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, name,
 					"Unsupported parameter: '%s' is not supported by this server.", name)
 			}

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -56,8 +57,15 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, &CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
+	release := protocol.CPUSlot(len(body))
+	b, err := json.Marshal(&CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
 		CreatedAt: time.Now().Unix(), Output: []protocol.Item{h.Session.Compaction.Compact(window)}})
+	release()
+	if err != nil {
+		WriteError(w, encodeError(err))
+		return
+	}
+	writeBody(w, http.StatusOK, b)
 }
 
 // compactCost is what a compaction of window holds besides its request: the window's items
@@ -78,7 +86,7 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 			return nil, err
 		}
 	}
-	input := p.Input
+	input, copied := p.Input, false
 	for i := range input {
 		if input[i].Type != protocol.ItemReference {
 			continue
@@ -87,18 +95,23 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 		if err != nil {
 			return nil, err
 		}
-		input = append([]protocol.Item(nil), input...)
+		if !copied { // p.Input is the request's: resolved into a copy, made once
+			input, copied = protocol.AppendItems(nil, input), true
+		}
 		input[i] = it
 	}
 	input, err := h.Session.Compaction.Expand(input)
 	if err != nil {
 		return nil, err
 	}
-	window := append(append([]protocol.Item{}, chain...), protocol.WithIDs(input)...)
+	window := make([]protocol.Item, 0, 1+len(chain)+len(input))
 	if p.Instructions != nil && *p.Instructions != "" {
-		window = append([]protocol.Item{{Type: protocol.ItemMessage, Role: protocol.RoleSystem,
-			Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: *p.Instructions}}}}, window...)
+		window = append(window, protocol.Item{Type: protocol.ItemMessage, Role: protocol.RoleSystem,
+			Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: *p.Instructions}}})
 	}
+	window = protocol.AppendItems(window, chain)
+	window = protocol.AppendItems(window, input)
+	protocol.AssignIDs(window[len(window)-len(input):])
 	return window, nil
 }
 

@@ -305,7 +305,18 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 		storeError(w, id, err)
 		return
 	}
-	h.writeCounted(w, &sr.Response, session.ResponseBytes(&sr.Response))
+	size := session.ResponseBytes(&sr.Response)
+	if !h.reserveWrite(w, size) {
+		return
+	}
+	defer h.Budget.Release(session.DecodeFactor * size)
+	// Encoded once into a buffer of about its size and written as is: encoding/json would
+	// copy a large Response three times more (compact, copy out, newline), and a copy of
+	// tens of MiB is a step the scheduler cannot preempt.
+	release := protocol.CPUSlot(int(size))
+	b := sr.Response.AppendJSON(make([]byte, 0, size+size/8+64))
+	release()
+	writeBody(w, http.StatusOK, b)
 }
 
 // stored returns the stored response id of owner, or writes the error (404 with no store or
@@ -329,13 +340,28 @@ func (h *HTTP) stored(w http.ResponseWriter, r *http.Request, id, owner string) 
 // what the store decoded) until the write has ended, when the client has read it or the write
 // timeout has cut it; server_overloaded (503) when that does not fit.
 func (h *HTTP) writeCounted(w http.ResponseWriter, v any, size int64) {
-	n := session.DecodeFactor * size
-	if !h.Budget.TryReserve(n) {
-		WriteError(w, session.OverloadedError("the server's memory budget is in use"))
+	if !h.reserveWrite(w, size) {
 		return
 	}
-	defer h.Budget.Release(n)
-	writeJSON(w, http.StatusOK, v)
+	defer h.Budget.Release(session.DecodeFactor * size)
+	release := protocol.CPUSlot(int(size))
+	b, err := json.Marshal(v)
+	release()
+	if err != nil {
+		WriteError(w, encodeError(err))
+		return
+	}
+	writeBody(w, http.StatusOK, b)
+}
+
+// reserveWrite reserves session.DecodeFactor × size bytes of the budget for an answer being
+// encoded and written, or writes 503 server_overloaded and returns false.
+func (h *HTTP) reserveWrite(w http.ResponseWriter, size int64) bool {
+	if !h.Budget.TryReserve(session.DecodeFactor * size) {
+		WriteError(w, session.OverloadedError("the server's memory budget is in use"))
+		return false
+	}
+	return true
 }
 
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
@@ -419,11 +445,25 @@ func WriteError(w http.ResponseWriter, e *protocol.Error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		WriteError(w, &protocol.Error{Status: http.StatusInternalServerError, Type: protocol.TypeServer,
-			Code: protocol.CodeServerError, Message: "Could not encode the response: " + err.Error()})
+		WriteError(w, encodeError(err))
 		return
 	}
+	writeBody(w, status, b)
+}
+
+// writeBody writes the JSON text b and a newline as the answer, without copying b.
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	if _, err := w.Write(b); err == nil {
+		_, _ = w.Write(newline)
+	}
+}
+
+var newline = []byte{'\n'}
+
+// encodeError is the 500 server_error of an answer that could not be encoded.
+func encodeError(err error) *protocol.Error {
+	return &protocol.Error{Status: http.StatusInternalServerError, Type: protocol.TypeServer,
+		Code: protocol.CodeServerError, Message: "Could not encode the response: " + err.Error()}
 }

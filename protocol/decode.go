@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"unicode/utf8"
 )
@@ -58,6 +59,7 @@ var (
 //
 // DecodeClientEvent does not retain data: strings and raw values are copied.
 func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
+	defer CPUSlot(len(data))()
 	var ev ClientEvent
 	err := decodeText(data, "frame", true, func(d *dec) *Error {
 		if d.kind() != '{' {
@@ -117,6 +119,7 @@ func UnknownEventType(typ, supported string) *Error {
 // DecodeCreateParams decodes the body of POST /v1/responses: the same fields and errors as a
 // response.create frame, without the "type" member (any "type" member is ignored).
 func DecodeCreateParams(data []byte) (*CreateParams, *Error) {
+	defer CPUSlot(len(data))()
 	var cp *CreateParams
 	err := decodeText(data, "request body", true, func(d *dec) (err *Error) {
 		if k := d.kind(); k != '{' {
@@ -350,7 +353,12 @@ func (d *dec) items() ([]Item, *Error) { return arrayOf(d, d.item) }
 // The result is non-nil, also when empty.
 func arrayOf[T any](d *dec, read func(*T) *Error) ([]T, *Error) {
 	out := []T{}
+	var full [][]T // chunks of arrayChunk elements read before out, in order
 	err := d.array(func() *Error {
+		if len(out) == arrayChunk {
+			full = append(full, out)
+			out = make([]T, 0, arrayChunk)
+		}
 		var zero T
 		out = append(out, zero)
 		return read(&out[len(out)-1])
@@ -358,8 +366,23 @@ func arrayOf[T any](d *dec, read func(*T) *Error) ([]T, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	if full == nil {
+		return out, nil
+	}
+	all := make([]T, 0, len(full)*arrayChunk+len(out))
+	for _, c := range full {
+		all = appendYielding(all, c)
+		runtime.Gosched()
+	}
+	return append(all, out...), nil
 }
+
+// arrayChunk is how many elements arrayOf grows one slice by before it starts another. A long
+// array is gathered in chunks and joined once at the end, yielding the CPU between chunks. A
+// slice copy cannot be preempted: growing one slice of a million items by append, or joining
+// them in one copy, moved hundreds of MiB of pointers in one step that held a CPU for 150–200 ms
+// while the GC marked, and every other request, /healthz included, waited for it.
+const arrayChunk = 1024
 
 // item reads one input item. An object without "type" but with "role" is a
 // message ("easy message"); message, function_call and function_call_output are modelled; any

@@ -23,8 +23,12 @@ func NewID(prefix string) string {
 // WithIDs returns a copy of items with an id on every message, function_call and
 // function_call_output that had none ("msg_…", "fc_…", "fco_…"), as stored for input_items.
 func WithIDs(items []Item) []Item {
-	out := make([]Item, len(items))
-	copy(out, items)
+	return AssignIDs(AppendItems(make([]Item, 0, len(items)), items))
+}
+
+// AssignIDs gives each message, function_call and function_call_output item of items that
+// has no id a new one, in place, as WithIDs does, and returns items.
+func AssignIDs(out []Item) []Item {
 	for i := range out {
 		if out[i].ID != "" {
 			continue

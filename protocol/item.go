@@ -102,6 +102,10 @@ func (it Item) MarshalJSON() ([]byte, error) {
 	return appendItem(nil, &it), nil
 }
 
+// AppendJSON appends it encoded as MarshalJSON encodes it to dst and returns the extended
+// buffer.
+func (it *Item) AppendJSON(dst []byte) []byte { return appendItem(dst, it) }
+
 // UnmarshalJSON decodes one input or output item with the strict rules of DecodeClientEvent;
 // the error is an *Error whose Param is relative to the item ("content[0].text").
 func (it *Item) UnmarshalJSON(data []byte) error {

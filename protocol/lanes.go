@@ -66,6 +66,7 @@ func InLane(err error, streamID string) error {
 // valid lane name, else "" (also for a frame that is not a JSON object). It reads the frame
 // again; it is meant for the error path only.
 func StreamIDOf(data []byte) string {
+	defer CPUSlot(len(data))()
 	lane, found := "", false
 	err := decodeText(data, "frame", true, func(d *dec) *Error {
 		if d.kind() != '{' {

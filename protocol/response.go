@@ -143,3 +143,8 @@ func (u Usage) Add(v Usage) Usage {
 func (r Response) MarshalJSON() ([]byte, error) {
 	return appendResponse(nil, &r), nil
 }
+
+// AppendJSON appends r encoded as MarshalJSON encodes it to dst and returns the extended
+// buffer. A caller that knows about how long the JSON is passes a dst of that capacity, so
+// that a large Response is not copied again each time the buffer grows.
+func (r *Response) AppendJSON(dst []byte) []byte { return appendResponse(dst, r) }

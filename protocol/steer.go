@@ -49,6 +49,7 @@ type SteerParams struct {
 // missing, empty, or holding anything but user messages of input_text, input_image and
 // input_file parts.
 func DecodeSteer(data []byte) (SteerParams, *Error) {
+	defer CPUSlot(len(data))()
 	var sp SteerParams
 	err := decodeText(data, "frame", true, func(d *dec) *Error {
 		if d.kind() != '{' {

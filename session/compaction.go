@@ -97,16 +97,33 @@ const maxCompactedBytes = 64 << 20
 // encrypted_content is "tcmp1." + base64url(deflate(JSON items)) + "." + base64url(HMAC-SHA256
 // of that text under c's first key). Expand turns it back into items.
 func (c *Compactor) Compact(items []protocol.Item) protocol.Item {
-	raw, _ := json.Marshal(items)
 	var buf bytes.Buffer
 	zw, _ := flate.NewWriter(&buf, flate.BestSpeed)
-	_, _ = zw.Write(raw)
+	writeItems(zw, items)
 	_ = zw.Close()
 	body := compactionPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
 	content := body + "." + base64.RawURLEncoding.EncodeToString(sign(c.signingKeys()[0], body))
 	id := protocol.NewID("cmp")
 	item, _ := json.Marshal(map[string]string{"id": id, "type": protocol.ItemCompaction, "encrypted_content": content})
 	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}
+}
+
+// writeItems writes items to w as one JSON array of their encodings (Item.AppendJSON), one
+// item at a time: a window of a million items is never one buffer of hundreds of MiB (whose
+// copies, as it grows, the scheduler cannot preempt).
+func writeItems(w io.Writer, items []protocol.Item) {
+	b := []byte{'['}
+	for i := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = items[i].AppendJSON(b)
+		if len(b) >= 32<<10 || i == len(items)-1 {
+			_, _ = w.Write(b)
+			b = b[:0]
+		}
+	}
+	_, _ = w.Write(append(b, ']'))
 }
 
 func sign(key []byte, body string) []byte {

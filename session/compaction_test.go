@@ -1,6 +1,8 @@
 package session
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,5 +56,29 @@ func TestReadCompactor(t *testing.T) {
 	}
 	if _, err := NewCompactor(); err == nil {
 		t.Error("NewCompactor(): no error")
+	}
+}
+
+// TestWriteItemsIsTheirJSON: the window a compaction seals is written item by item, in
+// pieces of about 32 KiB, and is the text encoding/json gives for the whole list (without
+// its HTML escaping, which the protocol's encoder does not do).
+func TestWriteItemsIsTheirJSON(t *testing.T) {
+	for _, n := range []int{0, 1, 5000} {
+		items := make([]protocol.Item, n)
+		for i := range items {
+			items[i] = protocol.Item{Type: protocol.ItemMessage, Role: protocol.RoleUser, ID: fmt.Sprintf("msg_%d", i),
+				Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: strings.Repeat("é<", i%50)}}}
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(items); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		writeItems(&got, items)
+		if !bytes.Equal(got.Bytes(), bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
+			t.Fatalf("%d items: written text differs from encoding/json's (%d vs %d bytes)", n, got.Len(), want.Len()-1)
+		}
 	}
 }

@@ -9,9 +9,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tetherd/tether/internal/attack"
 )
 
 func main() {
+	if base := os.Getenv(attack.ProbeEnv); base != "" {
+		os.Exit(attack.RunProbe(base, os.Stdin, os.Stdout)) // started by tether attack
+	}
 	ctx := notifySignals()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -109,6 +109,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, *session
 
 // decodeRequest decodes and checks a request body.
 func decodeRequest(body []byte) (*chatwire.Request, *protocol.Error) {
+	defer protocol.CPUSlot(len(body))()
 	var req chatwire.Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		var te *json.UnmarshalTypeError

@@ -163,7 +163,10 @@ func runOne(ctx context.Context, cfg Config, name string, fn func(context.Contex
 	}
 	defer child.Stop(10 * time.Second)
 	e.base = child.URL
-	probe := startProbe(child.URL)
+	probe, err := startProbe(child.URL)
+	if err != nil {
+		return Result{}, err
+	}
 	victimKey := ""
 	if name == "starve" || name == "key-share" {
 		victimKey = "key-a"
@@ -275,45 +278,4 @@ func memOf(pid int) (peak, now int64) {
 		}
 	}
 	return peak, now
-}
-
-// probe asks GET /healthz every 100 ms on a new connection and records the latencies.
-type probe struct {
-	stopc  chan struct{}
-	done   chan struct{}
-	lat    []time.Duration
-	failed int
-}
-
-func startProbe(base string) *probe {
-	p := &probe{stopc: make(chan struct{}), done: make(chan struct{})}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	go func() {
-		defer close(p.done)
-		for {
-			start := time.Now()
-			resp, err := client.Get(base + "/healthz")
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-			if err != nil || resp.StatusCode != 200 {
-				p.failed++
-			} else {
-				p.lat = append(p.lat, time.Since(start))
-			}
-			select {
-			case <-p.stopc:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return p
-}
-
-func (p *probe) stop() ([]time.Duration, int) {
-	close(p.stopc)
-	<-p.done
-	return p.lat, p.failed
 }

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(childServe())
 	}
+	if base := os.Getenv(ProbeEnv); base != "" {
+		os.Exit(RunProbe(base, os.Stdin, os.Stdout))
+	}
 	goleak.VerifyTestMain(m)
 }
 

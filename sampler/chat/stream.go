@@ -107,7 +107,7 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 			break
 		}
 		var c chatwire.Chunk
-		if err := json.Unmarshal(data, &c); err != nil {
+		if err := unmarshalChunk(data, &c); err != nil {
 			return r.res, fmt.Errorf("the upstream engine sent a malformed chunk: %v", err)
 		}
 		if err := r.chunk(&c); err != nil {
@@ -232,4 +232,10 @@ func (r *reader) usage(c *chatwire.Chunk) {
 		}
 	}
 	r.res.CachedTokens = protocol.CachedTokens(r.res.CachedTokens, r.res.InputTokens)
+}
+
+// unmarshalChunk decodes one upstream chunk, in a heavy-work slot when it is large.
+func unmarshalChunk(data []byte, c *chatwire.Chunk) error {
+	defer protocol.CPUSlot(len(data))()
+	return json.Unmarshal(data, c)
 }

@@ -209,6 +209,7 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 }
 
 func decodeEvent(data []byte) (*serverEvent, error) {
+	defer protocol.CPUSlot(len(data))()
 	var ev serverEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return nil, fmt.Errorf("upstream sent a malformed frame: %v", err)

@@ -1,0 +1,57 @@
+package protocol
+
+import (
+	"runtime"
+	"slices"
+)
+
+// HeavyBytes is the size of a JSON text (1 MiB) from which decoding or encoding it is heavy
+// work, done in one of the process's heavy-work slots (CPUSlot).
+const HeavyBytes = 1 << 20
+
+// heavySlots holds one token per heavy decode or encode running. There is one slot fewer
+// than the Go scheduler's processors (at least one): Go runs every goroutine alike, so when
+// as many 30 MiB decodes as processors ran at once, a request of a few hundred bytes and
+// /healthz waited in the run queue behind all of them, hundreds of milliseconds on a 2-core
+// machine. With a processor left over, small requests are served while the large ones take
+// their turns.
+var heavySlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
+
+// CPUSlot returns at once with a no-op release for n < HeavyBytes. For a larger n it waits
+// for a heavy-work slot and returns the function that gives the slot back; the caller
+// decodes or encodes n bytes of JSON in between and must not ask for another slot until it
+// has released this one (a slot is never taken twice by one piece of work). It applies to
+// the work of one request or frame: the request bodies and client frames this package
+// decodes (DecodeCreateParams, DecodeClientEvent, DecodeSteer, StreamIDOf), and the answers
+// and upstream events of other packages that are at least HeavyBytes long.
+func CPUSlot(n int) (release func()) {
+	if n < HeavyBytes {
+		return noRelease
+	}
+	heavySlots <- struct{}{}
+	return releaseSlot
+}
+
+func noRelease() {}
+
+func releaseSlot() { <-heavySlots }
+
+// AppendItems appends src to dst as append does, copying at most 1024 items at a time and
+// yielding the CPU in between when src is longer. A slice copy is a step the Go scheduler
+// cannot preempt: one copy of a million items (200 MiB of pointers, slower still while the
+// GC marks) held a CPU for up to two seconds, and every other goroutine on it waited.
+func AppendItems(dst, src []Item) []Item { return appendYielding(dst, src) }
+
+func appendYielding[T any](dst, src []T) []T {
+	if len(src) <= arrayChunk {
+		return append(dst, src...)
+	}
+	dst = slices.Grow(dst, len(src))
+	for len(src) > 0 {
+		n := min(len(src), arrayChunk)
+		dst = append(dst, src[:n]...)
+		src = src[n:]
+		runtime.Gosched()
+	}
+	return dst
+}

@@ -1,0 +1,84 @@
+package protocol
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestDecodeLongInputInOrder: an input longer than one chunk of arrayOf is decoded whole and
+// in order, including an error in the last chunk, which names the element's index.
+func TestDecodeLongInputInOrder(t *testing.T) {
+	const n = 3*arrayChunk + 7
+	var b strings.Builder
+	b.WriteString(`{"model":"m","input":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"role":"user","content":"m%d"}`, i)
+	}
+	b.WriteString(`]}`)
+	cp, err := DecodeCreateParams([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.Input) != n {
+		t.Fatalf("%d items, want %d", len(cp.Input), n)
+	}
+	for i, it := range cp.Input {
+		if got := it.Content[0].Text; got != fmt.Sprintf("m%d", i) {
+			t.Fatalf("input[%d] = %q", i, got)
+		}
+	}
+	bad := strings.Replace(b.String(), fmt.Sprintf(`"m%d"`, n-2), `5`, 1)
+	if _, err := DecodeCreateParams([]byte(bad)); err == nil || err.Param != fmt.Sprintf("input[%d].content", n-2) {
+		t.Fatalf("error %+v, want one at input[%d].content", err, n-2)
+	}
+}
+
+// TestAppendItemsLong: AppendItems of more than one chunk gives what append gives.
+func TestAppendItemsLong(t *testing.T) {
+	src := make([]Item, 2*arrayChunk+3)
+	for i := range src {
+		src[i].ID = fmt.Sprint(i)
+	}
+	dst := []Item{{ID: "first"}}
+	got := AppendItems(dst, src)
+	if len(got) != len(src)+1 || got[0].ID != "first" {
+		t.Fatalf("len %d, first %q", len(got), got[0].ID)
+	}
+	for i := range src {
+		if got[i+1].ID != src[i].ID {
+			t.Fatalf("item %d = %q", i+1, got[i+1].ID)
+		}
+	}
+}
+
+// TestCPUSlot: below HeavyBytes CPUSlot never waits; at HeavyBytes it waits while every slot
+// is taken and goes on when one is given back.
+func TestCPUSlot(t *testing.T) {
+	var held []func()
+	for range cap(heavySlots) {
+		held = append(held, CPUSlot(HeavyBytes))
+	}
+	CPUSlot(HeavyBytes - 1)() // small work takes no slot: it would block here otherwise
+	got := make(chan struct{})
+	go func() {
+		CPUSlot(HeavyBytes)()
+		close(got)
+	}()
+	select {
+	case <-got:
+		t.Fatal("a heavy decode ran while every slot was taken")
+	default:
+	}
+	held[0]()
+	<-got
+	for _, release := range held[1:] {
+		release()
+	}
+	if len(heavySlots) != 0 {
+		t.Fatalf("%d slots still taken", len(heavySlots))
+	}
+}

@@ -53,6 +53,9 @@ type rollout struct {
 	// idleAnswer: the rollout suspends after answers (Config.SuspendOnAnswer) and its last
 	// suspension had no pending calls; Conn.releaseIdleLocked may release it.
 	idleAnswer bool
+	// latest: the shape's Response a continuation resumes the suspended rollout by (public
+	// shape, latest.go); "" when none.
+	latest string
 }
 
 // StartRequest starts a rollout through Conn.Start.

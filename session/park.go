@@ -127,7 +127,7 @@ func (c *Conn) sharesShape(inner sampler.Sink) bool {
 // append shape's, or a ParkableSink on a connection with an UnparkSink). Called with c.mu
 // held.
 func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sink {
-	cs := &coreSink{c: c, h: h, inner: inner, answers: answers}
+	cs := &coreSink{Sink: inner, c: c, h: h, answers: answers}
 	if !sampler.CanPark(c.opts.Model) {
 		return cs
 	}
@@ -148,7 +148,7 @@ func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sin
 // parkState returns the parked value of h's rollout p, with its shape's sink state.
 func (s *parkingSink) parkState(p *sampler.ParkedRollout) *parkedRollout {
 	v := &parkedRollout{Rollout: p, Owner: s.c.opts.Owner}
-	switch in := s.inner.(type) {
+	switch in := s.Sink.(type) {
 	case *appendSink:
 		v.Sink = in.park()
 	case SharedParkSink:

@@ -541,45 +541,29 @@ func (c *Conn) stateChanged(h *rollout, from, to sampler.State) {
 	}
 }
 
-// coreSink tracks the rollout's state in the registry, then forwards to the adapter's sink.
+// coreSink tracks the rollout's state in the registry around the shape adapter's sink, which
+// it wraps (sampler.Wrapper): Started and Event go straight to that sink, and the rollout finds
+// the adapter's optional interfaces (SteerSink, KeepAliver) on it; coreSink declares only the
+// calls the registry has work in.
 type coreSink struct {
-	c     *Conn
-	h     *rollout
-	inner sampler.Sink
-	was   sampler.State // the phase the rollout ended from
+	sampler.Sink // the shape adapter's
+
+	c   *Conn
+	h   *rollout
+	was sampler.State // the phase the rollout ended from
 	// answers: Config.SuspendOnAnswer (the public shape's rollouts)
 	answers bool
 }
 
-// SteerAccepted implements sampler.SteerSink by forwarding to the shape's sink.
-func (s *coreSink) SteerAccepted(st sampler.Steer) {
-	if ss, ok := s.inner.(sampler.SteerSink); ok {
-		ss.SteerAccepted(st)
-	}
-}
+// Unwrap implements sampler.Wrapper.
+func (s *coreSink) Unwrap() sampler.Sink { return s.Sink }
 
-// Steered implements sampler.SteerSink: the successor response is a new turn.
+// Steered counts the successor response as a new turn (the adapter's SteerSink answers it).
 func (s *coreSink) Steered(st sampler.Steering) {
 	s.c.mu.Lock()
 	s.h.turns++
 	s.h.record(st.Usage, st.StepUsage)
 	s.c.mu.Unlock()
-	if ss, ok := s.inner.(sampler.SteerSink); ok {
-		ss.Steered(st)
-	}
-}
-
-// SteerPending implements sampler.SteerSink by forwarding to the shape's sink.
-func (s *coreSink) SteerPending(steers []sampler.Steer, pending []string) {
-	if ss, ok := s.inner.(sampler.SteerSink); ok {
-		ss.SteerPending(steers, pending)
-	}
-}
-
-// KeepAlive implements sampler.KeepAliver by asking the shape's sink.
-func (s *coreSink) KeepAlive() bool {
-	k, ok := s.inner.(sampler.KeepAliver)
-	return ok && k.KeepAlive()
 }
 
 // StateChanged implements sampler.StateObserver.
@@ -589,10 +573,6 @@ func (s *coreSink) StateChanged(from, to sampler.State) {
 	}
 	s.c.stateChanged(s.h, from, to)
 }
-
-func (s *coreSink) Started() { s.inner.Started() }
-
-func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 
 // Suspended gives back the server-wide admission before the adapter runs (it may write to the
 // store, under the store's timeout, before its terminal event): a slow store then holds only
@@ -607,7 +587,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	s.h.record(sp.Usage, sp.StepUsage)
 	c.mu.Unlock()
 	t.releaseAdmission()
-	s.inner.Suspended(sp)
+	s.Sink.Suspended(sp)
 	c.signal()
 }
 
@@ -630,11 +610,11 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	if !e.Sampling && e.Err == nil {
 		t := h.gate.enqueueAlways()
 		if t.Wait(c.ctx) == nil {
-			s.inner.Ended(e)
+			s.Sink.Ended(e)
 			t.Release()
 		}
 	} else {
-		s.inner.Ended(e)
+		s.Sink.Ended(e)
 	}
 	// Only now is it an ended rollout that eviction may take: while its sink answered the
 	// end, the adapter may have taken it out of the registry (the public shape keeps ended

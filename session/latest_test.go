@@ -59,5 +59,6 @@ func TestLatestIsTheRolloutsState(t *testing.T) {
 		if got := liveKeys(c); len(got) != 0 {
 			t.Fatalf("live rollouts %v after the orphan ended", got)
 		}
+		checkHeld(t, c)
 	})
 }

@@ -381,7 +381,7 @@ func (c *Conn) adoptLocked(key string, v *parkedRollout) error {
 	h := &rollout{key: key, lane: v.lane(), gate: g, parked: v, started: now, turnStart: now, turns: 1, bytes: size, usage: v.Rollout.Usage}
 	c.stamp++
 	h.stamp, h.seq = c.stamp, c.stamp
-	c.reg[key] = h
+	c.registerLocked(h)
 	if m := c.opts.Metrics; m != nil {
 		m.Parked.Add(1)
 	}

@@ -136,7 +136,7 @@ func (c *Conn) start(req StartRequest) error {
 	}
 	c.stamp++
 	h.stamp, h.seq = c.stamp, c.stamp
-	c.reg[req.Key] = h
+	c.registerLocked(h)
 	cfg := req.Config
 	cfg.Ticket = t
 	if cfg.SuspendTimeout == 0 {
@@ -318,7 +318,7 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 		// call waits for no goroutine.
 		_, err := c.unparkLocked(h, false, &sampler.Resume{Input: input, Ticket: t})
 		if err == nil {
-			h.bytes += add
+			c.growLocked(h, add)
 		} else {
 			t.Release()
 			c.opts.Budget.Release(add)
@@ -331,7 +331,7 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	err := r.Resume(sampler.Resume{Input: input, Ticket: t})
 	if err == nil {
 		c.mu.Lock()
-		h.bytes += add
+		c.growLocked(h, add)
 		c.mu.Unlock()
 		c.log.Debug("rollout resumed", "key", key, "input_items", len(input))
 		return nil
@@ -445,14 +445,14 @@ func (c *Conn) Steer(key string, s sampler.Steer) error {
 		c.mu.Unlock()
 		return err
 	}
-	h.bytes += add
+	c.growLocked(h, add)
 	c.mu.Unlock()
 	err = r.Steer(s)
 	if err == nil {
 		return nil
 	}
 	c.mu.Lock()
-	h.bytes -= add
+	c.growLocked(h, -add)
 	c.opts.Budget.Release(add)
 	c.mu.Unlock()
 	if errors.Is(err, sampler.ErrParked) {

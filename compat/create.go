@@ -95,22 +95,20 @@ func (pc *publicCreate) local(cr *session.Create) ([]protocol.Item, bool, error)
 // forked from another lane (a failed fork keeps its parent).
 func (pc *publicCreate) Rejected(cr *session.Create) {
 	r := pc.r
+	var dropped []*segment
 	r.mu.Lock()
-	orphan := ""
 	if parent := r.segs.peek(cr.Parent); parent != nil && parent.lane == cr.Lane {
-		orphan = r.evictLocked(parent.id)
+		dropped = append(dropped, r.segs.remove(parent.id))
 	}
 	r.mu.Unlock()
-	if orphan != "" {
-		r.cancelOrphans([]string{orphan}, 0, "")
-	}
+	r.forget(dropped, false)
 }
 
 // Route implements session.Shape. It takes the hot path when the parent is the latest
 // segment of a suspended rollout of this connection, the input answers exactly its pending
-// calls (then messages) and the settings are unchanged (coldLocked); otherwise the segment
-// runs on a new rollout. Either way the segment is recorded as in flight and as the next one
-// of its rollout; Undo forgets it.
+// calls (then messages) and the settings are unchanged (cold); otherwise the segment runs on
+// a new rollout. Either way the segment is recorded as in flight and as the next one of its
+// rollout; Undo forgets it.
 func (pc *publicCreate) Route(cr *session.Create) session.Route {
 	r, p := pc.r, cr.Params
 	ps := pc.ps
@@ -128,18 +126,26 @@ func (pc *publicCreate) Route(cr *session.Create) session.Route {
 		}
 		pc.ps = ps
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if cr.Parent == "" {
 		ps.path = &pc.counters.New
 	} else if cr.Cold == nil {
-		parent := r.segs.peek(cr.Parent)
+		r.mu.Lock()
+		parent := r.segs.peek(cr.Parent) // immutable once ended, but for steered
+		var steered []protocol.Item
+		if parent != nil {
+			steered = parent.steered
+		}
+		r.mu.Unlock()
 		if parent == nil {
 			cr.Cold = coldFor(protocol.ColdNotSuspended) // evicted since Parent
-		} else if cr.Cold = r.coldLocked(parent, ps, p); cr.Cold == nil {
-			return r.hotLocked(ps, parent.rollout)
-		} else if len(parent.steered) > 0 { // steers held for this continuation follow its tool outputs
-			p.Input = append(append([]protocol.Item(nil), p.Input...), parent.steered...)
+		} else if cr.Cold = r.cold(parent, ps, p); cr.Cold == nil {
+			if r.conn.TakeLatest(parent.rollout, parent.id) {
+				return r.hot(ps, parent.rollout)
+			}
+			cr.Cold = coldFor(protocol.ColdNotLatest) // another continuation resumed it first
+		}
+		if cr.Cold != nil && len(steered) > 0 { // steers held for this continuation follow its tool outputs
+			p.Input = append(append([]protocol.Item(nil), p.Input...), steered...)
 			ps.input = p.Input
 		}
 	}
@@ -148,8 +154,10 @@ func (pc *publicCreate) Route(cr *session.Create) session.Route {
 	}
 	key := ps.seg.id
 	ps.seg.rollout = key
+	r.mu.Lock()
 	r.next[key] = ps
 	r.acceptLocked(ps)
+	r.mu.Unlock()
 	return session.Route{Sink: &rolloutSink{owner: r, key: key}, SuspendOnAnswer: true, StartSuspended: ps.warmup,
 		Undo: func() bool {
 			r.mu.Lock()
@@ -160,14 +168,16 @@ func (pc *publicCreate) Route(cr *session.Create) session.Route {
 		}}
 }
 
-// hotLocked routes ps to resume the suspended rollout key. Its Undo reports whether the
-// rollout ended meanwhile and its sink answered ps.
-func (r *registry) hotLocked(ps *pendingSegment, key string) session.Route {
-	delete(r.segs.latest, key)
+// hot routes ps to resume the suspended rollout key, whose latest segment it has taken
+// (session.Conn.TakeLatest). Its Undo reports whether the rollout ended meanwhile and its sink
+// answered ps.
+func (r *registry) hot(ps *pendingSegment, key string) session.Route {
 	ps.seg.rollout = key
 	ps.path = &ps.counters.Hot
+	r.mu.Lock()
 	r.next[key] = ps
 	r.acceptLocked(ps)
+	r.mu.Unlock()
 	return session.Route{Resume: key, Undo: func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -180,16 +190,6 @@ func (r *registry) hotLocked(ps *pendingSegment, key string) session.Route {
 	}}
 }
 
-// runningLocked reports whether a segment of rollout key is in flight.
-func (r *registry) runningLocked(key string) bool {
-	for _, ps := range r.inflight {
-		if ps.seg.rollout == key {
-			return true
-		}
-	}
-	return false
-}
-
 // coldFor is the cold path's continuation for reason.
 func coldFor(reason string) *protocol.Continuation {
 	return &protocol.Continuation{Path: protocol.ContinuationCold, Reason: reason}
@@ -198,14 +198,14 @@ func coldFor(reason string) *protocol.Continuation {
 // acceptLocked records ps as in flight until its terminal event.
 func (r *registry) acceptLocked(ps *pendingSegment) { r.inflight[ps.seg.id] = ps }
 
-// coldLocked says why ps cannot resume parent's rollout (the hot path), or nil when it can:
-// the parent must be the latest segment of a suspended rollout, of the same lane (a fork from
-// another lane takes the cold path with a copy of the chain, docs/append-protocol.md, lanes),
-// the create no warm-up, the settings the parent's, and the input exactly one output per
-// pending call, then messages.
-func (r *registry) coldLocked(parent *segment, ps *pendingSegment, p *protocol.CreateParams) *protocol.Continuation {
-	if !r.segs.isLatest(parent) {
-		if _, suspended := r.segs.latest[parent.rollout]; suspended || r.runningLocked(parent.rollout) {
+// cold says why ps cannot resume parent's rollout (the hot path), or nil when it can: the
+// parent must be the latest segment of its suspended rollout (asked of the rollout,
+// session.Conn.Latest), of the same lane (a fork from another lane takes the cold path with a
+// copy of the chain, docs/append-protocol.md, lanes), the create no warm-up, the settings the
+// parent's, and the input exactly one output per pending call, then messages.
+func (r *registry) cold(parent *segment, ps *pendingSegment, p *protocol.CreateParams) *protocol.Continuation {
+	if latest, live := r.conn.Latest(parent.rollout); latest != parent.id {
+		if live {
 			return coldFor(protocol.ColdNotLatest) // the rollout went on past the parent
 		}
 		return coldFor(protocol.ColdNotSuspended)

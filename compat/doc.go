@@ -22,7 +22,7 @@
 // segment's id.
 //
 // A later create takes the hot path when previous_response_id names the latest segment of a
-// suspended rollout, its input is exactly one function_call_output per pending call_id (any
+// suspended rollout (asked of the rollout: session.Conn.Latest), its input is exactly one function_call_output per pending call_id (any
 // order) optionally followed by messages, and model, instructions, tools, tool_choice,
 // parallel_tool_calls, reasoning, text, temperature, top_p, max_output_tokens, max_tool_calls,
 // truncation and metadata equal the parent's: the rollout resumes and only the new items are
@@ -37,8 +37,8 @@
 // # Rules
 //
 //   - previous_response_id resolves from the connection's segments (bounded by
-//     [Options.CacheResponses] and [Options.CacheBytes], the latest segment of every suspended
-//     rollout always kept), then from the store for store:true responses of the same owner (one
+//     [Options.CacheResponses] and [Options.CacheBytes], the newest segment always kept; a
+//     suspended rollout whose latest segment is evicted ends), then from the store for store:true responses of the same owner (one
 //     store.Store.Chain call); else previous_response_not_found and no response.created; a store
 //     failure is store_unavailable (503).
 //   - A failed continuation — an error frame or response.failed — evicts its parent, unless it

@@ -254,8 +254,14 @@ func TestRegistryBoundKeepsNewestSegment(t *testing.T) {
 	opts := map[string]any{"store": false, "tools": []any{shell}}
 	a := turn(t, c, create("chain a", opts)) // suspended at a tool call
 	turn(t, c, create("chain b", map[string]any{"store": false}))
+	m := f.srv.Metrics()
+	if n := m.Suspended.Load(); n != 2 {
+		t.Fatalf("%d suspended rollouts before the bound is passed, want 2 (a and b)", n)
+	}
 	d := turn(t, c, create("chain d", opts))
-	// a was the least recently used: evicted, and its suspended rollout ended silently.
+	// a was the least recently used: evicted, and its suspended rollout ended silently (b
+	// and d stay suspended).
+	waitFor(t, "the rollout of the evicted segment to end", func() bool { return m.Suspended.Load() == 2 && m.Evictions.Load() == 1 })
 	c.Send(create([]any{toolOutput(callIDs(a)[0], "ok")}, map[string]any{"store": false, "tools": []any{shell}, "previous_response_id": respID(a)}))
 	c.ExpectError(400, "previous_response_not_found", "previous_response_id")
 	hot0 := f.srv.Counters().Hot.Load()

@@ -84,7 +84,7 @@ func (s *rolloutSink) SharedParkState() (id string, stored bool, state json.RawM
 
 // unparkSink implements session.UnparkSink for the registry's WebSocket connection: the
 // rolloutSink that continues the parked rollout key.
-func (r *registry) unparkSink(key string, state json.RawMessage) (session.Sink, error) {
+func (r *registry) unparkSink(key, latest string, state json.RawMessage) (session.Sink, error) {
 	var p parkedSink
 	if err := json.Unmarshal(state, &p); err != nil {
 		return nil, fmt.Errorf("compat: parked sink state: %w", err)
@@ -93,7 +93,7 @@ func (r *registry) unparkSink(key string, state json.RawMessage) (session.Sink, 
 	if p.Last != "" {
 		r.mu.Lock()
 		seg := r.segs.peek(p.Last)
-		s.lastLatest = seg != nil && p.Latest && r.segs.isLatest(seg)
+		s.lastLatest = seg != nil && p.Latest && latest == seg.id
 		r.mu.Unlock()
 		if seg != nil {
 			s.last = &pendingSegment{seg: seg, store: p.Stored, emitter: &wsEmitter{c: r.conn, lane: seg.lane}, done: make(chan struct{})}
@@ -112,31 +112,30 @@ func (r *registry) claimParked(id string) bool {
 }
 
 // adoptParked implements session.AdoptParked: it records the segment a claimed rollout key
-// was parked behind as the latest of that suspended rollout, its chain the rollout's context.
-func (r *registry) adoptParked(key string, state json.RawMessage, chain []protocol.Item) (undo func(), err error) {
+// was parked behind, its chain the rollout's context; that segment is the rollout's latest.
+func (r *registry) adoptParked(key string, state json.RawMessage, chain []protocol.Item) (latest string, undo func(), err error) {
 	var p parkedSink
 	if err := json.Unmarshal(state, &p); err != nil {
-		return nil, fmt.Errorf("compat: parked sink state: %w", err)
+		return "", nil, fmt.Errorf("compat: parked sink state: %w", err)
 	}
 	if p.Last == "" || p.Segment == nil {
-		return nil, errors.New("compat: the parked state names no segment")
+		return "", nil, errors.New("compat: the parked state names no segment")
 	}
 	seg := &segment{id: p.Last, rollout: key, lane: p.Segment.Lane, settings: p.Segment.Settings, chain: chain,
 		pending: p.Segment.Pending, bytes: p.Segment.Bytes}
 	r.mu.Lock()
 	if r.segs.peek(seg.id) != nil || r.inflight[seg.id] != nil {
 		r.mu.Unlock()
-		return nil, fmt.Errorf("compat: response %s is already on this connection", seg.id)
+		return "", nil, fmt.Errorf("compat: response %s is already on this connection", seg.id)
 	}
-	if _, dup := r.segs.latest[key]; dup || r.next[key] != nil {
+	if r.next[key] != nil {
 		r.mu.Unlock()
-		return nil, fmt.Errorf("compat: rollout %s is already on this connection", key)
+		return "", nil, fmt.Errorf("compat: rollout %s is already on this connection", key)
 	}
-	orphans, evicted := r.segs.put(seg)
-	r.segs.latest[key] = seg.id
+	evicted := r.segs.put(seg)
 	r.mu.Unlock()
-	r.cancelOrphans(orphans, evicted, key)
-	return func() {
+	r.forget(evicted, true)
+	return seg.id, func() {
 		r.mu.Lock()
 		r.segs.remove(seg.id)
 		r.mu.Unlock()

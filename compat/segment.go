@@ -21,20 +21,19 @@ type segment struct {
 
 // segments is a connection's registry of ended segments, bounded by a count and a byte
 // estimate, least recently used first (one session.Recent); the connection's newest segment is
-// never evicted. Evicting the latest segment of a suspended rollout ends that rollout
-// (silently): nothing can reach it any more. It is guarded by its owner's mutex.
+// never evicted. Whether a segment is the latest of its suspended rollout is asked of the
+// rollout (session.Conn.Latest): the owner tells the connection of every segment it evicts
+// (session.Conn.ForgetResponse), which ends a rollout that nothing can reach any more. It is
+// guarded by its owner's mutex.
 type segments struct {
 	maxCount int
 	maxBytes int64
 	ended    *session.Recent[*segment]
 	newest   string
-	// latest maps a rollout key to its latest segment while the rollout is suspended after it
-	// (the hot path's condition).
-	latest map[string]string
 }
 
 func newSegments(maxCount int, maxBytes int64) *segments {
-	return &segments{maxCount: maxCount, maxBytes: maxBytes, ended: session.NewRecent[*segment](), latest: make(map[string]string)}
+	return &segments{maxCount: maxCount, maxBytes: maxBytes, ended: session.NewRecent[*segment]()}
 }
 
 // get returns segment id, a use (it becomes the most recently used), or nil.
@@ -49,42 +48,30 @@ func (s *segments) peek(id string) *segment {
 	return seg
 }
 
-// put adds seg and returns the rollouts whose latest segment was evicted to make room, and
-// how many segments were evicted.
-func (s *segments) put(seg *segment) (orphans []string, evicted int) {
+// put adds seg and returns the segments evicted to make room, least recently used first.
+func (s *segments) put(seg *segment) (evicted []*segment) {
 	s.ended.Put(seg.id, seg, seg.bytes)
 	s.newest = seg.id
 	return s.evict()
 }
 
-// remove forgets id and reports whether it was the latest segment of a suspended rollout.
-func (s *segments) remove(id string) (seg *segment, wasLatest bool) {
-	seg, ok := s.ended.Remove(id)
-	if !ok {
-		return nil, false
-	}
-	if s.latest[seg.rollout] == id {
-		delete(s.latest, seg.rollout)
-		wasLatest = true
-	}
-	return seg, wasLatest
+// remove forgets id and returns its segment, or nil when it was not there.
+func (s *segments) remove(id string) *segment {
+	seg, _ := s.ended.Remove(id)
+	return seg
 }
 
-// isLatest reports whether seg is the latest segment of a suspended rollout.
-func (s *segments) isLatest(seg *segment) bool { return s.latest[seg.rollout] == seg.id }
-
-// evict removes the least recently used segments while the registry is over a bound. The
-// newest segment, just put, is the most recently used: it goes only when it is the last.
-func (s *segments) evict() (orphans []string, evicted int) {
+// evict removes the least recently used segments while the registry is over a bound, at O(1)
+// each. The newest segment, just put, is the most recently used: it goes only when it is the
+// last.
+func (s *segments) evict() (evicted []*segment) {
 	for s.ended.Len() > s.maxCount || s.ended.Bytes() > s.maxBytes {
-		id, _, ok := s.ended.Oldest()
+		id, seg, ok := s.ended.Oldest()
 		if !ok || id == s.newest {
-			return orphans, evicted
+			return evicted
 		}
-		evicted++
-		if seg, wasLatest := s.remove(id); wasLatest {
-			orphans = append(orphans, seg.rollout)
-		}
+		s.ended.Remove(id)
+		evicted = append(evicted, seg)
 	}
-	return orphans, evicted
+	return evicted
 }

@@ -26,15 +26,15 @@ func ids(s *segments) []string {
 func TestSegmentsCountBoundEvictsLeastRecentlyUsed(t *testing.T) {
 	s := newSegments(3, 1<<20)
 	for _, id := range []string{"a", "b", "c"} {
-		if orphans, n := s.put(seg(id, "r_"+id, 10)); n != 0 || orphans != nil {
-			t.Fatalf("put %s under the bound evicted %d (orphans %v)", id, n, orphans)
+		if gone := s.put(seg(id, "r_"+id, 10)); gone != nil {
+			t.Fatalf("put %s under the bound evicted %v", id, segIDs(gone))
 		}
 	}
 	if s.get("a") == nil {
 		t.Fatal("get a: missing")
 	}
-	if _, n := s.put(seg("d", "r_d", 10)); n != 1 {
-		t.Fatalf("evicted %d, want 1", n)
+	if gone := s.put(seg("d", "r_d", 10)); !slices.Equal(segIDs(gone), []string{"b"}) {
+		t.Fatalf("evicted %v, want [b]", segIDs(gone))
 	}
 	if got, want := ids(s), []string{"a", "c", "d"}; !slices.Equal(got, want) {
 		t.Fatalf("segments %v, want %v (b was least recently used)", got, want)
@@ -54,14 +54,14 @@ func TestSegmentsByteBound(t *testing.T) {
 	s.put(seg("a", "r", 40))
 	s.put(seg("b", "r", 40))
 	s.put(seg("c", "r", 10))
-	if _, n := s.put(seg("d", "r", 60)); n != 2 { // 150 bytes: a and b go
-		t.Fatalf("evicted %d, want 2", n)
+	if gone := s.put(seg("d", "r", 60)); !slices.Equal(segIDs(gone), []string{"a", "b"}) { // 150 bytes: a and b go
+		t.Fatalf("evicted %v, want [a b]", segIDs(gone))
 	}
 	if got := ids(s); !slices.Equal(got, []string{"c", "d"}) || s.ended.Bytes() != 70 {
 		t.Fatalf("segments %v, %d bytes; want [c d], 70", got, s.ended.Bytes())
 	}
-	if _, n := s.put(seg("e", "r", 30)); n != 0 || s.ended.Bytes() != 100 {
-		t.Fatalf("a put up to the bound evicted %d (%d bytes)", n, s.ended.Bytes())
+	if gone := s.put(seg("e", "r", 30)); gone != nil || s.ended.Bytes() != 100 {
+		t.Fatalf("a put up to the bound evicted %v (%d bytes)", segIDs(gone), s.ended.Bytes())
 	}
 }
 
@@ -69,14 +69,14 @@ func TestSegmentsByteBound(t *testing.T) {
 func TestSegmentsNewestNeverEvicted(t *testing.T) {
 	s := newSegments(1, 50)
 	s.put(seg("a", "r", 10))
-	if _, n := s.put(seg("big", "r", 500)); n != 1 {
-		t.Fatalf("evicted %d, want 1", n)
+	if gone := s.put(seg("big", "r", 500)); len(gone) != 1 {
+		t.Fatalf("evicted %v, want [a]", segIDs(gone))
 	}
 	if got := ids(s); !slices.Equal(got, []string{"big"}) {
 		t.Fatalf("segments %v, want [big]", got)
 	}
-	if orphans, n := s.put(seg("huge", "r", 900)); n != 1 || orphans != nil || s.get("huge") == nil {
-		t.Fatalf("the newest segment was evicted or the older one kept: %v, %d", ids(s), n)
+	if gone := s.put(seg("huge", "r", 900)); len(gone) != 1 || s.get("huge") == nil {
+		t.Fatalf("the newest segment was evicted or the older one kept: %v, evicted %v", ids(s), segIDs(gone))
 	}
 	// Getting an older segment does not make it the newest.
 	s = newSegments(1, 1<<20)
@@ -88,36 +88,35 @@ func TestSegmentsNewestNeverEvicted(t *testing.T) {
 	}
 }
 
-// TestSegmentsOrphans: evicting or removing the latest segment of a suspended rollout reports
-// the rollout (nothing can reach it any more); other segments of it do not.
-func TestSegmentsOrphans(t *testing.T) {
+// TestSegmentsEvictedCarryTheirRollout: put and remove hand back the segments that left,
+// with the rollout each belongs to, so that the connection can end a rollout whose latest
+// segment went (session.Conn.ForgetResponse); the registry keeps no state of its own about
+// which segment is latest.
+func TestSegmentsEvictedCarryTheirRollout(t *testing.T) {
 	s := newSegments(2, 1<<20)
 	s.put(seg("r1_a", "r1", 1))
 	s.put(seg("r1_b", "r1", 1))
-	s.latest["r1"] = "r1_b" // r1 is suspended after r1_b
-	if !s.isLatest(s.peek("r1_b")) || s.isLatest(s.peek("r1_a")) {
-		t.Fatal("isLatest")
+	gone := s.put(seg("r2_a", "r2", 1))
+	if len(gone) != 1 || gone[0].id != "r1_a" || gone[0].rollout != "r1" {
+		t.Fatalf("evicted %v, want r1_a of r1", segIDs(gone))
 	}
-	if orphans, n := s.put(seg("r2_a", "r2", 1)); n != 1 || orphans != nil {
-		t.Fatalf("evicting r1_a (not latest): orphans %v, evicted %d", orphans, n)
+	if got := s.remove("r1_b"); got == nil || got.rollout != "r1" {
+		t.Fatalf("remove r1_b: %v", got)
 	}
-	if orphans, n := s.put(seg("r3_a", "r3", 1)); n != 1 || !slices.Equal(orphans, []string{"r1"}) {
-		t.Fatalf("evicting r1_b (latest of suspended r1): orphans %v, evicted %d", orphans, n)
+	if got := s.remove("r1_b"); got != nil {
+		t.Fatalf("second remove: %v", got)
 	}
-	if _, ok := s.latest["r1"]; ok {
-		t.Fatal("r1 still has a latest segment after it was evicted")
+	s.remove("r2_a")
+	if s.ended.Len() != 0 || s.ended.Bytes() != 0 {
+		t.Fatalf("after removing everything: %v, %d bytes", ids(s), s.ended.Bytes())
 	}
-	s.latest["r3"] = "r3_a"
-	if got, wasLatest := s.remove("r3_a"); got == nil || !wasLatest {
-		t.Fatalf("remove of the latest segment: %v %v", got, wasLatest)
+}
+
+// segIDs is the ids of segs, in order.
+func segIDs(segs []*segment) []string {
+	var out []string
+	for _, seg := range segs {
+		out = append(out, seg.id)
 	}
-	if got, wasLatest := s.remove("r2_a"); got == nil || wasLatest {
-		t.Fatalf("remove of another segment: %v %v", got, wasLatest)
-	}
-	if got, wasLatest := s.remove("r2_a"); got != nil || wasLatest {
-		t.Fatalf("second remove: %v %v", got, wasLatest)
-	}
-	if s.ended.Len() != 0 || s.ended.Bytes() != 0 || len(s.latest) != 0 {
-		t.Fatalf("after removing everything: %v, %d bytes, latest %v", ids(s), s.ended.Bytes(), s.latest)
-	}
+	return out
 }

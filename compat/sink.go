@@ -165,11 +165,7 @@ func (s *rolloutSink) Suspended(sp session.Suspension) {
 func (s *rolloutSink) Ended(e session.Ending) {
 	defer s.owner.conn.Forget(s.key)
 	if !s.take() {
-		// Ended behind a completed segment: silent; its items stay for the cold path.
-		s.owner.mu.Lock()
-		delete(s.owner.segs.latest, s.key)
-		s.owner.mu.Unlock()
-		return
+		return // ended behind a completed segment: silent; its items stay for the cold path
 	}
 	ps := s.cur
 	if e.Err != nil && e.Status != protocol.ResponseFailed {
@@ -211,30 +207,28 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	seg.chain = chain
 	seg.pending = pending
 	seg.bytes = session.ItemsBytes(ps.input) + session.ItemsBytes(output) + 256 + int64(len(seg.settings))
-	r.mu.Lock()
+	latest := ""
 	if suspended && !storeFailed {
-		r.segs.latest[s.key] = seg.id
-	} else {
-		delete(r.segs.latest, s.key)
+		latest = seg.id // a continuation of it resumes the rollout
 	}
-	var orphans []string
-	evicted := 0
+	r.conn.SetLatest(s.key, latest)
+	var evicted, dropped []*segment
+	r.mu.Lock()
 	if status == protocol.ResponseFailed {
 		// A failed continuation evicts its parent, unless it forked from another lane
 		// (a failed fork keeps its parent).
 		if parent := r.segs.peek(ps.parent); parent != nil && parent.lane == ps.seg.lane && !storeFailed {
-			if key := r.evictLocked(ps.parent); key != "" {
-				orphans = append(orphans, key)
-			}
+			dropped = append(dropped, r.segs.remove(ps.parent))
 		}
 	} else {
-		orphans, evicted = r.segs.put(seg)
+		evicted = r.segs.put(seg)
 	}
 	// No longer in flight before the client can see the terminal event: a continuation sent
 	// right after it must find the segment (or its eviction), never "in progress".
 	delete(r.inflight, ps.seg.id)
 	r.mu.Unlock()
-	r.cancelOrphans(orphans, evicted, s.key)
+	r.forget(evicted, true)
+	r.forget(dropped, false)
 	if storeFailed && suspended {
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
@@ -243,15 +237,16 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	close(ps.done)
 }
 
-// cancelOrphans counts evicted segment evictions and ends the suspended rollouts whose latest
-// segment was evicted (nothing can reach them any more), except self. Called without r.mu:
-// Cancel may wait for a rollout that is parking, whose sink takes r.mu.
-func (r *registry) cancelOrphans(orphans []string, evicted int, self string) {
-	r.conn.CountEvictions(evicted)
-	for _, key := range orphans {
-		if key != self {
-			_ = r.conn.Cancel(key, protocol.ReasonCancelled)
-		}
+// forget tells the connection of segments that left the registry (counted as evictions
+// when evicted): a suspended rollout whose latest segment went is ended, since nothing can
+// reach it any more (session.Conn.ForgetResponse). Called without r.mu: Cancel may wait for a
+// rollout that is parking, whose sink takes r.mu.
+func (r *registry) forget(segs []*segment, evicted bool) {
+	if evicted {
+		r.conn.CountEvictions(len(segs))
+	}
+	for _, seg := range segs {
+		r.conn.ForgetResponse(seg.rollout, seg.id)
 	}
 }
 
@@ -261,14 +256,4 @@ func (r *registry) ended(ps *pendingSegment) {
 	delete(r.inflight, ps.seg.id)
 	r.mu.Unlock()
 	close(ps.done)
-}
-
-// evictLocked forgets a segment after a failed continuation and returns the key of the
-// suspended rollout it was the latest segment of ("" for none): that rollout can no longer be
-// reached, and the caller ends it silently once r.mu is released (cancelOrphans).
-func (r *registry) evictLocked(id string) (orphan string) {
-	if seg, wasLatest := r.segs.remove(id); seg != nil && wasLatest {
-		return seg.rollout
-	}
-	return ""
 }

@@ -47,11 +47,28 @@ func TestSteerInterruptsAndContinues(t *testing.T) {
 	if !strings.Contains(answer(next), "zircon") {
 		t.Fatalf("the successor did not see the steer's input: %q", answer(next))
 	}
+	// The connection core counts the successor as a turn of the rollout (it hears Steered
+	// beside the shape's sink).
+	if turns := rolloutTurns(f, id); turns != 2 {
+		t.Fatalf("the steered rollout has %d turns, want 2 (the create and its successor)", turns)
+	}
 	// The successor is a response like any other: it can be continued.
 	r := turn(t, c, create("and then?", map[string]any{"previous_response_id": respID(next)}))
 	if final(r).Type() != "response.completed" {
 		t.Fatalf("continuation of the successor: %v", final(r))
 	}
+}
+
+// rolloutTurns returns the turns of the live rollout key on f's server (-1 when not there).
+func rolloutTurns(f *fixture, key string) int {
+	for _, cs := range f.srv.Snapshot() {
+		for _, r := range cs.Rollouts {
+			if r.Key == key {
+				return r.Turns
+			}
+		}
+	}
+	return -1
 }
 
 // TestSteerFailures: every steer that cannot be taken gets response.steer.failed with the

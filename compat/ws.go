@@ -15,8 +15,8 @@ type Options struct {
 	// session.Options.Store (and its Owner and QuotaKey), which a server sets to the same store.
 	Store session.Store
 	// CacheResponses and CacheBytes bound a connection's registry of segments (entries, bytes of
-	// item text); the latest segment of every suspended rollout is always kept. 0 means 128 and
-	// 64 MiB.
+	// item text); the newest segment is always kept, and a suspended rollout whose latest
+	// segment is evicted ends. 0 means 128 and 64 MiB.
 	CacheResponses int
 	CacheBytes     int64
 	// Counters, if set, count hot and cold continuations.

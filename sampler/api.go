@@ -66,6 +66,59 @@ type Sink interface {
 	Ended(e Ending)
 }
 
+// Wrapper is an optional interface of a Sink that wraps another, as the connection core's
+// sink wraps a wire shape's: Unwrap returns the wrapped Sink. A rollout looks for its Sink's
+// optional interfaces (KeepAliver, SteerSink, ParkSink, StateObserver) once, when it is made,
+// on the Sink and then down the Sinks it wraps: the first that has one takes its calls, so a
+// wrapper declares only the methods it has work in. Notifications go to every Sink of the
+// chain that has them, outermost first: StateChanged, and Steered (a wrapper that declares
+// Steered without being a SteerSink hears the steered responses the SteerSink answers; it
+// must not forward them).
+type Wrapper interface {
+	Unwrap() Sink
+}
+
+// hooks are the optional interfaces of a rollout's Sink and the Sinks it wraps (Wrapper),
+// found once by New.
+type hooks struct {
+	keep    KeepAliver
+	steer   SteerSink // nil: the rollout takes no steers
+	park    ParkSink
+	state   []StateObserver
+	steered []steeredObserver
+}
+
+// steeredObserver is a Sink of the chain that hears Steered (a SteerSink, or a wrapper).
+type steeredObserver interface{ Steered(st Steering) }
+
+// findHooks walks s and the Sinks it wraps, outermost first.
+func findHooks(s Sink) hooks {
+	var h hooks
+	for s != nil {
+		if v, ok := s.(KeepAliver); ok && h.keep == nil {
+			h.keep = v
+		}
+		if v, ok := s.(SteerSink); ok && h.steer == nil {
+			h.steer = v
+		}
+		if v, ok := s.(ParkSink); ok && h.park == nil {
+			h.park = v
+		}
+		if v, ok := s.(StateObserver); ok {
+			h.state = append(h.state, v)
+		}
+		if v, ok := s.(steeredObserver); ok {
+			h.steered = append(h.steered, v)
+		}
+		w, ok := s.(Wrapper)
+		if !ok {
+			break
+		}
+		s = w.Unwrap()
+	}
+	return h
+}
+
 // KeepAliver is an optional interface of a Sink: KeepAlive sends an application-level frame
 // that tells the client the response is still in flight (the shapes send a repeated
 // response.in_progress) and reports whether it sent one. It is called by Rollout.KeepAlive,

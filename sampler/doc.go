@@ -19,7 +19,9 @@
 // started by the rollout's owner after New (Start does both, for owners that do not count
 // their goroutines). The rollout's phase (State: Queued, Sampling, Suspended, Resuming, Ended)
 // lives here only; owners ask Rollout.State, and a Sink that implements StateObserver hears of
-// every change in order. It
+// every change in order. A Sink may wrap another (Wrapper, as the connection core's wraps a
+// shape's): the rollout finds the optional interfaces down the chain once, so the wrapper
+// declares only the calls it adds to. It
 // loops: wait for the Ticket (the lane's FIFO sampling slot), call Sink.Started the first
 // time, run one sampling step (ModelSession.Sample, its output streamed to the Sink as events), then
 // either end (Sink.Ended: completed, or incomplete / failed) or suspend at the step's tool

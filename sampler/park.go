@@ -103,8 +103,7 @@ func CanPark(m Model) bool {
 // canPark reports whether the rollout's Sink and Model can park (the session is checked when
 // it parks). Safe from any goroutine.
 func (r *Rollout) canPark() bool {
-	_, ok := r.cfg.Sink.(ParkSink)
-	return ok && CanPark(r.cfg.Model)
+	return r.hooks.park != nil && CanPark(r.cfg.Model)
 }
 
 // tryPark parks the suspended rollout (see Park) and reports whether it did. Run on the
@@ -173,7 +172,7 @@ func (r *Rollout) parked(p *ParkedRollout) {
 	}
 	r.sinkMu.Lock()
 	r.sinkCalls++
-	r.cfg.Sink.(ParkSink).Parked(p)
+	r.hooks.park.Parked(p)
 	r.sinkMu.Unlock()
 }
 

@@ -23,6 +23,7 @@ import (
 type Rollout struct {
 	// Immutable
 	cfg   Config
+	hooks hooks // cfg.Sink's optional interfaces (Wrapper)
 	inbox chan resumeRequest
 	done  chan struct{}
 	// ending is closed when the rollout has ended (State Ended), before Sink.Ended: a
@@ -116,7 +117,8 @@ func (s State) String() string {
 	return [...]string{"queued", "sampling", "suspended", "resuming", "ended", "parked"}[s]
 }
 
-// StateObserver is an optional interface of a Sink: StateChanged is called after every change
+// StateObserver is an optional interface of a Sink (every one of a Wrapper chain that has it,
+// outermost first): StateChanged is called after every change
 // of the rollout's State, in order, from the goroutine that made it (the rollout's, Resume's
 // caller for Suspended → Resuming, Unpark's caller for Parked → Suspended). It must not call
 // the Rollout's methods.
@@ -140,7 +142,7 @@ func (r *Rollout) setState(want, to State) bool {
 		return true
 	}
 	r.state.Store(int32(to))
-	if o, ok := r.cfg.Sink.(StateObserver); ok {
+	for _, o := range r.hooks.state {
 		o.StateChanged(from, to)
 	}
 	return true
@@ -175,6 +177,7 @@ func New(ctx context.Context, cfg Config) *Rollout {
 		steerWake: make(chan struct{}, 1),
 		parkWake:  make(chan struct{}, 1),
 	}
+	r.hooks = findHooks(cfg.Sink)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	r.stepCtx = r.ctx
 	r.rng = newRNG()
@@ -720,8 +723,8 @@ func (r *Rollout) KeepAlive(now time.Time, interval time.Duration) bool {
 		r.seenCalls, r.quietFrom = r.sinkCalls, now
 		return false
 	}
-	k, ok := r.cfg.Sink.(KeepAliver)
-	if !r.inStep || !ok || now.Sub(r.quietFrom) < interval {
+	k := r.hooks.keep
+	if !r.inStep || k == nil || now.Sub(r.quietFrom) < interval {
 		return false
 	}
 	r.quietFrom = now

@@ -140,11 +140,8 @@ func (r *Rollout) endStep(ctx context.Context, cancel context.CancelCauseFunc) (
 	return steered
 }
 
-// steerSink returns the Sink's SteerSink, or nil.
-func (r *Rollout) steerSink() SteerSink {
-	s, _ := r.cfg.Sink.(SteerSink)
-	return s
-}
+// steerSink returns the Sink's SteerSink (Wrapper), or nil.
+func (r *Rollout) steerSink() SteerSink { return r.hooks.steer }
 
 // acceptSteers tells the sink of steers taken and returns them.
 func (r *Rollout) acceptSteers(steers []Steer) {
@@ -184,7 +181,11 @@ func (r *Rollout) applyAfterStep(cut bool) (again bool) {
 	st := Steering{Steers: steers, Output: r.output[r.suspendAt:len(r.output):len(r.output)],
 		StepUsage: r.stepUsage, Usage: r.usage, Context: r.context()}
 	r.suspendAt = len(r.output)
-	r.sinkCall(func() { ss.Steered(st) })
+	r.sinkCall(func() {
+		for _, o := range r.hooks.steered { // ss among them
+			o.Steered(st)
+		}
+	})
 	r.stepUsage = protocol.Usage{}
 	for _, s := range steers {
 		r.appendItems(s.Input)

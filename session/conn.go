@@ -220,8 +220,9 @@ type Conn struct {
 	closed   chan struct{} // closed by Close
 	opened   time.Time     // when NewConn returned (Snapshot)
 
-	mu         sync.Mutex // guards reg, ended, lanes, stamp, draining, drainWhy, closing, graceEnded, unparkSink
+	mu         sync.Mutex // guards reg, held, ended, lanes, stamp, draining, drainWhy, closing, graceEnded, unparkSink
 	reg        map[string]*rollout
+	held       int64             // the sum of reg's bytes (held.go)
 	ended      *Recent[*rollout] // the ended rollouts of reg, least recently used first: evicted from here
 	lanes      map[string]*gate  // by stream_id; "" is the default lane
 	stamp      uint64
@@ -604,7 +605,7 @@ func (c *Conn) Close() {
 	c.trimQueue()
 	c.mu.Lock()
 	c.opts.Budget.Release(c.heldLocked())
-	c.reg = nil
+	c.reg, c.held = nil, 0
 	c.ended = NewRecent[*rollout]()
 	c.mu.Unlock()
 	close(c.closed)

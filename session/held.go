@@ -9,19 +9,36 @@ import (
 
 // The bytes a connection holds (its registry's Rollout.bytes: items and settings) are counted
 // in Options.Budget, server-wide, and bounded per connection by connBytes. Every change of
-// Rollout.bytes goes through resizeLocked, every removal from the registry through dropLocked.
+// Rollout.bytes goes through registerLocked, growLocked or resizeLocked, every removal from the
+// registry through dropLocked: they keep Conn.held, the registry's sum, so that eviction never
+// walks the registry.
 
 // connBytes is the per-connection bound on held bytes: the larger of CacheBytes and
 // MaxRolloutBytes, so that one rollout can always reach MaxRolloutBytes.
 func (o *Options) connBytes() int64 { return max(o.CacheBytes, o.MaxRolloutBytes) }
 
-// heldLocked sums the bytes of the registry.
-func (c *Conn) heldLocked() int64 {
-	var n int64
-	for _, h := range c.reg {
-		n += h.bytes
+// heldLocked is the sum of the registry's bytes.
+func (c *Conn) heldLocked() int64 { return c.held }
+
+// registerLocked adds h, holding h.bytes (already reserved), to the registry.
+func (c *Conn) registerLocked(h *rollout) {
+	c.reg[h.key] = h
+	c.held += h.bytes
+}
+
+// growLocked adds d (reserved or released by the caller) to h.bytes.
+func (c *Conn) growLocked(h *rollout, d int64) {
+	h.bytes += d
+	if c.inRegistryLocked(h) {
+		c.held += d
 	}
-	return n
+}
+
+// inRegistryLocked reports whether h is in the registry (a rollout dropped meanwhile is not
+// counted in held).
+func (c *Conn) inRegistryLocked(h *rollout) bool {
+	cur, ok := c.reg[h.key]
+	return ok && cur == h
 }
 
 // reserveLocked admits add more held bytes: ended rollouts are evicted (least recently used
@@ -49,6 +66,9 @@ func (c *Conn) reserveLocked(add int64) error {
 // resizeLocked sets h.bytes to n, counting the change in the Budget.
 func (c *Conn) resizeLocked(h *rollout, n int64) {
 	c.opts.Budget.Grow(n - h.bytes)
+	if c.inRegistryLocked(h) {
+		c.held += n - h.bytes
+	}
 	h.bytes = n
 }
 
@@ -57,6 +77,7 @@ func (c *Conn) dropLocked(h *rollout) {
 	delete(c.reg, h.key)
 	c.ended.Remove(h.key)
 	c.opts.Budget.Release(h.bytes)
+	c.held -= h.bytes
 	h.bytes = 0
 }
 

@@ -75,9 +75,10 @@ type SharedParkSink interface {
 }
 
 // UnparkSink returns the Sink that continues, on its connection, the parked rollout key from
-// the state its ParkableSink returned. An error ends nothing: the continuation is refused
-// (server_error) and the rollout stays parked.
-type UnparkSink func(key string, state json.RawMessage) (sampler.Sink, error)
+// the state its ParkableSink returned; latest is the rollout's latest Response (Conn.Latest,
+// "" for none). It is called with the connection's lock held: it must not call the Conn. An
+// error ends nothing: the continuation is refused (server_error) and the rollout stays parked.
+type UnparkSink func(key, latest string, state json.RawMessage) (sampler.Sink, error)
 
 // SetUnparkSink lets the rollouts of a shape whose Sink is a ParkableSink park on c: f
 // continues them. Call it before the first Start.
@@ -126,7 +127,7 @@ func (c *Conn) sharesShape(inner sampler.Sink) bool {
 // append shape's, or a ParkableSink on a connection with an UnparkSink). Called with c.mu
 // held.
 func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sink {
-	cs := &coreSink{c: c, h: h, inner: inner, answers: answers}
+	cs := &coreSink{Sink: inner, c: c, h: h, answers: answers}
 	if !sampler.CanPark(c.opts.Model) {
 		return cs
 	}
@@ -147,7 +148,7 @@ func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sin
 // parkState returns the parked value of h's rollout p, with its shape's sink state.
 func (s *parkingSink) parkState(p *sampler.ParkedRollout) *parkedRollout {
 	v := &parkedRollout{Rollout: p, Owner: s.c.opts.Owner}
-	switch in := s.inner.(type) {
+	switch in := s.Sink.(type) {
 	case *appendSink:
 		v.Sink = in.park()
 	case SharedParkSink:
@@ -175,7 +176,7 @@ func (c *Conn) shapeSink(h *rollout, p *parkedRollout) (sampler.Sink, error) {
 	if c.unparkSink == nil {
 		return nil, fmt.Errorf("session: the connection's shape cannot continue a parked rollout of another shape")
 	}
-	return c.unparkSink(h.key, p.Shape)
+	return c.unparkSink(h.key, h.latest, p.Shape)
 }
 
 // Parked implements sampler.ParkSink: the registry keeps the rollout's state instead of its

@@ -286,10 +286,10 @@ func (c *Conn) giveBack(ctx context.Context, id string, b []byte, v *parkedRollo
 // AdoptParked records, in its shape, the parked rollout key that Conn.ClaimParked took from
 // the store: state is what its SharedParkSink returned, context every item of the rollout's
 // context in order (read-only). It is called before the connection registers the rollout;
-// undo forgets it again when the connection cannot take it. An error (a state that does not
-// decode, a Response already on the connection) refuses the rollout: it goes back to the
-// store.
-type AdoptParked func(key string, state json.RawMessage, context []protocol.Item) (undo func(), err error)
+// latest is the Response a continuation resumes it by (Conn.Latest), undo forgets it again
+// when the connection cannot take it. An error (a state that does not decode, a Response
+// already on the connection) refuses the rollout: it goes back to the store.
+type AdoptParked func(key string, state json.RawMessage, context []protocol.Item) (latest string, undo func(), err error)
 
 // ClaimParked takes the rollout that a SharedParkSink of this connection's owner
 // (Options.Owner) parked to the store (Options.Parker) as id into this connection's registry,
@@ -320,7 +320,7 @@ func (c *Conn) ClaimParked(id string, adopt AdoptParked) (bool, error) {
 		c.log.Error("a rollout claimed from the store does not decode", "id", id, "err", err.Error())
 		return false, protocol.Errorf(http.StatusInternalServerError, protocol.CodeServerError, "", "The parked response %s could not be resumed.", id)
 	}
-	undo, err := adopt(v.Key, v.Shape, v.Rollout.ContextItems())
+	latest, undo, err := adopt(v.Key, v.Shape, v.Rollout.ContextItems())
 	if err != nil {
 		c.log.Error("a rollout claimed from the store was refused by its shape", "id", id, "err", err.Error())
 		c.giveBack(ctx, id, b, v)
@@ -328,7 +328,9 @@ func (c *Conn) ClaimParked(id string, adopt AdoptParked) (bool, error) {
 	}
 	c.mu.Lock()
 	if err = c.adoptLocked(v.Key, v); err == nil {
-		c.reg[v.Key].reattach = c.unparkSink != nil // it goes back to the store when it parks again
+		h := c.reg[v.Key]
+		h.reattach = c.unparkSink != nil // it goes back to the store when it parks again
+		h.latest = latest
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -379,7 +381,7 @@ func (c *Conn) adoptLocked(key string, v *parkedRollout) error {
 	h := &rollout{key: key, lane: v.lane(), gate: g, parked: v, started: now, turnStart: now, turns: 1, bytes: size, usage: v.Rollout.Usage}
 	c.stamp++
 	h.stamp, h.seq = c.stamp, c.stamp
-	c.reg[key] = h
+	c.registerLocked(h)
 	if m := c.opts.Metrics; m != nil {
 		m.Parked.Add(1)
 	}

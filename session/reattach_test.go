@@ -20,7 +20,7 @@ func TestDrainParksToTheStore(t *testing.T) {
 		ma, mb := &Metrics{}, &Metrics{}
 		a, ca, stopA := serve(t, Options{Parker: mem, Reattach: true, Limits: Limits{SuspendTimeout: time.Minute}, Metrics: ma, Owner: "k"})
 		defer stopA()
-		b, _, stopB := serve(t, Options{Parker: mem, Metrics: mb, Owner: "k"})
+		b, cb, stopB := serve(t, Options{Parker: mem, Metrics: mb, Owner: "k"})
 		defer stopB()
 		other, _, stopO := serve(t, Options{Parker: mem, Owner: "k2"})
 		defer stopO()
@@ -74,6 +74,8 @@ func TestDrainParksToTheStore(t *testing.T) {
 		if mb.Claims.Load() != 2 {
 			t.Fatalf("B claimed %d, want 2", mb.Claims.Load())
 		}
+		checkHeld(t, ca)
+		checkHeld(t, cb)
 	})
 }
 

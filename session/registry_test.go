@@ -56,6 +56,21 @@ func liveKeys(c *Conn) []string {
 	return keys
 }
 
+// checkHeld fails t unless the connection's running sum of held bytes is the sum of its
+// registry's.
+func checkHeld(t *testing.T, c *Conn) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var sum int64
+	for _, h := range c.reg {
+		sum += h.bytes
+	}
+	if c.held != sum {
+		t.Fatalf("held %d bytes, the registry holds %d", c.held, sum)
+	}
+}
+
 // TestRegistryEvictsEndedRolloutsLeastRecentlyUsed: past CacheResponses the least recently
 // used ended rollout is evicted (a continuation lookup counts as a use); the suspended rollout,
 // older than all of them, stays.
@@ -80,6 +95,7 @@ func TestRegistryEvictsEndedRolloutsLeastRecentlyUsed(t *testing.T) {
 		if !kept(t, p, b) || kept(t, p, cc) || !kept(t, p, d) {
 			t.Fatal("want c (least recently used) evicted, b and d kept")
 		}
+		checkHeld(t, c)
 		if got := liveKeys(c); !slices.Equal(got, []string{live}) {
 			t.Fatalf("live rollouts %v, want [%s]", got, live)
 		}
@@ -123,6 +139,8 @@ func TestRegistryNeverEvictsLiveRollouts(t *testing.T) {
 						t.Fatalf("append to %s completed %v", id, got)
 					}
 				}
+				synctest.Wait() // the registry is updated after the terminal event is sent
+				checkHeld(t, c)
 			})
 		})
 	}

@@ -53,6 +53,9 @@ type rollout struct {
 	// idleAnswer: the rollout suspends after answers (Config.SuspendOnAnswer) and its last
 	// suspension had no pending calls; Conn.releaseIdleLocked may release it.
 	idleAnswer bool
+	// latest: the shape's Response a continuation resumes the suspended rollout by (public
+	// shape, latest.go); "" when none.
+	latest string
 }
 
 // StartRequest starts a rollout through Conn.Start.
@@ -133,7 +136,7 @@ func (c *Conn) start(req StartRequest) error {
 	}
 	c.stamp++
 	h.stamp, h.seq = c.stamp, c.stamp
-	c.reg[req.Key] = h
+	c.registerLocked(h)
 	cfg := req.Config
 	cfg.Ticket = t
 	if cfg.SuspendTimeout == 0 {
@@ -315,7 +318,7 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 		// call waits for no goroutine.
 		_, err := c.unparkLocked(h, false, &sampler.Resume{Input: input, Ticket: t})
 		if err == nil {
-			h.bytes += add
+			c.growLocked(h, add)
 		} else {
 			t.Release()
 			c.opts.Budget.Release(add)
@@ -328,7 +331,7 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	err := r.Resume(sampler.Resume{Input: input, Ticket: t})
 	if err == nil {
 		c.mu.Lock()
-		h.bytes += add
+		c.growLocked(h, add)
 		c.mu.Unlock()
 		c.log.Debug("rollout resumed", "key", key, "input_items", len(input))
 		return nil
@@ -442,14 +445,14 @@ func (c *Conn) Steer(key string, s sampler.Steer) error {
 		c.mu.Unlock()
 		return err
 	}
-	h.bytes += add
+	c.growLocked(h, add)
 	c.mu.Unlock()
 	err = r.Steer(s)
 	if err == nil {
 		return nil
 	}
 	c.mu.Lock()
-	h.bytes -= add
+	c.growLocked(h, -add)
 	c.opts.Budget.Release(add)
 	c.mu.Unlock()
 	if errors.Is(err, sampler.ErrParked) {
@@ -538,45 +541,29 @@ func (c *Conn) stateChanged(h *rollout, from, to sampler.State) {
 	}
 }
 
-// coreSink tracks the rollout's state in the registry, then forwards to the adapter's sink.
+// coreSink tracks the rollout's state in the registry around the shape adapter's sink, which
+// it wraps (sampler.Wrapper): Started and Event go straight to that sink, and the rollout finds
+// the adapter's optional interfaces (SteerSink, KeepAliver) on it; coreSink declares only the
+// calls the registry has work in.
 type coreSink struct {
-	c     *Conn
-	h     *rollout
-	inner sampler.Sink
-	was   sampler.State // the phase the rollout ended from
+	sampler.Sink // the shape adapter's
+
+	c   *Conn
+	h   *rollout
+	was sampler.State // the phase the rollout ended from
 	// answers: Config.SuspendOnAnswer (the public shape's rollouts)
 	answers bool
 }
 
-// SteerAccepted implements sampler.SteerSink by forwarding to the shape's sink.
-func (s *coreSink) SteerAccepted(st sampler.Steer) {
-	if ss, ok := s.inner.(sampler.SteerSink); ok {
-		ss.SteerAccepted(st)
-	}
-}
+// Unwrap implements sampler.Wrapper.
+func (s *coreSink) Unwrap() sampler.Sink { return s.Sink }
 
-// Steered implements sampler.SteerSink: the successor response is a new turn.
+// Steered counts the successor response as a new turn (the adapter's SteerSink answers it).
 func (s *coreSink) Steered(st sampler.Steering) {
 	s.c.mu.Lock()
 	s.h.turns++
 	s.h.record(st.Usage, st.StepUsage)
 	s.c.mu.Unlock()
-	if ss, ok := s.inner.(sampler.SteerSink); ok {
-		ss.Steered(st)
-	}
-}
-
-// SteerPending implements sampler.SteerSink by forwarding to the shape's sink.
-func (s *coreSink) SteerPending(steers []sampler.Steer, pending []string) {
-	if ss, ok := s.inner.(sampler.SteerSink); ok {
-		ss.SteerPending(steers, pending)
-	}
-}
-
-// KeepAlive implements sampler.KeepAliver by asking the shape's sink.
-func (s *coreSink) KeepAlive() bool {
-	k, ok := s.inner.(sampler.KeepAliver)
-	return ok && k.KeepAlive()
 }
 
 // StateChanged implements sampler.StateObserver.
@@ -586,10 +573,6 @@ func (s *coreSink) StateChanged(from, to sampler.State) {
 	}
 	s.c.stateChanged(s.h, from, to)
 }
-
-func (s *coreSink) Started() { s.inner.Started() }
-
-func (s *coreSink) Event(ev *protocol.Event) error { return s.inner.Event(ev) }
 
 // Suspended gives back the server-wide admission before the adapter runs (it may write to the
 // store, under the store's timeout, before its terminal event): a slow store then holds only
@@ -604,7 +587,7 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	s.h.record(sp.Usage, sp.StepUsage)
 	c.mu.Unlock()
 	t.releaseAdmission()
-	s.inner.Suspended(sp)
+	s.Sink.Suspended(sp)
 	c.signal()
 }
 
@@ -627,11 +610,11 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	if !e.Sampling && e.Err == nil {
 		t := h.gate.enqueueAlways()
 		if t.Wait(c.ctx) == nil {
-			s.inner.Ended(e)
+			s.Sink.Ended(e)
 			t.Release()
 		}
 	} else {
-		s.inner.Ended(e)
+		s.Sink.Ended(e)
 	}
 	// Only now is it an ended rollout that eviction may take: while its sink answered the
 	// end, the adapter may have taken it out of the registry (the public shape keeps ended

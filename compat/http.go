@@ -183,11 +183,15 @@ func (h *HTTP) clearReadDeadline(rc *http.ResponseController) {
 // hold up to twice as much).
 func readAtMost(body io.Reader, read []byte, n, max int64) ([]byte, error) {
 	if n < 0 {
-		rest, err := io.ReadAll(io.LimitReader(body, max+1-int64(len(read))))
+		rest, err := protocol.ReadAll(io.LimitReader(body, max+1-int64(len(read))))
 		return append(read, rest...), err
 	}
 	buf := make([]byte, n)
-	copy(buf, read)
+	if len(read) > 0 {
+		// Not right after the make: the compiler fuses make-then-copy into one call that
+		// zeroes the rest of a large buffer in a step the scheduler cannot preempt.
+		copy(buf, read)
+	}
 	if _, err := io.ReadFull(body, buf[len(read):]); err != nil {
 		return nil, err
 	}

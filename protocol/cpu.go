@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"io"
 	"runtime"
 	"slices"
 )
@@ -54,4 +55,56 @@ func appendYielding[T any](dst, src []T) []T {
 		runtime.Gosched()
 	}
 	return dst
+}
+
+// readPiece is the largest piece ReadAll reads into before it starts another.
+const readPiece = 1 << 20
+
+// ReadAll reads r until EOF, as io.ReadAll does (a nil error at EOF), into pieces of at most
+// 1 MiB that it joins once at the end, yielding the CPU between the copies. io.ReadAll and
+// bytes.Buffer grow one buffer by copying it whole, and the zeroing and copying of a buffer
+// of tens of MiB are steps the scheduler cannot preempt: reading a 60 MiB upstream frame so
+// held a CPU for up to 200 ms at a time.
+func ReadAll(r io.Reader) ([]byte, error) {
+	var pieces [][]byte
+	total, size := 0, 512
+	for {
+		p := make([]byte, 0, size)
+		var err error
+		for len(p) < cap(p) && err == nil {
+			var n int
+			n, err = r.Read(p[len(p):cap(p)])
+			p = p[:len(p)+n]
+		}
+		if len(p) > 0 {
+			pieces = append(pieces, p)
+			total += len(p)
+		}
+		if err == io.EOF {
+			return join(pieces, total), nil
+		}
+		if err != nil {
+			return join(pieces, total), err
+		}
+		size = min(2*size, readPiece)
+	}
+}
+
+// join returns the pieces as one slice of total bytes (the one piece itself when there is
+// one), yielding the CPU between the copies of a long text.
+func join(pieces [][]byte, total int) []byte {
+	switch len(pieces) {
+	case 0:
+		return []byte{}
+	case 1:
+		return pieces[0]
+	}
+	out := make([]byte, 0, total)
+	for _, p := range pieces {
+		out = append(out, p...)
+		if total > readPiece {
+			runtime.Gosched()
+		}
+	}
+	return out
 }

@@ -1,9 +1,13 @@
 package protocol
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // TestDecodeLongInputInOrder: an input longer than one chunk of arrayOf is decoded whole and
@@ -80,5 +84,31 @@ func TestCPUSlot(t *testing.T) {
 	}
 	if len(heavySlots) != 0 {
 		t.Fatalf("%d slots still taken", len(heavySlots))
+	}
+}
+
+// TestReadAll: ReadAll returns what io.ReadAll returns, for texts shorter than a piece, of
+// several pieces, and read one byte at a time, and passes a read error on.
+func TestReadAll(t *testing.T) {
+	for _, n := range []int{0, 1, 511, 512, 3*readPiece + 17} {
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte(i % 251)
+		}
+		got, err := ReadAll(bytes.NewReader(want))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: got %d bytes, err %v", n, len(got), err)
+		}
+		if n < 5000 {
+			got, err = ReadAll(iotest.OneByteReader(bytes.NewReader(want)))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%d bytes one at a time: got %d bytes, err %v", n, len(got), err)
+			}
+		}
+	}
+	boom := errors.New("boom")
+	got, err := ReadAll(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)))
+	if !errors.Is(err, boom) || string(got) != "abc" {
+		t.Fatalf("got %q, %v; want \"abc\", boom", got, err)
 	}
 }

@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 )
 
@@ -91,13 +91,12 @@ func (s *socket) readFrame() frame {
 		return frame{err: err}
 	}
 	m := &sampler.MeteredReader{R: r, Budget: s.budget, What: "one WebSocket frame"}
-	var buf bytes.Buffer
-	_, err = buf.ReadFrom(m)
+	data, err := protocol.ReadAll(m)
 	if err != nil {
 		m.Settle()
 		return frame{err: err}
 	}
-	return frame{typ: typ, data: buf.Bytes(), cost: m.Held}
+	return frame{typ: typ, data: data, cost: m.Held}
 }
 
 // release gives back cost, what a frame holds of the budget: once its event has been

@@ -39,7 +39,7 @@ type Config struct {
 // Names are the attacks, in the order Run runs them.
 var Names = []string{"tools", "store", "decode", "idle-ws", "stalled", "keepalive", "starve",
 	"chat-body", "compact-body", "header-only", "get-unread", "unread-ws", "image-outputs", "key-share", "many-ws",
-	"chat-text", "chat-args", "chat-line", "chat-event", "chat-chunk", "resp-deltas", "resp-huge"}
+	"schema", "sim-schema", "chat-text", "chat-args", "chat-line", "chat-event", "chat-chunk", "resp-deltas", "resp-huge"}
 
 // Result is one attack's outcome.
 type Result struct {
@@ -110,6 +110,8 @@ type env struct {
 	tally map[string]int
 	note  string
 	up    *faultUpstream // the misbehaving upstream of an upstream attack, else nil
+
+	maxAnswer time.Duration // the slowest answer an attack timed (slowest)
 }
 
 func (e *env) n(full int) int { return max(1, int(float64(full)*e.scale+0.5)) }
@@ -123,12 +125,22 @@ func (e *env) count(outcome string) {
 	e.mu.Unlock()
 }
 
+// slowest records d as the note "slowest answer D" when it is the longest so far.
+func (e *env) slowest(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if d > e.maxAnswer {
+		e.maxAnswer = d
+		e.note = "slowest answer " + d.Round(time.Millisecond).String()
+	}
+}
+
 var attacks = map[string]func(context.Context, *env){
 	"tools": attackTools, "store": attackStore, "decode": attackDecode, "idle-ws": attackIdleWS,
 	"stalled": attackStalled, "keepalive": attackKeepAlive, "starve": attackStarve,
 	"chat-body": attackChatBody, "compact-body": attackCompactBody, "header-only": attackHeaderOnly, "get-unread": attackGetUnread,
 	"unread-ws": attackUnreadWS, "image-outputs": attackImageOutputs, "key-share": attackKeyShare,
-	"many-ws": attackManyWS,
+	"many-ws": attackManyWS, "schema": attackSchema, "sim-schema": attackSimSchema,
 }
 
 func init() {

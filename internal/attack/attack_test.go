@@ -121,6 +121,18 @@ func TestRunEveryAttack(t *testing.T) {
 			t.Errorf("%s: victim %d/%d: %s", r.Name, r.VictimOK, r.VictimTotal, r.Note)
 		}
 	}
+	// A huge schema is refused, never compiled for long; the sim's answer to a schema asking
+	// for 10⁸ values ends at the step's output bound.
+	for o := range rs[slices.Index(Names, "schema")].Outcomes {
+		if !strings.HasPrefix(o, "400 invalid_json_schema") && !strings.HasPrefix(o, "413 ") {
+			t.Errorf("schema: an attacker got %q", o)
+		}
+	}
+	for o := range rs[slices.Index(Names, "sim-schema")].Outcomes {
+		if o != "200 incomplete" {
+			t.Errorf("sim-schema: an attacker got %q", o)
+		}
+	}
 	starve := rs[slices.Index(Names, "starve")]
 	if !strings.Contains(starve.Note, "A's stored response after B's flood: 200") {
 		t.Errorf("starve: %s", starve.Note)

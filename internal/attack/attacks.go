@@ -545,3 +545,60 @@ func attackManyWS(ctx context.Context, e *env) {
 	}
 	time.Sleep(e.hold)
 }
+
+// attackSchema sends creates whose text.format json_schema has 80,000 properties (about 2 MB),
+// which took 52 CPU-seconds each to compile before schemas were bounded; a victim makes small
+// creates meanwhile. The note gives the slowest answer.
+func attackSchema(ctx context.Context, e *env) {
+	var b strings.Builder
+	b.WriteString(`{"model":"sim","input":"hi","text":{"format":{"type":"json_schema","name":"big","schema":{"type":"object","properties":{`)
+	for i := range 80000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"string"}`, i)
+	}
+	b.WriteString(`}}}}}`)
+	timedPosts(ctx, e, []byte(b.String()), max(e.n(8), 2))
+}
+
+// attackSimSchema sends 300-byte creates whose schema asks the sim for nested arrays of at
+// least 100 items four deep (10⁸ values) of strings of at least 300,000 characters, with
+// max_output_tokens 100 and without; before the sim's answer was bounded by the step's output,
+// one took 67 s and 1.7 GiB. The note gives the slowest answer.
+func attackSimSchema(ctx context.Context, e *env) {
+	schema := `{"type":"string","minLength":300000}`
+	for range 4 {
+		schema = `{"type":"array","minItems":100,"items":` + schema + `}`
+	}
+	n := max(e.n(8), 2)
+	var wg sync.WaitGroup
+	for i := range n {
+		limit := ""
+		if i%2 == 0 {
+			limit = `,"max_output_tokens":100`
+		}
+		body := []byte(`{"model":"sim","input":"hi"` + limit + `,"text":{"format":{"type":"json_schema","name":"deep","schema":` +
+			`{"type":"object","properties":{"v":` + schema + `},"required":["v"]}}}}`)
+		wg.Go(func() { timedPosts(ctx, e, body, 1) })
+	}
+	wg.Wait()
+}
+
+// timedPosts sends body n times at once and counts each answer by its outcome, with the
+// Response's status for a 200; the note keeps the slowest answer's time.
+func timedPosts(ctx context.Context, e *env, body []byte, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			start := time.Now()
+			o, m := post(ctx, e.base, "", body)
+			if st, ok := m["status"].(string); ok && o == "200" {
+				o += " " + st
+			}
+			e.count(o)
+			e.slowest(time.Since(start))
+		})
+	}
+	wg.Wait()
+}

@@ -22,6 +22,9 @@
 //	            victim is key A
 //
 //	many-ws     10,000 idle WebSockets, held
+//	schema      creates whose text.format schema has 80,000 properties (2 MB)
+//	sim-schema  300-byte creates whose schema asks the sim for 10⁸ strings of 300,000
+//	            characters (nested arrays, minItems 100), with max_output_tokens 100 and without
 //
 // The upstream attacks start a misbehaving upstream on a loopback port and the server with
 // -backend chat (or responses) -upstream at it; 8 clients at scale 1 (2 at least) stream
@@ -38,6 +41,6 @@
 //	resp-huge   a Responses upstream's text deltas of 60 MiB each
 //
 // During every attack a victim makes small creates one after another (with key A when the
-// attack uses keys) and a prober asks GET /healthz every 100 ms: Result reports the victim's
-// successes and the /healthz latencies.
+// attack uses keys) and a prober, a process of its own (see ProbeEnv), asks GET /healthz every
+// 100 ms: Result reports the victim's successes and the /healthz latencies.
 package attack

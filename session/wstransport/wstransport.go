@@ -1,6 +1,7 @@
 package wstransport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -148,6 +149,9 @@ func (t *wsTransport) releaseFrame() {
 func (t *wsTransport) readFrame(b []byte, r io.Reader) ([]byte, error) {
 	for {
 		if len(b) == cap(b) {
+			if len(b) >= protocol.HeavyBytes {
+				return t.readLarge(b, r)
+			}
 			if !t.reserve(int64(len(b)) + 1) {
 				return b, session.ErrOverloaded
 			}
@@ -162,6 +166,31 @@ func (t *wsTransport) readFrame(b []byte, r io.Reader) ([]byte, error) {
 			return b, err
 		}
 	}
+}
+
+// readLarge reads the rest of a frame of which head has been read, in pieces joined once at
+// the end (protocol.ReadAll), reserving budget before each piece: growing one buffer of tens
+// of MiB copies it whole in steps the scheduler cannot preempt.
+func (t *wsTransport) readLarge(head []byte, r io.Reader) ([]byte, error) {
+	rest := &reservingReader{t: t, r: r, n: int64(len(head))}
+	return protocol.ReadAll(io.MultiReader(bytes.NewReader(head), rest))
+}
+
+// reservingReader reads a frame's bytes after the first n, making sure the frame's
+// reservation covers each read before it is made (session.ErrOverloaded when it cannot).
+type reservingReader struct {
+	t *wsTransport
+	r io.Reader
+	n int64
+}
+
+func (m *reservingReader) Read(p []byte) (int, error) {
+	if !m.t.reserve(m.n + int64(len(p))) {
+		return 0, session.ErrOverloaded
+	}
+	k, err := m.r.Read(p)
+	m.n += int64(k)
+	return k, err
 }
 
 // reserve makes sure the frame's reservation covers a buffer of n bytes (with a quarter of

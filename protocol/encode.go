@@ -593,6 +593,11 @@ var safeASCII = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// appendRun is the longest run of plain characters appendString copies at once: a copy is a
+// step the scheduler cannot preempt, and a 24 MiB tool description copied in one held a CPU
+// for tens of milliseconds.
+const appendRun = 256 << 10
+
 // appendString appends s as a JSON string, escaping like encoding/json with
 // SetEscapeHTML(false): '"', '\\', control characters (\b \f \n \r \t short forms, others
 // \u00XX), U+2028 and U+2029; invalid UTF-8 becomes \ufffd.
@@ -603,6 +608,10 @@ func appendString(dst []byte, s string) []byte {
 		if c := s[i]; c < utf8.RuneSelf {
 			if safeASCII[c] {
 				i++
+				if i-start == appendRun {
+					dst = append(dst, s[start:i]...)
+					start = i
+				}
 				continue
 			}
 			dst = append(dst, s[start:i]...)

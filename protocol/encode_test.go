@@ -282,3 +282,18 @@ func BenchmarkAppendCompleted(b *testing.B) {
 		buf = AppendEvent(buf[:0], ev)
 	}
 }
+
+// TestAppendStringLongRuns: a string with runs of plain characters longer than appendRun, and
+// escapes next to the run boundaries, encodes as encoding/json encodes it.
+func TestAppendStringLongRuns(t *testing.T) {
+	s := strings.Repeat("a", appendRun-1) + "\"" + strings.Repeat("b", 2*appendRun+1) + "\n" + strings.Repeat("é", appendRun)
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := appendString(nil, s); !bytes.Equal(got, bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
+		t.Fatalf("encoded %d bytes, encoding/json %d", len(got), want.Len()-1)
+	}
+}

@@ -32,7 +32,9 @@ type Context struct {
 func NewContext(settings *sampler.Settings) *Context {
 	c := &Context{calls: make(map[string]struct{})}
 	if settings != nil && settings.Instructions != "" {
+		release := protocol.CPUSlot(len(settings.Instructions))
 		c.tokens = renderText(c.tokens, protocol.RoleSystem, settings.Instructions)
+		release()
 	}
 	return c
 }
@@ -44,6 +46,7 @@ func (c *Context) Append(items ...protocol.Item) { c.append(items, nil) }
 // model's own output) and reports whether it did, so the item is not encoded again. What it
 // appends must be appendItem's render.
 func (c *Context) append(items []protocol.Item, known func(dst []uint32, it *protocol.Item) ([]uint32, bool)) {
+	defer protocol.CPUSlot(textBytes(items))() // tokenizing a MiB of text is heavy work
 	for i := range items {
 		it := &items[i]
 		ok := false
@@ -253,4 +256,21 @@ func rawTexts(raw []byte) []string {
 			valueDone()
 		}
 	}
+}
+
+// textBytes is about how many bytes of text rendering items tokenizes: their texts, names,
+// arguments, outputs and kept raw JSON.
+func textBytes(items []protocol.Item) int {
+	n := 0
+	for i := range items {
+		it := &items[i]
+		n += len(it.Name) + len(it.Arguments) + len(it.Output) + len(it.Raw)
+		for j := range it.Content {
+			n += len(it.Content[j].Text) + len(it.Content[j].Raw)
+		}
+		for j := range it.OutputParts {
+			n += len(it.OutputParts[j].Text) + len(it.OutputParts[j].Raw)
+		}
+	}
+	return n
 }

@@ -95,3 +95,29 @@ func BenchmarkEventsPerSecond(b *testing.B) {
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")
 }
+
+// commandOutput returns about n bytes that look like a command's output (paths, line numbers,
+// words), the kind of tool output an agent's hot turn tokenizes.
+func commandOutput(n int) string {
+	words := strings.Fields("the of and to in is handler request response queue buffer token context rollout " +
+		"session server error retry timeout status config func return if else range defer ok failed passed")
+	var b strings.Builder
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "internal/pkg%d/file_%d.go:%d:", i%7, i*37%1000, 1+i*13%900)
+		for w := 0; w < 6+i%8; w++ {
+			b.WriteByte(' ')
+			b.WriteString(words[(i*7+w*3)%len(words)])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()[:n]
+}
+
+// BenchmarkRenderToolOutput renders one 2 KiB tool output: the new input of a hot turn.
+func BenchmarkRenderToolOutput(b *testing.B) {
+	items := []protocol.Item{toolOutput("call_1", commandOutput(2048))}
+	b.SetBytes(2048)
+	for b.Loop() {
+		RenderItems(nil, items)
+	}
+}

@@ -72,17 +72,12 @@ func countTokens(s string) int {
 }
 
 // encodePieces calls fn with the id and the length in bytes of each token of s, in order (a
-// token may hold part of a multi-byte character; the lengths sum to len(s)), until fn returns
-// false. The ids are those appendEncoded appends for s.
+// token may hold part of a multi-byte character; the lengths sum to len(s) unless the tokenizer
+// drops a character: it drops DEL), until fn returns false. The ids are those appendEncoded
+// appends for s. The tokens of segments met before come from the segment cache (segments.go).
 func encodePieces(s string, fn func(id uint32, n int) bool) {
 	encodeChunksUntil(s, func(chunk string) bool {
-		ids, pieces, _ := codec().Encode(chunk)
-		for i, p := range pieces {
-			if !fn(uint32(ids[i]), len(p)) {
-				return false
-			}
-		}
-		return true
+		return encodeChunk(chunk, func(t token) bool { return fn(t.id(), t.size()) })
 	})
 }
 

@@ -1,8 +1,8 @@
 package sim
 
 import (
+	"hash/maphash"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 )
@@ -25,6 +25,8 @@ import (
 //	a digit, b not a digit             \p{N}{1,3} holds only digits; no other alternative takes one
 //	a '\n', b printable, not space     a newline ends a whitespace match or the [\r\n/]* tail of
 //	         nor '/'                   a punctuation match
+//	a punctuation, b a digit           a punctuation match holds no digit, and a letter match
+//	                                   starts with at most one such character and then letters
 //
 // Texts that are not valid UTF-8 are encoded in one piece as before (the tokenizer reads them
 // as runes, and its pieces then differ from the bytes). FuzzSegments checks the whole against
@@ -42,39 +44,46 @@ func packToken(id uint, size int) (token, bool) {
 	return token(uint32(id)&(1<<24-1) | uint32(min(size, 255))<<24), id < 1<<24 && size <= 255
 }
 
-// Bounds of the segment cache: segments longer than maxSegmentLen bytes are not kept, and the
-// cache is emptied when it reaches maxSegments entries (about 5 MB: most of an entry is the
-// map's own node). It is shared by every rollout; reads take no lock and write no memory.
+// The segment cache is a direct-mapped table of segmentSlots entries, shared by every
+// rollout: a segment's slot is picked by its hash, and keeping a segment replaces what its slot
+// held. Reads take no lock and write no memory; the table's size bounds its memory (512 KiB of
+// slots, and at most segmentSlots entries of at most maxSegmentLen bytes and their tokens).
+// Segments longer than maxSegmentLen bytes are not kept.
 const (
+	segmentSlots  = 1 << 16
 	maxSegmentLen = 32
-	maxSegments   = 1 << 15
 )
 
+// segment is a kept segment: its text and its tokens.
+type segment struct {
+	text string
+	toks []token
+}
+
 var (
-	segments     sync.Map // segment text → []token
-	segmentCount atomic.Int32
+	segmentTable [segmentSlots]atomic.Pointer[segment]
+	segmentSeed  = maphash.MakeSeed()
 )
+
+func segmentSlot(seg string) *atomic.Pointer[segment] {
+	return &segmentTable[maphash.String(segmentSeed, seg)&(segmentSlots-1)]
+}
 
 func lookupSegment(seg string) ([]token, bool) {
 	if len(seg) > maxSegmentLen {
 		return nil, false
 	}
-	v, ok := segments.Load(seg)
-	if !ok {
-		return nil, false
+	if e := segmentSlot(seg).Load(); e != nil && e.text == seg {
+		return e.toks, true
 	}
-	return v.([]token), true
+	return nil, false
 }
 
 func keepSegment(seg string, toks []token) {
 	if len(seg) > maxSegmentLen {
 		return
 	}
-	if segmentCount.Add(1) > maxSegments {
-		segments.Clear()
-		segmentCount.Store(1)
-	}
-	segments.Store(strings.Clone(seg), toks)
+	segmentSlot(seg).Store(&segment{text: strings.Clone(seg), toks: toks})
 }
 
 // segmentEnd returns the end of the segment of chunk that starts at from: the next cut point
@@ -101,6 +110,8 @@ func cutBetween(a, b byte) bool {
 		return b < '0' || b > '9'
 	case a == '\n':
 		return '!' <= b && b <= '~' && b != '/'
+	case '!' <= a && a <= '~':
+		return '0' <= b && b <= '9'
 	}
 	return false
 }

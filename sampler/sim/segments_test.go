@@ -3,6 +3,7 @@ package sim
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -38,7 +39,7 @@ func checkSegments(t *testing.T, s string) {
 	if !slices.Equal(ids, wantIDs) || !slices.Equal(sizes, wantSizes) {
 		t.Fatalf("%q: pieces %v %v, the tokenizer gives %v %v", s, ids, sizes, wantIDs, wantSizes)
 	}
-	if !utf8.ValidString(s) {
+	if !utf8.ValidString(s) || len(s) > 8192 {
 		return
 	}
 	// What the cache relies on, checked directly: a chunk cut at a cut point encodes to the
@@ -72,9 +73,15 @@ var segmentTexts = []string{
 	"1,234.56 -7e10 0x1F", "a-b_c.d/e\\f:g;h!i?j", "\n\n\nx\n\n\n", "\r\rx\r", "word\n123\n!x\n", "\x7fA00 del\x7f\x7fdel\n\x7f",
 }
 
+// clearSegments empties the segment cache.
+func clearSegments() {
+	for i := range segmentTable {
+		segmentTable[i].Store(nil)
+	}
+}
+
 func TestSegmentsEncodeAsChunks(t *testing.T) {
-	segments.Clear()
-	segmentCount.Store(0)
+	clearSegments()
 	for _, s := range segmentTexts {
 		checkSegments(t, s) // cold for its new segments
 	}
@@ -92,29 +99,34 @@ func TestSegmentsEncodeAsChunks(t *testing.T) {
 		}
 		checkSegments(t, b.String())
 	}
-	checkSegments(t, commandOutput(8192))
+	checkSegments(t, commandOutput(8192, 1))
 }
 
-// TestSegmentCacheBounded checks that the cache empties itself at maxSegments entries.
-func TestSegmentCacheBounded(t *testing.T) {
-	segments.Clear()
-	segmentCount.Store(0)
-	var b strings.Builder
-	for i := range maxSegments + 100 {
-		b.WriteString(" w")
-		for n := i; n > 0; n /= 26 {
-			b.WriteByte(byte('a' + n%26))
+// TestSegmentCacheChurn keeps more distinct segments than the cache has slots: a lookup gives
+// the tokens kept for that very text or a miss, never another segment's, and most slots are used.
+func TestSegmentCacheChurn(t *testing.T) {
+	defer clearSegments()
+	clearSegments()
+	const n = segmentSlots + segmentSlots/2
+	text := func(i int) string { return "w" + strconv.Itoa(i) }
+	for i := range n {
+		keepSegment(text(i), []token{token(i)})
+	}
+	hits := 0
+	for i := range n {
+		toks, ok := lookupSegment(text(i))
+		if ok && (len(toks) != 1 || toks[0] != token(i)) {
+			t.Fatalf("segment %q: tokens %v of another segment", text(i), toks)
 		}
-		b.WriteByte('1') // the word's segment ends before the digit
+		if ok {
+			hits++
+		}
 	}
-	checkSegments(t, b.String())
-	if n := segmentCount.Load(); n > maxSegments || n < 1 {
-		t.Fatalf("%d segments kept, bound %d", n, maxSegments)
+	if hits < segmentSlots/2 || hits > segmentSlots {
+		t.Fatalf("%d of %d segments kept in %d slots", hits, n, segmentSlots)
 	}
-	n := 0
-	segments.Range(func(any, any) bool { n++; return true })
-	if n > maxSegments {
-		t.Fatalf("%d segments in the cache, bound %d", n, maxSegments)
+	if _, ok := lookupSegment(strings.Repeat("x", maxSegmentLen+1)); ok {
+		t.Fatal("a segment longer than maxSegmentLen was found")
 	}
 }
 

@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -127,6 +129,35 @@ func TestSegmentCacheChurn(t *testing.T) {
 	}
 	if _, ok := lookupSegment(strings.Repeat("x", maxSegmentLen+1)); ok {
 		t.Fatal("a segment longer than maxSegmentLen was found")
+	}
+}
+
+// TestSegmentsConcurrent encodes texts that share segments from several goroutines at once
+// (rollouts share the cache): every result is the tokenizer's. Run with -race.
+func TestSegmentsConcurrent(t *testing.T) {
+	clearSegments()
+	texts := make([]string, 8)
+	want := make([][]uint32, len(texts))
+	for i := range texts {
+		texts[i] = commandOutput(1500, uint64(i%3))
+		want[i], _ = referencePieces(texts[i])
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, len(texts))
+	for i := range texts {
+		wg.Go(func() {
+			for range 5 {
+				if got := appendEncoded(nil, texts[i]); !slices.Equal(got, want[i]) {
+					errs <- fmt.Sprintf("text %d: tokens differ from the tokenizer's", i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
 

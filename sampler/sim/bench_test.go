@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -94,4 +95,50 @@ func BenchmarkEventsPerSecond(b *testing.B) {
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+}
+
+// commandOutput returns about n bytes that look like a command's output (paths, line numbers,
+// words), the kind of tool output an agent's hot turn tokenizes; seed picks the lines.
+func commandOutput(n int, seed uint64) string {
+	words := strings.Fields(`the of and to in is for on with that as by this from at be are was it not or
+		handler request response queue buffer token context rollout session server client socket frame
+		error retry timeout status config value result index cache store state item event stream
+		func return if else range defer go chan select struct map string int bool nil err ctx len
+		ok failed passed skipped warning info debug trace build test vet lint check run exec read write`)
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	var b strings.Builder
+	for b.Len() < n {
+		fmt.Fprintf(&b, "internal/pkg%d/file_%d.go:%d:", rng.IntN(8), rng.IntN(1000), 1+rng.IntN(900))
+		for w := 6 + rng.IntN(8); w > 0; w-- {
+			b.WriteByte(' ')
+			b.WriteString(words[rng.IntN(len(words))])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()[:n]
+}
+
+// BenchmarkRenderToolOutput renders one 2 KiB tool output, the new input of a hot turn, a
+// different one each time: cold with the segment cache emptied before each, warm with the
+// cache holding what the earlier outputs left (the words recur, the numbers mostly).
+func BenchmarkRenderToolOutput(b *testing.B) {
+	outs := make([][]protocol.Item, 1024)
+	for i := range outs {
+		outs[i] = []protocol.Item{toolOutput("call_1", commandOutput(2048, uint64(i)))}
+	}
+	for _, cold := range []bool{true, false} {
+		b.Run(map[bool]string{true: "cold", false: "warm"}[cold], func(b *testing.B) {
+			b.SetBytes(2048)
+			i := 0
+			for b.Loop() {
+				if cold {
+					b.StopTimer()
+					clearSegments()
+					b.StartTimer()
+				}
+				RenderItems(nil, outs[i%len(outs)])
+				i++
+			}
+		})
+	}
 }

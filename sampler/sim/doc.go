@@ -33,6 +33,13 @@
 // function of it; the 128 KB run now renders in tens of milliseconds
 // (BenchmarkRenderWhitespace, FuzzRender).
 //
+// Within a chunk, the tokens of short segments (text between points where the tokenizer's split
+// pattern always cuts: after a word before a non-letter, after a number, after a newline, between
+// punctuation and a digit) are kept in a process-wide table of 64Ki entries, so recurring words
+// and the sim's own arguments skip the tokenizer; a chunk's tokens are the same either way
+// (FuzzSegments). A hot turn's 2 KiB tool output of recurring words renders in a tenth of the
+// time, with 30 allocations instead of 3,115 (BenchmarkRenderToolOutput).
+//
 // # The sim model
 //
 // Sim is deterministic: its output is a pure function of the context's text and the settings

@@ -50,13 +50,14 @@ var encodeStats struct {
 
 // appendEncoded appends the o200k_base tokens of s to dst. Long texts and long whitespace runs
 // are cut into bounded chunks encoded one by one, so the cost is linear in len(s); the cut
-// points depend on s only, so the result is a pure function of s.
+// points depend on s only, so the result is a pure function of s. The tokens of segments met
+// before come from the segment cache (segments.go).
 func appendEncoded(dst []uint32, s string) []uint32 {
 	encodeChunks(s, func(chunk string) {
-		ids, _, _ := codec().Encode(chunk)
-		for _, id := range ids {
-			dst = append(dst, uint32(id))
-		}
+		encodeChunk(chunk, func(t token) bool {
+			dst = append(dst, t.id())
+			return true
+		})
 	})
 	return dst
 }
@@ -65,24 +66,18 @@ func appendEncoded(dst []uint32, s string) []uint32 {
 func countTokens(s string) int {
 	n := 0
 	encodeChunks(s, func(chunk string) {
-		c, _ := codec().Count(chunk)
-		n += c
+		encodeChunk(chunk, func(token) bool { n++; return true })
 	})
 	return n
 }
 
 // encodePieces calls fn with the id and the length in bytes of each token of s, in order (a
-// token may hold part of a multi-byte character; the lengths sum to len(s)), until fn returns
-// false. The ids are those appendEncoded appends for s.
+// token may hold part of a multi-byte character; the lengths sum to len(s) unless the tokenizer
+// drops a character: it drops DEL), until fn returns false. The ids are those appendEncoded
+// appends for s.
 func encodePieces(s string, fn func(id uint32, n int) bool) {
 	encodeChunksUntil(s, func(chunk string) bool {
-		ids, pieces, _ := codec().Encode(chunk)
-		for i, p := range pieces {
-			if !fn(uint32(ids[i]), len(p)) {
-				return false
-			}
-		}
-		return true
+		return encodeChunk(chunk, func(t token) bool { return fn(t.id(), t.size()) })
 	})
 }
 

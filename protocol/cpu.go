@@ -4,6 +4,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strings"
 )
 
 // HeavyBytes is the size of a JSON text (1 MiB) from which decoding or encoding it is heavy
@@ -105,6 +106,42 @@ func join(pieces [][]byte, total int) []byte {
 		if total > readPiece {
 			runtime.Gosched()
 		}
+	}
+	return out
+}
+
+// bigString is string(b), copied appendRun bytes at a time when b is 1 MiB or more. A string
+// of tens of MiB is new memory, and copying into it in one step faults in every page of it
+// in a step the scheduler cannot preempt (a 24 MiB tool description held a CPU for 100 ms).
+func bigString(b []byte) string {
+	if len(b) < HeavyBytes {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b))
+	for len(b) > 0 {
+		n := min(len(b), appendRun)
+		sb.Write(b[:n])
+		b = b[n:]
+		runtime.Gosched() // a copy gives no chance to preempt it; the loop must yield itself
+	}
+	return sb.String()
+}
+
+// growYielding returns dst with room for at least n more bytes. When it must grow, the new
+// buffer is allocated (the runtime zeroes a large one in preemptible steps) and dst is copied
+// into it appendRun bytes at a time with a yield between: append's own growth copies and
+// zeroes in steps the scheduler cannot preempt.
+func growYielding(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) >= n {
+		return dst
+	}
+	out := make([]byte, 0, max(2*cap(dst), len(dst)+n))
+	for rest := dst; len(rest) > 0; {
+		k := min(len(rest), appendRun)
+		out = append(out, rest[:k]...)
+		rest = rest[k:]
+		runtime.Gosched()
 	}
 	return out
 }

@@ -112,3 +112,19 @@ func TestReadAll(t *testing.T) {
 		t.Fatalf("got %q, %v; want \"abc\", boom", got, err)
 	}
 }
+
+// TestLargeStringsAndGrowth: bigString is string(b) for texts of one piece and many, and
+// growYielding keeps dst's bytes and makes the room asked for.
+func TestLargeStringsAndGrowth(t *testing.T) {
+	for _, n := range []int{0, 10, HeavyBytes - 1, HeavyBytes, 3*appendRun*5 + 3} {
+		b := bytes.Repeat([]byte("xyz"), n/3+1)[:n]
+		if got := bigString(b); got != string(b) {
+			t.Fatalf("%d bytes: bigString differs", n)
+		}
+		dst := append(make([]byte, 0, 8), "head"...)
+		g := growYielding(append(dst, b...), 5*appendRun)
+		if cap(g)-len(g) < 5*appendRun || !bytes.Equal(g, append([]byte("head"), b...)) {
+			t.Fatalf("%d bytes: growYielding gave len %d cap %d", n, len(g), cap(g))
+		}
+	}
+}

@@ -575,6 +575,9 @@ func appendFloat(dst []byte, f float64) []byte {
 // appendRaw appends a raw JSON value compacted (so SSE data stays on one line); an invalid
 // value becomes null.
 func appendRaw(dst []byte, raw []byte) []byte {
+	if len(raw) >= HeavyBytes {
+		dst = growYielding(dst, len(raw)) // json.Compact would grow it by copying it whole
+	}
 	n := len(dst)
 	buf := bytes.NewBuffer(dst)
 	if err := json.Compact(buf, raw); err != nil {
@@ -602,6 +605,9 @@ const appendRun = 256 << 10
 // SetEscapeHTML(false): '"', '\\', control characters (\b \f \n \r \t short forms, others
 // \u00XX), U+2028 and U+2029; invalid UTF-8 becomes \ufffd.
 func appendString(dst []byte, s string) []byte {
+	if len(s) >= HeavyBytes {
+		dst = growYielding(dst, len(s)+len(s)/8+2) // room for the string and some escapes
+	}
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {

@@ -196,7 +196,7 @@ func (d *dec) strBytes() []byte {
 }
 
 // str reads a string token as a new string.
-func (d *dec) str() string { return string(d.strBytes()) }
+func (d *dec) str() string { return bigString(d.strBytes()) }
 
 // null reads a null if one is next and reports whether it did.
 func (d *dec) null() bool {

@@ -128,6 +128,22 @@ func bigString(b []byte) string {
 	return sb.String()
 }
 
+// appendYieldingBytes is append(dst, b...), copying appendRun bytes at a time with a yield
+// between when b is 1 MiB or more (a 16 MiB image held a CPU while it was copied in one step).
+func appendYieldingBytes(dst, b []byte) []byte {
+	if len(b) < HeavyBytes {
+		return append(dst, b...)
+	}
+	dst = growYielding(dst, len(b))
+	for len(b) > 0 {
+		k := min(len(b), appendRun)
+		dst = append(dst, b[:k]...)
+		b = b[k:]
+		runtime.Gosched()
+	}
+	return dst
+}
+
 // growYielding returns dst with room for at least n more bytes. When it must grow, the new
 // buffer is allocated (the runtime zeroes a large one in preemptible steps) and dst is copied
 // into it appendRun bytes at a time with a yield between: append's own growth copies and
@@ -141,7 +157,9 @@ func growYielding(dst []byte, n int) []byte {
 		k := min(len(rest), appendRun)
 		out = append(out, rest[:k]...)
 		rest = rest[k:]
-		runtime.Gosched()
+		if len(dst) >= HeavyBytes {
+			runtime.Gosched()
+		}
 	}
 	return out
 }

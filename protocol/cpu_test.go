@@ -128,3 +128,13 @@ func TestLargeStringsAndGrowth(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendYieldingBytes: appendYieldingBytes is append for short and long texts.
+func TestAppendYieldingBytes(t *testing.T) {
+	for _, n := range []int{0, 5, HeavyBytes + appendRun + 1} {
+		b := bytes.Repeat([]byte{'q'}, n)
+		if got := appendYieldingBytes([]byte("ab"), b); !bytes.Equal(got, append([]byte("ab"), b...)) {
+			t.Fatalf("%d bytes: differs", n)
+		}
+	}
+}

@@ -616,7 +616,7 @@ func errValue(param, val string, supported []string) *Error {
 func compactCopy(b []byte) json.RawMessage {
 	var v jsontext.Value
 	if utf8.Valid(b) {
-		v = bytes.Clone(b)
+		v = appendYieldingBytes(nil, b)
 	} else {
 		v = appendUTF8(make([]byte, 0, len(b)+8), b)
 	}

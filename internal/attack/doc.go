@@ -42,5 +42,5 @@
 //
 // During every attack a victim makes small creates one after another (with key A when the
 // attack uses keys) and a prober, a process of its own (see ProbeEnv), asks GET /healthz every
-// 100 ms: Result reports the victim's successes and the /healthz latencies.
+// 25 ms: Result reports the victim's successes and the /healthz latencies.
 package attack

@@ -91,7 +91,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 		maxMemory: byteSize(server.DefaultMaxMemory())}
 	c.keyStoredBytes.bytes = true
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
-	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (tokens/s)")
+	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (decode tokens/s; a step also waits its time to first token and its uncached prompt at 20× that rate, so a prompt of millions of tokens takes minutes: instant to test large inputs)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
 	fs.DurationVar(&c.maxAge, "max-connection-age", 60*time.Minute, "WebSocket connection age limit (0 = none)")
 	fs.DurationVar(&c.suspendTimeout, "suspend-timeout", 10*time.Minute, "how long a suspended rollout waits for input")

@@ -119,12 +119,7 @@ func bigString(b []byte) string {
 	}
 	var sb strings.Builder
 	sb.Grow(len(b))
-	for len(b) > 0 {
-		n := min(len(b), appendRun)
-		sb.Write(b[:n])
-		b = b[n:]
-		runtime.Gosched() // a copy gives no chance to preempt it; the loop must yield itself
-	}
+	inPieces(b, func(p []byte) { sb.Write(p) })
 	return sb.String()
 }
 
@@ -135,12 +130,7 @@ func appendYieldingBytes(dst, b []byte) []byte {
 		return append(dst, b...)
 	}
 	dst = growYielding(dst, len(b))
-	for len(b) > 0 {
-		k := min(len(b), appendRun)
-		dst = append(dst, b[:k]...)
-		b = b[k:]
-		runtime.Gosched()
-	}
+	inPieces(b, func(p []byte) { dst = append(dst, p...) })
 	return dst
 }
 
@@ -153,13 +143,18 @@ func growYielding(dst []byte, n int) []byte {
 		return dst
 	}
 	out := make([]byte, 0, max(2*cap(dst), len(dst)+n))
-	for rest := dst; len(rest) > 0; {
-		k := min(len(rest), appendRun)
-		out = append(out, rest[:k]...)
-		rest = rest[k:]
-		if len(dst) >= HeavyBytes {
-			runtime.Gosched()
-		}
-	}
+	inPieces(dst, func(p []byte) { out = append(out, p...) })
 	return out
+}
+
+// inPieces calls put with b's consecutive pieces of at most appendRun bytes, yielding the CPU
+// after each: a copy gives the scheduler no chance to preempt it, so a loop of long copies
+// must yield itself.
+func inPieces(b []byte, put func([]byte)) {
+	for len(b) > 0 {
+		k := min(len(b), appendRun)
+		put(b[:k])
+		b = b[k:]
+		runtime.Gosched()
+	}
 }

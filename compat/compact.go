@@ -50,29 +50,28 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 	if err == nil {
 		window, err = h.window(r.Context(), p, owner)
 	}
-	if err == nil && !res.Cover(session.DecodeCost(body)+compactCost(window)) {
-		err = session.OverloadedError("the server's memory budget is in use")
+	var size int64 // the window's bytes: what the compaction encodes, seals and answers
+	if err == nil {
+		size = session.ItemsBytes(window)
+		if !res.Cover(session.DecodeCost(body) + compactCost(size)) {
+			err = session.OverloadedError("the server's memory budget is in use")
+		}
 	}
 	if err != nil {
 		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
-	release := protocol.CPUSlot(len(body))
-	b, err := json.Marshal(&CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
-		CreatedAt: time.Now().Unix(), Output: []protocol.Item{h.Session.Compaction.Compact(window)}})
-	release()
-	if err != nil {
-		WriteError(w, encodeError(err))
-		return
-	}
-	writeBody(w, http.StatusOK, b)
+	writeEncoded(w, size, func() ([]byte, error) {
+		return json.Marshal(&CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
+			CreatedAt: time.Now().Unix(), Output: []protocol.Item{h.Session.Compaction.Compact(window)}})
+	})
 }
 
-// compactCost is what a compaction of window holds besides its request: the window's items
-// (read from the store), the sealed item (a compressed, encrypted copy, base64-encoded) and
-// the reply's JSON, counted at session.DecodeFactor per byte of the items.
-func compactCost(window []protocol.Item) int64 {
-	return session.DecodeFactor * session.ItemsBytes(window)
+// compactCost is what a compaction of a window of size bytes of items holds besides its
+// request: the window's items (read from the store), the sealed item (a compressed, encrypted
+// copy, base64-encoded) and the reply's JSON, counted at session.DecodeFactor per byte.
+func compactCost(size int64) int64 {
+	return session.DecodeFactor * size
 }
 
 // window returns the items a compaction stands for: instructions (as a system message), the

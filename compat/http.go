@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -183,8 +184,7 @@ func (h *HTTP) clearReadDeadline(rc *http.ResponseController) {
 // hold up to twice as much).
 func readAtMost(body io.Reader, read []byte, n, max int64) ([]byte, error) {
 	if n < 0 {
-		rest, err := protocol.ReadAll(io.LimitReader(body, max+1-int64(len(read))))
-		return append(read, rest...), err
+		return protocol.ReadAll(io.MultiReader(bytes.NewReader(read), io.LimitReader(body, max+1-int64(len(read)))))
 	}
 	buf := make([]byte, n)
 	if len(read) > 0 {
@@ -310,17 +310,12 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 		return
 	}
 	size := session.ResponseBytes(&sr.Response)
-	if !h.reserveWrite(w, size) {
-		return
-	}
-	defer h.Budget.Release(session.DecodeFactor * size)
 	// Encoded once into a buffer of about its size and written as is: encoding/json would
 	// copy a large Response three times more (compact, copy out, newline), and a copy of
 	// tens of MiB is a step the scheduler cannot preempt.
-	release := protocol.CPUSlot(int(size))
-	b := sr.Response.AppendJSON(make([]byte, 0, size+size/8+64))
-	release()
-	writeBody(w, http.StatusOK, b)
+	h.writeCounted(w, size, func() ([]byte, error) {
+		return sr.Response.AppendJSON(make([]byte, 0, size+size/8+64)), nil
+	})
 }
 
 // stored returns the stored response id of owner, or writes the error (404 with no store or
@@ -339,33 +334,32 @@ func (h *HTTP) stored(w http.ResponseWriter, r *http.Request, id, owner string) 
 	return sr, true
 }
 
-// writeCounted writes v (of about size bytes of text) as a 200 JSON answer while the Budget
-// counts its encoding (session.DecodeFactor per byte: the marshalled answer, as it grows, and
-// what the store decoded) until the write has ended, when the client has read it or the write
-// timeout has cut it; server_overloaded (503) when that does not fit.
-func (h *HTTP) writeCounted(w http.ResponseWriter, v any, size int64) {
-	if !h.reserveWrite(w, size) {
+// writeCounted writes the text encode returns (an answer of about size bytes) as writeEncoded
+// does, while the Budget counts its encoding (session.DecodeFactor per byte: the encoded
+// answer and what the store decoded) until the write has ended, when the client has read it
+// or the write timeout has cut it; server_overloaded (503) when that does not fit.
+func (h *HTTP) writeCounted(w http.ResponseWriter, size int64, encode func() ([]byte, error)) {
+	n := session.DecodeFactor * size
+	if !h.Budget.TryReserve(n) {
+		WriteError(w, session.OverloadedError("the server's memory budget is in use"))
 		return
 	}
-	defer h.Budget.Release(session.DecodeFactor * size)
+	defer h.Budget.Release(n)
+	writeEncoded(w, size, encode)
+}
+
+// writeEncoded runs encode, the encoding of an answer of about size bytes, in a heavy-work
+// slot (protocol.CPUSlot) and writes its text as a 200 JSON answer, or a 500 server_error
+// when it fails. The slot is given back before the write, which waits for the client.
+func writeEncoded(w http.ResponseWriter, size int64, encode func() ([]byte, error)) {
 	release := protocol.CPUSlot(int(size))
-	b, err := json.Marshal(v)
+	b, err := encode()
 	release()
 	if err != nil {
 		WriteError(w, encodeError(err))
 		return
 	}
 	writeBody(w, http.StatusOK, b)
-}
-
-// reserveWrite reserves session.DecodeFactor × size bytes of the budget for an answer being
-// encoded and written, or writes 503 server_overloaded and returns false.
-func (h *HTTP) reserveWrite(w http.ResponseWriter, size int64) bool {
-	if !h.Budget.TryReserve(session.DecodeFactor * size) {
-		WriteError(w, session.OverloadedError("the server's memory budget is in use"))
-		return false
-	}
-	return true
 }
 
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
@@ -435,7 +429,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 	if n := len(list.Data); n > 0 {
 		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
 	}
-	h.writeCounted(w, list, session.ItemsBytes(list.Data))
+	h.writeCounted(w, session.ItemsBytes(list.Data), func() ([]byte, error) { return json.Marshal(list) })
 }
 
 // WriteError writes the HTTP error body {"error":{"message","type","param","code"}} with the

@@ -66,10 +66,7 @@ func (c *Conn) reserveLocked(add int64) error {
 // resizeLocked sets h.bytes to n, counting the change in the Budget.
 func (c *Conn) resizeLocked(h *rollout, n int64) {
 	c.opts.Budget.Grow(n - h.bytes)
-	if c.inRegistryLocked(h) {
-		c.held += n - h.bytes
-	}
-	h.bytes = n
+	c.growLocked(h, n-h.bytes)
 }
 
 // dropLocked removes h from the registry and returns its bytes to the Budget.

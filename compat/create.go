@@ -60,8 +60,8 @@ type publicCreate struct {
 // Where implements session.Shape.
 func (pc *publicCreate) Where() protocol.Where { return pc.where }
 
-// Item implements session.Shape: the items of the connection's cached segments.
-func (pc *publicCreate) Item(id string) (protocol.Item, bool) { return pc.r.segmentItem(id) }
+// Item implements session.Shape: the items of the connection's ended segments.
+func (pc *publicCreate) Item(id string) (protocol.Item, bool) { return pc.r.conn.Item(id) }
 
 // Parent implements session.Shape: an ended segment of this connection; a segment still in
 // flight is response_in_progress (409). Over WebSocket, a segment not on the connection whose
@@ -79,12 +79,13 @@ func (pc *publicCreate) Parent(cr *session.Create) ([]protocol.Item, bool, error
 func (pc *publicCreate) local(cr *session.Create) ([]protocol.Item, bool, error) {
 	r := pc.r
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	parent := r.segs.get(cr.Parent)
-	if parent == nil && r.inflight[cr.Parent] != nil {
+	inflight := r.inflight[cr.Parent] != nil // asked first: a segment is kept before it leaves inflight
+	r.mu.Unlock()
+	if inflight {
 		return nil, false, protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
 			"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", cr.Parent)
 	}
+	parent := r.endedSegment(cr.Parent)
 	if parent == nil {
 		return nil, false, nil
 	}
@@ -94,14 +95,9 @@ func (pc *publicCreate) local(cr *session.Create) ([]protocol.Item, bool, error)
 // Rejected implements session.Shape: a failed continuation evicts its parent, unless it
 // forked from another lane (a failed fork keeps its parent).
 func (pc *publicCreate) Rejected(cr *session.Create) {
-	r := pc.r
-	var dropped []*segment
-	r.mu.Lock()
-	if parent := r.segs.peek(cr.Parent); parent != nil && parent.lane == cr.Lane {
-		dropped = append(dropped, r.segs.remove(parent.id))
+	if parent := pc.r.peek(cr.Parent); parent != nil && parent.lane == cr.Lane {
+		pc.r.conn.ForgetResponse(parent.id)
 	}
-	r.mu.Unlock()
-	r.forget(dropped, false)
 }
 
 // Route implements session.Shape. It takes the hot path when the parent is the latest
@@ -129,13 +125,13 @@ func (pc *publicCreate) Route(cr *session.Create) session.Route {
 	if cr.Parent == "" {
 		ps.path = &pc.counters.New
 	} else if cr.Cold == nil {
-		r.mu.Lock()
-		parent := r.segs.peek(cr.Parent) // immutable once ended, but for steered
+		parent := r.peek(cr.Parent) // immutable once ended, but for steered
 		var steered []protocol.Item
 		if parent != nil {
+			r.mu.Lock()
 			steered = parent.steered
+			r.mu.Unlock()
 		}
-		r.mu.Unlock()
 		if parent == nil {
 			cr.Cold = coldFor(protocol.ColdNotSuspended) // evicted since Parent
 		} else if cr.Cold = r.cold(parent, ps, p); cr.Cold == nil {

@@ -84,17 +84,16 @@ func (s *rolloutSink) SharedParkState() (id string, stored bool, state json.RawM
 
 // unparkSink implements session.UnparkSink for the registry's WebSocket connection: the
 // rolloutSink that continues the parked rollout key.
-func (r *registry) unparkSink(key, latest string, state json.RawMessage) (session.Sink, error) {
+func (r *registry) unparkSink(key, latest string, state json.RawMessage, kept func(string) (any, bool)) (session.Sink, error) {
 	var p parkedSink
 	if err := json.Unmarshal(state, &p); err != nil {
 		return nil, fmt.Errorf("compat: parked sink state: %w", err)
 	}
 	s := &rolloutSink{owner: r, key: key, outBase: p.OutBase, lastSeq: p.LastSeq}
 	if p.Last != "" {
-		r.mu.Lock()
-		seg := r.segs.peek(p.Last)
+		v, _ := kept(p.Last)
+		seg, _ := v.(*segment)
 		s.lastLatest = seg != nil && p.Latest && latest == seg.id
-		r.mu.Unlock()
 		if seg != nil {
 			s.last = &pendingSegment{seg: seg, store: p.Stored, emitter: &wsEmitter{c: r.conn, lane: seg.lane}, done: make(chan struct{})}
 		}
@@ -124,20 +123,14 @@ func (r *registry) adoptParked(key string, state json.RawMessage, chain []protoc
 	seg := &segment{id: p.Last, rollout: key, lane: p.Segment.Lane, settings: p.Segment.Settings, chain: chain,
 		pending: p.Segment.Pending, bytes: p.Segment.Bytes}
 	r.mu.Lock()
-	if r.segs.peek(seg.id) != nil || r.inflight[seg.id] != nil {
-		r.mu.Unlock()
+	inflight, next := r.inflight[seg.id] != nil, r.next[key] != nil
+	r.mu.Unlock()
+	if inflight || r.peek(seg.id) != nil {
 		return "", nil, fmt.Errorf("compat: response %s is already on this connection", seg.id)
 	}
-	if r.next[key] != nil {
-		r.mu.Unlock()
+	if next {
 		return "", nil, fmt.Errorf("compat: rollout %s is already on this connection", key)
 	}
-	evicted := r.segs.put(seg)
-	r.mu.Unlock()
-	r.forget(evicted, true)
-	return seg.id, func() {
-		r.mu.Lock()
-		r.segs.remove(seg.id)
-		r.mu.Unlock()
-	}, nil
+	r.conn.KeepResponse(seg.id, key, chain, seg.bytes, seg)
+	return seg.id, func() { r.conn.ForgetResponse(seg.id) }, nil
 }

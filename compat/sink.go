@@ -57,19 +57,34 @@ type rolloutSink struct {
 	lastLatest bool
 }
 
-// registry is the state shared by a connection's reader and its rollout sinks.
+// registry is the state shared by a connection's reader and its rollout sinks: the segments
+// not yet ended. Ended segments are entries of the connection's registry
+// (session.Conn.KeepResponse, Response, ForgetResponse), which bounds and evicts them.
 type registry struct {
 	conn *session.Conn
 
-	mu       sync.Mutex // guards segs, next and inflight
-	segs     *segments
+	mu       sync.Mutex                 // guards next, inflight and the ended segments' steered
 	next     map[string]*pendingSegment // rollout key → segment waiting to run on it
 	inflight map[string]*pendingSegment // segments accepted and not yet ended, by id
 }
 
-func newRegistry(conn *session.Conn, maxCount int, maxBytes int64) *registry {
-	return &registry{conn: conn, segs: newSegments(maxCount, maxBytes),
-		next: make(map[string]*pendingSegment), inflight: make(map[string]*pendingSegment)}
+func newRegistry(conn *session.Conn) *registry {
+	return &registry{conn: conn, next: make(map[string]*pendingSegment), inflight: make(map[string]*pendingSegment)}
+}
+
+// endedSegment returns the ended segment id (a use: it becomes the connection's most recently used
+// entry), or nil.
+func (r *registry) endedSegment(id string) *segment {
+	v, _ := r.conn.Response(id)
+	seg, _ := v.(*segment)
+	return seg
+}
+
+// peek returns the ended segment id without a use, or nil.
+func (r *registry) peek(id string) *segment {
+	v, _ := r.conn.PeekResponse(id)
+	seg, _ := v.(*segment)
+	return seg
 }
 
 // take moves the segment queued for this rollout into cur, if there is one.
@@ -159,9 +174,8 @@ func (s *rolloutSink) Suspended(sp session.Suspension) {
 	s.finish(ps, protocol.ResponseCompleted, "", nil, output, sp.StepUsage, sp.Context, sp.PendingCallIDs, true)
 }
 
-// Ended answers the rollout's end. The rollout then leaves the connection core's registry
-// (Conn.Forget): the public shape keeps the items of ended segments in its own registry, so
-// one bounded registry holds them, not two.
+// Ended answers the rollout's end. The rollout then leaves the connection's registry
+// (Conn.Forget): its ended segments, entries of that registry, hold its items.
 func (s *rolloutSink) Ended(e session.Ending) {
 	defer s.owner.conn.Forget(s.key)
 	if !s.take() {
@@ -212,42 +226,27 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 		latest = seg.id // a continuation of it resumes the rollout
 	}
 	r.conn.SetLatest(s.key, latest)
-	var evicted, dropped []*segment
-	r.mu.Lock()
 	if status == protocol.ResponseFailed {
 		// A failed continuation evicts its parent, unless it forked from another lane
 		// (a failed fork keeps its parent).
-		if parent := r.segs.peek(ps.parent); parent != nil && parent.lane == ps.seg.lane && !storeFailed {
-			dropped = append(dropped, r.segs.remove(ps.parent))
+		if parent := r.peek(ps.parent); parent != nil && parent.lane == ps.seg.lane && !storeFailed {
+			r.conn.ForgetResponse(parent.id)
 		}
 	} else {
-		evicted = r.segs.put(seg)
+		r.conn.KeepResponse(seg.id, seg.rollout, seg.chain, seg.bytes, seg)
 	}
-	// No longer in flight before the client can see the terminal event: a continuation sent
-	// right after it must find the segment (or its eviction), never "in progress".
+	// No longer in flight before the client can see the terminal event, and only once it is
+	// kept: a continuation sent right after it must find the segment (or its eviction), never
+	// "in progress" (a lookup asks inflight first, then the connection).
+	r.mu.Lock()
 	delete(r.inflight, ps.seg.id)
 	r.mu.Unlock()
-	r.forget(evicted, true)
-	r.forget(dropped, false)
 	if storeFailed && suspended {
 		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
 	}
 	_ = s.send(new(protocol.Terminal(&final)))
 	s.cur, s.last, s.lastSeq, s.lastLatest = nil, ps, s.seq, suspended && !storeFailed
 	close(ps.done)
-}
-
-// forget tells the connection of segments that left the registry (counted as evictions
-// when evicted): a suspended rollout whose latest segment went is ended, since nothing can
-// reach it any more (session.Conn.ForgetResponse). Called without r.mu: Cancel may wait for a
-// rollout that is parking, whose sink takes r.mu.
-func (r *registry) forget(segs []*segment, evicted bool) {
-	if evicted {
-		r.conn.CountEvictions(len(segs))
-	}
-	for _, seg := range segs {
-		r.conn.ForgetResponse(seg.rollout, seg.id)
-	}
 }
 
 // ended marks ps as answered: it is no longer in flight and its done channel closes.

@@ -51,14 +51,17 @@ func (r *registry) steerTarget(id string) (ps *pendingSegment, lane string, ende
 		return nil, "", false
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ps = r.inflight[id]; ps != nil {
+	ps = r.inflight[id]
+	r.mu.Unlock()
+	if ps != nil {
 		return ps, ps.seg.lane, false
 	}
-	seg := r.segs.peek(id)
+	seg := r.peek(id) // asked after inflight: a segment is kept before it leaves inflight
 	if seg == nil {
 		return nil, "", false
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, p := range r.inflight {
 		if p.successor && p.parent == id {
 			return p, p.seg.lane, false

@@ -14,25 +14,13 @@ type Options struct {
 	// previous_response_id and write store:true segments through the connection's
 	// session.Options.Store (and its Owner and QuotaKey), which a server sets to the same store.
 	Store session.Store
-	// CacheResponses and CacheBytes bound a connection's registry of segments (entries, bytes of
-	// item text); the newest segment is always kept, and a suspended rollout whose latest
-	// segment is evicted ends. 0 means 128 and 64 MiB.
-	CacheResponses int
-	CacheBytes     int64
 	// Counters, if set, count hot and cold continuations.
 	Counters *Counters
 }
 
-func (o *Options) registry(c *session.Conn) *registry {
-	count, bytes := o.CacheResponses, o.CacheBytes
-	if count <= 0 {
-		count = session.DefaultCacheResponses
-	}
-	if bytes <= 0 {
-		bytes = session.DefaultCacheBytes
-	}
-	return newRegistry(c, count, bytes)
-}
+// registry returns the shape's state on c. Ended segments are entries of c's registry,
+// bounded by c's session.Limits.CacheResponses and CacheBytes.
+func (o *Options) registry(c *session.Conn) *registry { return newRegistry(c) }
 
 func (o *Options) counters() *Counters {
 	if o.Counters == nil {

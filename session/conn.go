@@ -220,11 +220,14 @@ type Conn struct {
 	closed   chan struct{} // closed by Close
 	opened   time.Time     // when NewConn returned (Snapshot)
 
-	mu         sync.Mutex // guards reg, held, ended, lanes, stamp, draining, drainWhy, closing, graceEnded, unparkSink
+	mu         sync.Mutex // guards reg, held, count, ended, newest, orphans, lanes, stamp, draining, drainWhy, closing, graceEnded, unparkSink
 	reg        map[string]*rollout
-	held       int64             // the sum of reg's bytes (held.go)
-	ended      *Recent[*rollout] // the ended rollouts of reg, least recently used first: evicted from here
-	lanes      map[string]*gate  // by stream_id; "" is the default lane
+	held       int64               // the bytes of reg's rollouts and of the kept Responses (held.go)
+	count      int                 // the entries Limits.CacheResponses bounds (kept.go)
+	ended      *Recent[endedEntry] // the ended rollouts of reg and the kept Responses, least recently used first: evicted from here
+	newest     string              // the key of the entry last put in ended: never evicted
+	orphans    []string            // rollouts whose latest Response left the registry: cancelOrphans ends them
+	lanes      map[string]*gate    // by stream_id; "" is the default lane
 	stamp      uint64
 	draining   bool
 	drainWhy   string
@@ -267,7 +270,7 @@ func NewConn(tr Transport, opts Options) *Conn {
 		closed:   make(chan struct{}),
 		lanes:    make(map[string]*gate),
 		reg:      make(map[string]*rollout),
-		ended:    NewRecent[*rollout](),
+		ended:    NewRecent[endedEntry](),
 		changed:  make(chan struct{}, 1),
 		opened:   time.Now(),
 	}
@@ -605,8 +608,8 @@ func (c *Conn) Close() {
 	c.trimQueue()
 	c.mu.Lock()
 	c.opts.Budget.Release(c.heldLocked())
-	c.reg, c.held = nil, 0
-	c.ended = NewRecent[*rollout]()
+	c.reg, c.held, c.count, c.orphans = nil, 0, 0, nil
+	c.ended = NewRecent[endedEntry]()
 	c.mu.Unlock()
 	close(c.closed)
 }

@@ -7,11 +7,12 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// The bytes a connection holds (its registry's Rollout.bytes: items and settings) are counted
-// in Options.Budget, server-wide, and bounded per connection by connBytes. Every change of
-// Rollout.bytes goes through registerLocked, growLocked or resizeLocked, every removal from the
-// registry through dropLocked: they keep Conn.held, the registry's sum, so that eviction never
-// walks the registry.
+// The bytes a connection holds (its registry's rollout.bytes: items and settings, and its kept
+// Responses' estimates) are counted in Options.Budget, server-wide, and bounded per connection
+// by connBytes. Every change of rollout.bytes goes through registerLocked, growLocked or
+// resizeLocked, every removal of a rollout from the registry through dropLocked (of a kept
+// Response, dropEndedLocked): they keep Conn.held, the registry's sum, and Conn.count, the
+// entries Limits.CacheResponses bounds, so that eviction never walks the registry.
 
 // connBytes is the per-connection bound on held bytes: the larger of CacheBytes and
 // MaxRolloutBytes, so that one rollout can always reach MaxRolloutBytes.
@@ -24,6 +25,9 @@ func (c *Conn) heldLocked() int64 { return c.held }
 func (c *Conn) registerLocked(h *rollout) {
 	c.reg[h.key] = h
 	c.held += h.bytes
+	if h.counted {
+		c.count++
+	}
 }
 
 // growLocked adds d (reserved or released by the caller) to h.bytes.
@@ -41,21 +45,23 @@ func (c *Conn) inRegistryLocked(h *rollout) bool {
 	return ok && cur == h
 }
 
-// reserveLocked admits add more held bytes: ended rollouts are evicted (least recently used
-// first) to keep the connection within connBytes, and add is reserved in the server's
+// reserveLocked admits add more held bytes: ended entries are evicted (least recently used
+// first, the newest too: live work comes first; not counted in Metrics.Evictions) to keep the
+// connection within connBytes (a kept Response that goes orphans its rollout: the caller calls
+// cancelOrphans once it has released c.mu), and add is reserved in the server's
 // Budget. Errors: rollout_limit_reached (429) when the connection's live rollouts alone hold
 // too much, server_overloaded (503) when the server's budget is in use.
 func (c *Conn) reserveLocked(add int64) error {
 	limit := c.opts.connBytes()
 	held := c.heldLocked()
 	for held+add > limit {
-		h := c.oldestEndedLocked()
-		if h == nil {
+		key, e, ok := c.ended.Oldest()
+		if !ok {
 			return protocol.Errorf(http.StatusTooManyRequests, protocol.CodeRolloutLimit, "",
 				"This connection's live rollouts hold about %d bytes; %d more would exceed its limit of %d: finish or cancel one first.", held, add, limit)
 		}
-		held -= h.bytes
-		c.dropLocked(h)
+		held -= e.bytes()
+		c.dropEndedLocked(key, e)
 	}
 	if !c.opts.Budget.TryReserve(add) {
 		return OverloadedError("the server's memory budget is in use")
@@ -69,19 +75,19 @@ func (c *Conn) resizeLocked(h *rollout, n int64) {
 	c.growLocked(h, n-h.bytes)
 }
 
-// dropLocked removes h from the registry and returns its bytes to the Budget.
+// dropLocked removes h from the registry and returns its bytes to the Budget. A kept Response
+// under h's key (the public shape's first Response of the rollout) stays.
 func (c *Conn) dropLocked(h *rollout) {
 	delete(c.reg, h.key)
-	c.ended.Remove(h.key)
+	if e, ok := c.ended.Peek(h.key); ok && e.h == h {
+		c.ended.Remove(h.key)
+	}
 	c.opts.Budget.Release(h.bytes)
 	c.held -= h.bytes
 	h.bytes = 0
-}
-
-// oldestEndedLocked returns the least recently used ended rollout, or nil.
-func (c *Conn) oldestEndedLocked() *rollout {
-	_, h, _ := c.ended.Oldest()
-	return h
+	if h.counted {
+		c.count--
+	}
 }
 
 // modelBudget is Options.Budget as the backend sees it (sampler.Config.Budget): what a step

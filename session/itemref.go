@@ -53,17 +53,3 @@ func FindStoredItem(ctx context.Context, st store.Store, id, owner string, i int
 	return protocol.Item{}, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidItemReference, fmt.Sprintf("input[%d]", i),
 		"Item with id '%s' not found.", id)
 }
-
-// connItem looks id up among the items of the connection's rollouts.
-func (c *Conn) connItem(id string) (protocol.Item, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, h := range c.reg {
-		for j := range h.items {
-			if h.items[j].ID == id {
-				return h.items[j], true
-			}
-		}
-	}
-	return protocol.Item{}, false
-}

@@ -1,12 +1,11 @@
 package session
 
-import "github.com/tetherd/tether/protocol"
-
 // The public shape answers one Response per part of a rollout between two suspensions, each
 // with its own id; a continuation resumes the suspended rollout only from the latest of them
 // (the hot path). Which Response is the latest is the rollout's own state, kept here in its
-// registry entry (rollout.latest) and asked of it: the shape keeps the Responses' chains and
-// asks the connection, never a copy of its own.
+// registry entry (rollout.latest) and asked of it. The Responses themselves are entries of
+// the same registry (KeepResponse, kept.go); one that leaves it while it is the latest of its
+// suspended rollout ends that rollout.
 
 // SetLatest records id as the latest Response of the rollout key: the one a continuation
 // resumes it by while it is suspended. "" records none (the rollout runs on, or its latest
@@ -46,23 +45,4 @@ func (c *Conn) TakeLatest(key, id string) bool {
 	}
 	h.latest = ""
 	return true
-}
-
-// ForgetResponse tells the connection that its shape no longer keeps the Response id of the
-// rollout key (evicted, or dropped after a failed continuation). When id was the rollout's
-// latest Response nothing can reach the rollout any more: it is cancelled (reason cancelled,
-// answered as its sink answers a cancel) and ForgetResponse reports true. Call it without holding a
-// lock that the rollout's sink takes: Cancel may wait for a rollout that is parking.
-func (c *Conn) ForgetResponse(key, id string) bool {
-	c.mu.Lock()
-	h, ok := c.reg[key]
-	orphan := ok && !h.final && id != "" && h.latest == id
-	if orphan {
-		h.latest = ""
-	}
-	c.mu.Unlock()
-	if orphan {
-		_ = c.Cancel(key, protocol.ReasonCancelled)
-	}
-	return orphan
 }

@@ -39,14 +39,17 @@ func TestLatestIsTheRolloutsState(t *testing.T) {
 			t.Fatalf("after TakeLatest: Latest %q live %v, want \"\" true", id, live)
 		}
 
+		c.KeepResponse("resp_seg1", key, nil, 10, nil)
 		c.SetLatest(key, "resp_seg2")
-		if c.ForgetResponse(key, "resp_seg1") || c.ForgetResponse("resp_unknown", "resp_seg2") {
+		c.KeepResponse("resp_seg2", key, nil, 10, nil)
+		c.KeepResponse("resp_other", "resp_unknown", nil, 10, nil)
+		if c.ForgetResponse("resp_seg1") || c.ForgetResponse("resp_other") || c.ForgetResponse("resp_never_kept") {
 			t.Fatal("forgetting a Response that is not the latest ended the rollout")
 		}
 		if got := liveKeys(c); len(got) != 1 {
 			t.Fatalf("live rollouts %v, want [%s]", got, key)
 		}
-		if !c.ForgetResponse(key, "resp_seg2") {
+		if !c.ForgetResponse("resp_seg2") {
 			t.Fatal("forgetting the latest Response did not end the rollout")
 		}
 		if f := p.next(t); f["type"] != string(protocol.EventIncomplete) || reason(f) != protocol.ReasonCancelled {

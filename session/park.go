@@ -76,9 +76,10 @@ type SharedParkSink interface {
 
 // UnparkSink returns the Sink that continues, on its connection, the parked rollout key from
 // the state its ParkableSink returned; latest is the rollout's latest Response (Conn.Latest,
-// "" for none). It is called with the connection's lock held: it must not call the Conn. An
-// error ends nothing: the continuation is refused (server_error) and the rollout stays parked.
-type UnparkSink func(key, latest string, state json.RawMessage) (sampler.Sink, error)
+// "" for none). It is called with the connection's lock held: it must not call the Conn, and
+// looks up the Responses the connection keeps (Conn.PeekResponse) with kept instead. An error
+// ends nothing: the continuation is refused (server_error) and the rollout stays parked.
+type UnparkSink func(key, latest string, state json.RawMessage, kept func(id string) (value any, ok bool)) (sampler.Sink, error)
 
 // SetUnparkSink lets the rollouts of a shape whose Sink is a ParkableSink park on c: f
 // continues them. Call it before the first Start.
@@ -176,7 +177,7 @@ func (c *Conn) shapeSink(h *rollout, p *parkedRollout) (sampler.Sink, error) {
 	if c.unparkSink == nil {
 		return nil, fmt.Errorf("session: the connection's shape cannot continue a parked rollout of another shape")
 	}
-	return c.unparkSink(h.key, h.latest, p.Shape)
+	return c.unparkSink(h.key, h.latest, p.Shape, func(id string) (any, bool) { return c.keptLocked(id, false) })
 }
 
 // Parked implements sampler.ParkSink: the registry keeps the rollout's state instead of its

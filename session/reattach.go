@@ -304,6 +304,7 @@ func (c *Conn) ClaimParked(id string, adopt AdoptParked) (bool, error) {
 	if c.parker == nil || id == "" {
 		return false, nil
 	}
+	defer c.cancelOrphans()             // as in Start
 	ctx := context.WithoutCancel(c.ctx) // as claim: a value claimed is adopted or goes back
 	b, err := c.parker.Claim(ctx, c.opts.Owner, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -378,7 +379,8 @@ func (c *Conn) adoptLocked(key string, v *parkedRollout) error {
 		return err
 	}
 	now := time.Now()
-	h := &rollout{key: key, lane: v.lane(), gate: g, parked: v, started: now, turnStart: now, turns: 1, bytes: size, usage: v.Rollout.Usage}
+	h := &rollout{key: key, lane: v.lane(), gate: g, parked: v, started: now, turnStart: now, turns: 1, bytes: size, usage: v.Rollout.Usage,
+		counted: !v.Rollout.SuspendOnAnswer}
 	c.stamp++
 	h.stamp, h.seq = c.stamp, c.stamp
 	c.registerLocked(h)

@@ -66,6 +66,12 @@ func checkHeld(t *testing.T, c *Conn) {
 	for _, h := range c.reg {
 		sum += h.bytes
 	}
+	c.ended.Each(func(e endedEntry) bool {
+		if e.k != nil {
+			sum += e.k.bytes
+		}
+		return true
+	})
 	if c.held != sum {
 		t.Fatalf("held %d bytes, the registry holds %d", c.held, sum)
 	}
@@ -103,7 +109,7 @@ func TestRegistryEvictsEndedRolloutsLeastRecentlyUsed(t *testing.T) {
 }
 
 // TestRegistryNeverEvictsLiveRollouts: live rollouts stay past both bounds; only ended
-// rollouts make room, even the one that just ended.
+// rollouts make room, but never the newest entry (the one that just ended).
 func TestRegistryNeverEvictsLiveRollouts(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -122,9 +128,16 @@ func TestRegistryNeverEvictsLiveRollouts(t *testing.T) {
 				if got := liveKeys(c); !slices.Equal(got, []string{a, b}) {
 					t.Fatalf("live rollouts %v, want [%s %s] past the bound", got, a, b)
 				}
+				// The newest entry is never evicted: the rollout that just ended stays past the
+				// bound until the next one ends.
 				e, _ := start(t, p, "ends", false)
-				if kept(t, p, e) || c.Snapshot().Ended != 0 || tc.opts.Metrics.Evictions.Load() != 1 {
-					t.Fatalf("the ended rollout was kept past the bound (%d ended, %d evictions)",
+				if !kept(t, p, e) || c.Snapshot().Ended != 1 || tc.opts.Metrics.Evictions.Load() != 0 {
+					t.Fatalf("the newest entry was evicted (%d ended, %d evictions)",
+						c.Snapshot().Ended, tc.opts.Metrics.Evictions.Load())
+				}
+				f, _ := start(t, p, "ends too", false)
+				if kept(t, p, e) || !kept(t, p, f) || c.Snapshot().Ended != 1 || tc.opts.Metrics.Evictions.Load() != 1 {
+					t.Fatalf("past the bound the older ended rollout was kept (%d ended, %d evictions)",
 						c.Snapshot().Ended, tc.opts.Metrics.Evictions.Load())
 				}
 				if got := liveKeys(c); !slices.Equal(got, []string{a, b}) {

@@ -53,6 +53,9 @@ type rollout struct {
 	// idleAnswer: the rollout suspends after answers (Config.SuspendOnAnswer) and its last
 	// suspension had no pending calls; Conn.releaseIdleLocked may release it.
 	idleAnswer bool
+	// counted: the rollout counts toward Limits.CacheResponses. Not for a rollout of a shape
+	// that keeps its Responses (Config.SuspendOnAnswer): those are counted (kept.go).
+	counted bool
 	// latest: the shape's Response a continuation resumes the suspended rollout by (public
 	// shape, latest.go); "" when none.
 	latest string
@@ -78,6 +81,7 @@ type StartRequest struct {
 // already in use. When the server's Budget has no room for it, suspended live rollouts of
 // every connection are parked first to make room (Budget.relieve), and it is tried again once.
 func (c *Conn) Start(req StartRequest) error {
+	defer c.cancelOrphans() // making room may have evicted a suspended rollout's latest Response
 	err := c.start(req)
 	if need := c.overloaded(err, ItemsBytes(req.Config.History)+ItemsBytes(req.Config.Input)+req.SettingsBytes); need > 0 && c.opts.Budget.relieve(need) {
 		err = c.start(req)
@@ -130,7 +134,8 @@ func (c *Conn) start(req StartRequest) error {
 		return err
 	}
 	now := time.Now()
-	h := &rollout{key: req.Key, lane: req.Lane, gate: g, turnStart: now, started: now, turns: 1, bytes: size, settings: req.SettingsBytes, turn: t}
+	h := &rollout{key: req.Key, lane: req.Lane, gate: g, turnStart: now, started: now, turns: 1, bytes: size, settings: req.SettingsBytes, turn: t,
+		counted: !req.Config.SuspendOnAnswer}
 	if m := c.opts.Metrics; m != nil {
 		m.Queued.Add(1)
 	}
@@ -249,6 +254,7 @@ func (c *Conn) admitLocked(g *gate, bytes, add int64) (*ticket, error) {
 // store_unavailable (503) and those of a create's limits. As Start, when the server's Budget
 // has no room for the input, suspended live rollouts are parked first to make room.
 func (c *Conn) Resume(key string, input []protocol.Item) error {
+	defer c.cancelOrphans() // as in Start
 	claimed, relieved := false, false
 	for {
 		err := c.resume(key, input)
@@ -399,8 +405,8 @@ func (c *Conn) Chain(key string) (items []protocol.Item, ended bool, ok bool) {
 	}
 	c.stamp++
 	h.stamp = c.stamp
-	if h.final {
-		c.ended.Get(key) // a use: the most recently used ended rollout
+	if e, _ := c.ended.Peek(key); h.final && e.h == h {
+		c.ended.Get(key) // a use: the most recently used ended entry
 	}
 	return h.items[:len(h.items):len(h.items)], h.final, true
 }
@@ -420,6 +426,7 @@ func (c *Conn) logCold(resp, prev string, cont *protocol.Continuation) {
 // too_many_pending_steers (409), rollout_too_large (400), the budget's errors (503). The caller
 // checks that the model can steer (CanSteer).
 func (c *Conn) Steer(key string, s sampler.Steer) error {
+	defer c.cancelOrphans() // as in Start
 	c.mu.Lock()
 	h, ok := c.reg[key]
 	if !ok {
@@ -488,34 +495,9 @@ func (c *Conn) Forget(key string) {
 	}
 }
 
-// CountEvictions adds n to Metrics.Evictions: an adapter that keeps its own registry of ended
-// responses (the public shape's segments) counts its evictions there.
-func (c *Conn) CountEvictions(n int) {
-	if m := c.opts.Metrics; m != nil && n > 0 {
-		m.Evictions.Add(int64(n))
-	}
-}
-
 // ItemsBytes estimates the memory held by items, in bytes: their text plus a fixed overhead
 // each. It is the unit of Limits.CacheBytes and Limits.MaxRolloutBytes.
 func ItemsBytes(items []protocol.Item) int64 { return store.ItemsBytes(items) }
-
-// evictLocked drops the least recently used ended rollouts until the registry is within its
-// bounds. Live rollouts are never evicted.
-func (c *Conn) evictLocked() {
-	count, bytes := len(c.reg), c.heldLocked()
-	for count > c.opts.CacheResponses || bytes > c.opts.CacheBytes {
-		oldest := c.oldestEndedLocked()
-		if oldest == nil {
-			return
-		}
-		count, bytes = count-1, bytes-oldest.bytes
-		c.dropLocked(oldest)
-		if m := c.opts.Metrics; m != nil {
-			m.Evictions.Add(1)
-		}
-	}
-}
 
 // stateChanged keeps the Budget's charge of suspended live rollouts (chargeLive), the Metrics
 // gauges and the turn-time histogram as h changes phase
@@ -617,16 +599,20 @@ func (s *coreSink) Ended(e sampler.Ending) {
 		s.Sink.Ended(e)
 	}
 	// Only now is it an ended rollout that eviction may take: while its sink answered the
-	// end, the adapter may have taken it out of the registry (the public shape keeps ended
-	// segments in its own registry), and that is not an eviction of the core's.
+	// end, the adapter may have taken it out of the registry (the public shape keeps the
+	// rollout's Responses, KeepResponse, and forgets the rollout), and that is not an eviction.
 	c.mu.Lock()
-	if c.reg != nil {
-		if cur, ok := c.reg[h.key]; ok && cur == h {
-			c.ended.Put(h.key, h, h.bytes) // the most recently used ended rollout
+	if c.reg != nil && c.inRegistryLocked(h) {
+		if _, taken := c.ended.Peek(h.key); taken {
+			c.dropLocked(h) // a Response the shape keeps has its key: it holds the chain
+		} else {
+			c.ended.Put(h.key, endedEntry{h: h}, h.bytes) // the connection's newest entry
+			c.newest = h.key
 		}
 		c.evictLocked()
 	}
 	c.mu.Unlock()
+	c.cancelOrphans()
 	c.signal()
 }
 

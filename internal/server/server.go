@@ -347,12 +347,7 @@ func (s *Server) Background() *compat.Background { return s.http.Background }
 func (s *Server) Counters() *compat.Counters { return &s.counters }
 
 func (s *Server) publicOptions() compat.Options {
-	cache := s.opts.CacheResponses
-	if cache <= 0 {
-		cache = session.DefaultCacheResponses
-	}
-	return compat.Options{Store: s.store, CacheResponses: cache,
-		CacheBytes: s.opts.CacheBytes, Counters: &s.counters}
+	return compat.Options{Store: s.store, Counters: &s.counters}
 }
 
 // ServeHTTP implements http.Handler: the access log and the key check (serveLogged), then

@@ -47,8 +47,8 @@ func (r *registry) create(p *protocol.CreateParams, em emitter, ws bool, counter
 	return pc.ps, nil
 }
 
-// publicCreate is the public shape's part in one create (session.Shape): its segments are
-// the registry on the connection, and its segment, once routed, answers with em.
+// publicCreate is the public shape's part in one create (session.Shape): its ended segments
+// are kept in the connection's registry, and its segment, once routed, answers with em.
 type publicCreate struct {
 	r        *registry
 	em       emitter

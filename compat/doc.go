@@ -36,9 +36,11 @@
 //
 // # Rules
 //
-//   - previous_response_id resolves from the connection's segments (bounded by
-//     [Options.CacheResponses] and [Options.CacheBytes], the newest segment always kept; a
-//     suspended rollout whose latest segment is evicted ends), then from the store for store:true responses of the same owner (one
+//   - previous_response_id resolves from the connection's ended segments, entries of its one
+//     registry (session.Conn.KeepResponse) bounded with its other entries by
+//     session.Limits.CacheResponses and CacheBytes (a segment counts as one entry and its
+//     items' bytes; the newest entry is always kept; a suspended rollout whose latest
+//     segment is evicted ends), then from the store for store:true responses of the same owner (one
 //     store.Store.Chain call); else previous_response_not_found and no response.created; a store
 //     failure is store_unavailable (503).
 //   - A failed continuation — an error frame or response.failed — evicts its parent, unless it

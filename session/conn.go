@@ -67,10 +67,15 @@ type Limits struct {
 	// lane is not counted; a name is never freed): a create naming one more is answered
 	// websocket_stream_limit_reached (400). 0 means 32; negative means no bound.
 	MaxLanes int
-	// CacheResponses and CacheBytes bound the registry of finished rollouts kept for
-	// previous_response_id (entries, bytes of item text). 0 means 128 and 64 MiB. Live rollouts
-	// are never evicted. An adapter with its own registry of ended responses (the public shape's
-	// segments) calls Forget when a rollout ends, so that one registry holds their items.
+	// CacheResponses and CacheBytes bound the connection's one registry, keyed by response id
+	// (entries, bytes of items and settings). 0 means 128 and 64 MiB. CacheResponses counts
+	// the Responses the connection keeps for previous_response_id: every append-shape
+	// rollout, live or ended, and every ended Response a shape keeps (Conn.KeepResponse: the
+	// public shape's segments, one entry each; their rollouts are reached through them and
+	// not counted). CacheBytes counts every entry's bytes, live rollouts' too (held in
+	// Options.Budget). Past either bound the least recently used ended entry of either kind
+	// is evicted; live rollouts never are, nor the connection's newest entry (the Response
+	// that just ended), which may keep the registry one entry over its bound until the next.
 	CacheResponses int
 	CacheBytes     int64
 	// ShutdownGrace is how long sampling rollouts may finish when the connection drains.

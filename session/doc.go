@@ -3,8 +3,11 @@
 // A [Conn] owns one client connection's rollouts: it runs every create of both shapes
 // ([Conn.Create], the one create pipeline), starts rollouts ([Conn.Start]), resumes
 // suspended ones with tool outputs ([Conn.Resume]), cancels them ([Conn.Cancel]), keeps a
-// bounded registry of rollouts and their chain items under opaque string keys
-// ([Conn.Chain], [Conn.Forget]; ended ones in a [Recent], evicted least recently used first),
+// bounded registry keyed by response id: its rollouts under their keys ([Conn.Chain],
+// [Conn.Forget]) and the ended Responses a shape keeps under their own ids
+// ([Conn.KeepResponse]: the public shape's segments, aliases of their rollout), ended entries of
+// both kinds in one [Recent], evicted least recently used first under one set of bounds
+// ([Limits.CacheResponses]),
 // writes stored responses ([Conn.Persist], the one store writer), and drains on shutdown or at the connection
 // age limit ([Conn.Drain]). Each rollout is a [sampler.Rollout] whose one goroutine Conn starts
 // and counts; its phase is asked of it (sampler.Rollout.State). Conn hands it a ticket of its
@@ -34,9 +37,10 @@
 // # Memory accounting
 //
 // A rollout's size is its items ([ItemsBytes]) and its settings ([SettingsBytes]: tools,
-// instructions, metadata). Every registry entry's size is held in [Options.Budget] while the
-// entry exists, and a connection's registry holds at most the larger of CacheBytes and
-// MaxRolloutBytes (ended rollouts are evicted first). [KeyLimit] bounds what one quota key
+// instructions, metadata); a kept Response's is the estimate its shape gives. Every registry
+// entry's size is held in [Options.Budget] while the entry exists and released exactly once
+// when it leaves, and a connection's registry holds at most the larger of CacheBytes and
+// MaxRolloutBytes (ended entries are evicted first). [KeyLimit] bounds what one quota key
 // ([QuotaKey]) holds at once.
 //
 // Every create, on either shape, goes through [Conn.Create]: it passes [CheckFormat] (it

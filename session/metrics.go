@@ -36,8 +36,9 @@ type Metrics struct {
 	// every 64 frames, at each tick of its watchdog (a quarter of the keepalive or write
 	// timeout) and when it closes, so the totals may lag that much.
 	Frames, Bytes atomic.Int64
-	// Evictions of ended rollouts (append shape) and ended segments (public shape) from
-	// connection registries (counter).
+	// Evictions of ended entries from connection registries past Limits.CacheResponses or
+	// CacheBytes: ended rollouts (append shape) and kept Responses (the public shape's
+	// segments) (counter).
 	Evictions atomic.Int64
 	// PeersDropped counts connections closed for a missed ping, a write timeout or queued
 	// frames over the memory budget (counter).

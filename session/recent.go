@@ -6,8 +6,8 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// Recent is the one structure that keeps ended chains for previous_response_id: the
-// connection's ended rollouts and the public shape's ended segments. It is a least recently
+// Recent is the one structure that keeps ended chains for previous_response_id: a
+// connection's ended rollouts and the Responses its shape keeps (Conn.KeepResponse). It is a least recently
 // used list of values by key (github.com/hashicorp/golang-lru/v2's simplelru) with a running
 // estimate of the bytes they hold. It does not evict on its own: its owner evicts Oldest
 // while it is over its bounds, at O(1) per eviction. Not safe for concurrent use: its owner's

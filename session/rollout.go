@@ -170,7 +170,7 @@ func (c *Conn) start(req StartRequest) error {
 // Limits.MaxSuspended on this connection or Limits.MaxSuspendedTotal on the server.
 //
 // A rollout that only waits behind a completed public Response (Config.SuspendOnAnswer, no
-// pending calls: its chain is in the shape's registry and a continuation can rebuild it) does
+// pending calls: its chain is kept in the registry and a continuation can rebuild it) does
 // not hold a client to these limits: the least recently used one is released to make room.
 func (c *Conn) checkLimitsLocked() error {
 	if max := c.opts.MaxSuspended; max > 0 {
@@ -199,7 +199,7 @@ func (c *Conn) checkLimitsLocked() error {
 
 // releaseIdleLocked cancels the least recently used rollout of this connection that is
 // suspended behind an answer (Config.SuspendOnAnswer with no pending calls) and reports
-// whether there was one. Its items stay in the registry of the shape, so a continuation takes
+// whether there was one. Its Responses stay kept in the registry, so a continuation takes
 // the cold path.
 func (c *Conn) releaseIdleLocked() bool {
 	var idle *rollout

@@ -71,9 +71,9 @@ func TestStoreTimeoutFailsTheResponse(t *testing.T) {
 	close(st.release)
 }
 
-// One registry per connection: the public shape keeps ended segments in its own
-// registry, so the connection core forgets a rollout once it has ended, and segment evictions
-// are counted in tether_evictions_total.
+// One registry per connection: the public shape's ended segments are entries of the
+// connection core's registry, which evicts them (counted in tether_evictions_total) and ends a
+// suspended rollout whose latest segment went.
 func TestPublicShapeKeepsOneRegistry(t *testing.T) {
 	s, url := testServer(t, Options{Limits: session.Limits{CacheResponses: 2}})
 	c := wstest.Dial(t, url, nil)

@@ -114,6 +114,10 @@ func TestPublicShapeKeepsOneRegistry(t *testing.T) {
 	publicTurn(c, publicCreate("again", false, "0", ids[3]))
 	c.Send(publicCreate("again", false, "0", ids[0]))
 	c.ExpectError(400, "previous_response_not_found", "previous_response_id")
+	// The kept segments' bytes are held in the memory budget, each released exactly once:
+	// by its eviction, or when the connection closes.
+	_ = c.C.CloseNow()
+	waitFor(t, func() bool { return s.Budget().InUse() == 0 })
 }
 
 // A draining instance fails /healthz, so that a load balancer stops sending it connections.

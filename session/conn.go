@@ -75,7 +75,8 @@ type Limits struct {
 	// not counted). CacheBytes counts every entry's bytes, live rollouts' too (held in
 	// Options.Budget). Past either bound the least recently used ended entry of either kind
 	// is evicted; live rollouts never are, nor the connection's newest entry (the Response
-	// that just ended), which may keep the registry one entry over its bound until the next.
+	// that just ended), which may keep the registry one entry over its bound until the next
+	// (only making room for live rollouts' bytes, Options.Budget, may take it).
 	CacheResponses int
 	CacheBytes     int64
 	// ShutdownGrace is how long sampling rollouts may finish when the connection drains.

@@ -64,6 +64,10 @@ func CPUSlot(ctx context.Context, n int) (release func(), err error) {
 	}
 }
 
+// CPUSlots returns the number of heavy-work slots: one fewer than GOMAXPROCS at the start of
+// the process, at least one.
+func CPUSlots() int { return cap(heavySlots) }
+
 func noRelease() {}
 
 func releaseSlot() { <-heavySlots }

@@ -70,11 +70,29 @@ func TestAbandonedHeavyWorkNeverRuns(t *testing.T) {
 			if code, body := c2.response(); code != 200 {
 				t.Fatalf("a small request after: %d %s", code, body)
 			}
-			if after := protocol.SlotWaits(); after.Count != before.Count+1 || after.Waiting != before.Waiting {
+			after := protocol.SlotWaits()
+			if after.Count != before.Count+1 || after.Waiting != before.Waiting {
 				t.Fatalf("%d slot waits since, %d waiting: the abandoned request went on", after.Count-before.Count, after.Waiting)
 			}
 			if n := s.counters.New.Load(); tc.path == "/v1/responses" && n != 1 {
 				t.Fatalf("%d creates ran, want only the small one", n)
+			}
+			c2.get("/metrics")
+			code, metrics := c2.response()
+			if code != 200 {
+				t.Fatalf("/metrics: %d", code)
+			}
+			for _, want := range []string{
+				`tether_errors_total{code="client_closed_request"} 1`,
+				fmt.Sprintf("tether_cpu_slot_abandoned_total %d", after.Abandoned),
+				fmt.Sprintf("tether_cpu_slot_wait_seconds_count %d", after.Count),
+				`tether_cpu_slot_wait_seconds_bucket{le="0.001"}`,
+				fmt.Sprintf("tether_cpu_slots %d", protocol.CPUSlots()),
+				"tether_cpu_slot_waiting 0",
+			} {
+				if !strings.Contains(metrics, want) {
+					t.Errorf("/metrics lacks %q", want)
+				}
 			}
 		})
 	}

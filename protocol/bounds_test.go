@@ -211,3 +211,19 @@ func TestBoundViolations(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckTextLength: CheckTextLength counts characters, not bytes, and words its error as
+// the create's bound on an input text does.
+func TestCheckTextLength(t *testing.T) {
+	if err := CheckTextLength("p", strings.Repeat("é", MaxTextLength)); err != nil { // 2 bytes each
+		t.Fatalf("%d characters: %v", MaxTextLength, err)
+	}
+	err := CheckTextLength("messages[3].content", strings.Repeat("é", MaxTextLength+1))
+	if err == nil || err.Status != 400 || err.Code != CodeStringAboveMaxLength || err.Param != "messages[3].content" {
+		t.Fatalf("%d characters: %+v", MaxTextLength+1, err)
+	}
+	_, want := DecodeCreateParams(context.Background(), []byte(`{"model":"m","input":"`+strings.Repeat("x", MaxTextLength+1)+`"}`))
+	if want == nil || err.Message != strings.Replace(want.Message, "'input'", "'messages[3].content'", 1) {
+		t.Fatalf("message %q, the create's %+v", err.Message, want)
+	}
+}

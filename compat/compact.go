@@ -36,7 +36,7 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		return
 	}
 	defer res.Release() // the body, its decoded window and the reply are held until written
-	p, perr := protocol.DecodeCreateParams(body)
+	p, perr := protocol.DecodeCreateParams(r.Context(), body)
 	if perr != nil {
 		err = perr
 	}
@@ -61,7 +61,7 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		WriteError(w, protocol.ErrorOf(err))
 		return
 	}
-	writeEncoded(w, size, func() ([]byte, error) {
+	writeEncoded(w, r, size, func() ([]byte, error) {
 		return json.Marshal(&CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
 			CreatedAt: time.Now().Unix(), Output: []protocol.Item{h.Session.Compaction.Compact(window)}})
 	})

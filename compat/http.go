@@ -53,7 +53,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		h.fail(w, err)
 		return
 	}
-	p, perr := protocol.DecodeCreateParams(body)
+	p, perr := protocol.DecodeCreateParams(r.Context(), body)
 	if perr != nil {
 		res.Release()
 		h.fail(w, perr)
@@ -313,7 +313,7 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	// Encoded once into a buffer of about its size and written as is: encoding/json would
 	// copy a large Response three times more (compact, copy out, newline), and a copy of
 	// tens of MiB is a step the scheduler cannot preempt.
-	h.writeCounted(w, size, func() ([]byte, error) {
+	h.writeCounted(w, r, size, func() ([]byte, error) {
 		return sr.Response.AppendJSON(make([]byte, 0, size+size/8+64)), nil
 	})
 }
@@ -334,25 +334,31 @@ func (h *HTTP) stored(w http.ResponseWriter, r *http.Request, id, owner string) 
 	return sr, true
 }
 
-// writeCounted writes the text encode returns (an answer of about size bytes) as writeEncoded
-// does, while the Budget counts its encoding (session.DecodeFactor per byte: the encoded
+// writeCounted writes the text encode returns (an answer of about size bytes) to r's client
+// as writeEncoded does, while the Budget counts its encoding (session.DecodeFactor per byte: the encoded
 // answer and what the store decoded) until the write has ended, when the client has read it
 // or the write timeout has cut it; server_overloaded (503) when that does not fit.
-func (h *HTTP) writeCounted(w http.ResponseWriter, size int64, encode func() ([]byte, error)) {
+func (h *HTTP) writeCounted(w http.ResponseWriter, r *http.Request, size int64, encode func() ([]byte, error)) {
 	n := session.DecodeFactor * size
 	if !h.Budget.TryReserve(n) {
 		WriteError(w, session.OverloadedError("the server's memory budget is in use"))
 		return
 	}
 	defer h.Budget.Release(n)
-	writeEncoded(w, size, encode)
+	writeEncoded(w, r, size, encode)
 }
 
-// writeEncoded runs encode, the encoding of an answer of about size bytes, in a heavy-work
-// slot (protocol.CPUSlot) and writes its text as a 200 JSON answer, or a 500 server_error
-// when it fails. The slot is given back before the write, which waits for the client.
-func writeEncoded(w http.ResponseWriter, size int64, encode func() ([]byte, error)) {
-	release := protocol.CPUSlot(int(size))
+// writeEncoded runs encode, the encoding of an answer of about size bytes to r, in a
+// heavy-work slot (protocol.CPUSlot) and writes its text as a 200 JSON answer, or a 500
+// server_error when it fails. The slot is given back before the write, which waits for the
+// client. A client that goes away while the answer waits for a slot is recorded as
+// client_closed_request (499), and the answer is not encoded.
+func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode func() ([]byte, error)) {
+	release, err := protocol.CPUSlot(r.Context(), int(size))
+	if err != nil {
+		WriteError(w, protocol.ClientClosed())
+		return
+	}
 	b, err := encode()
 	release()
 	if err != nil {
@@ -429,7 +435,7 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 	if n := len(list.Data); n > 0 {
 		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
 	}
-	h.writeCounted(w, session.ItemsBytes(list.Data), func() ([]byte, error) { return json.Marshal(list) })
+	h.writeCounted(w, r, session.ItemsBytes(list.Data), func() ([]byte, error) { return json.Marshal(list) })
 }
 
 // WriteError writes the HTTP error body {"error":{"message","type","param","code"}} with the

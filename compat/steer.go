@@ -15,7 +15,10 @@ import (
 // response.steer.failed here, from the reading goroutine, with sequence_number 0 and the
 // lane of the response it names.
 func (h *wsHandler) steer(frame json.RawMessage) {
-	sp, perr := protocol.DecodeSteer(frame)
+	sp, perr := protocol.DecodeSteer(h.c.Context(), frame)
+	if perr != nil && perr.Code == protocol.CodeClientClosed {
+		return // the connection is closing: nobody reads a response.steer.failed
+	}
 	ps, lane, ended := h.r.steerTarget(sp.PreviousResponseID)
 	draining, _ := h.c.Draining()
 	switch {

@@ -422,10 +422,33 @@ func lengthError(b *Bound, n int, d *dec, noun, what, unit string) *Error {
 	default:
 		return nil
 	}
-	param := d.param()
-	return &Error{Status: 400, Type: TypeInvalidRequest, Code: b.ErrorCode(lim == "minimum"), Param: param,
+	return boundError(b.ErrorCode(lim == "minimum"), d.param(), n, int64(limit), noun, rel, lim, what, unit)
+}
+
+// boundError is the error of a length or count n beyond its limit, in OpenAI's words.
+func boundError(code, param string, n int, limit int64, noun, rel, lim, what, unit string) *Error {
+	return &Error{Status: 400, Type: TypeInvalidRequest, Code: code, Param: param,
 		Message: fmt.Sprintf("Invalid '%s': %s %s. Expected %s with %s %s %d, but got %s with %s %d instead.",
-			param, noun, rel, what, lim, unit, int64(limit), what, unit, n)}
+			param, noun, rel, what, lim, unit, limit, what, unit, n)}
+}
+
+// MaxTextLength is the most characters (Unicode code points) one text of a create may hold:
+// an input string, a message's content string or part text, a function_call_output's output
+// (the Open Responses schema's maxLength of each, 10 MiB of characters).
+const MaxTextLength = maxText
+
+// CheckTextLength returns the error a create's text input over MaxTextLength characters gets,
+// string_above_max_length (400) with Param param, when s is over it; else nil. Other shapes
+// (Chat Completions messages) hold their texts to the same limit with it.
+func CheckTextLength(param, s string) *Error {
+	if len(s) <= MaxTextLength { // never more characters than bytes
+		return nil
+	}
+	n := utf8.RuneCountInString(s)
+	if n <= MaxTextLength {
+		return nil
+	}
+	return boundError(CodeStringAboveMaxLength, param, n, MaxTextLength, "string", "too long", "maximum", "a string", "length")
 }
 
 func (n *boundNode) checkNumber(f float64, d *dec, typ string) *Error {

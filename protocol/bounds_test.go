@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -194,7 +195,7 @@ func TestBoundViolations(t *testing.T) {
 		if raceEnabled && len(tc.Body) > 1<<20 {
 			continue
 		}
-		_, err := DecodeCreateParams([]byte(tc.Body))
+		_, err := DecodeCreateParams(context.Background(), []byte(tc.Body))
 		if err == nil || err.Code != tc.Code || err.Param != tc.Param || err.Status != 400 {
 			t.Errorf("%s: %.120s: got %v, want %s param %s", tc.Row, tc.Body, err, tc.Code, tc.Param)
 		}
@@ -205,8 +206,24 @@ func TestBoundViolations(t *testing.T) {
 		`{"model":"m","tools":[{"type":"function","name":"get_time"},{"type":"custom","name":"apply_patch"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"custom","name":"apply_patch"}]}}`,
 		`{"model":"m","stream_options":{"include_obfuscation":false},"prompt_cache_retention":"in-memory","conversation":null}`,
 	} {
-		if _, err := DecodeCreateParams([]byte(ok)); err != nil {
+		if _, err := DecodeCreateParams(context.Background(), []byte(ok)); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+}
+
+// TestCheckTextLength: CheckTextLength counts characters, not bytes, and words its error as
+// the create's bound on an input text does.
+func TestCheckTextLength(t *testing.T) {
+	if err := CheckTextLength("p", strings.Repeat("é", MaxTextLength)); err != nil { // 2 bytes each
+		t.Fatalf("%d characters: %v", MaxTextLength, err)
+	}
+	err := CheckTextLength("messages[3].content", strings.Repeat("é", MaxTextLength+1))
+	if err == nil || err.Status != 400 || err.Code != CodeStringAboveMaxLength || err.Param != "messages[3].content" {
+		t.Fatalf("%d characters: %+v", MaxTextLength+1, err)
+	}
+	_, want := DecodeCreateParams(context.Background(), []byte(`{"model":"m","input":"`+strings.Repeat("x", MaxTextLength+1)+`"}`))
+	if want == nil || err.Message != strings.Replace(want.Message, "'input'", "'messages[3].content'", 1) {
+		t.Fatalf("message %q, the create's %+v", err.Message, want)
 	}
 }

@@ -1,10 +1,15 @@
 package protocol
 
 import (
+	"context"
 	"io"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // HeavyBytes is the size of a JSON text (1 MiB) from which decoding or encoding it is heavy
@@ -26,17 +31,116 @@ var heavySlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
 // the work of one request or frame: the request bodies and client frames this package
 // decodes (DecodeCreateParams, DecodeClientEvent, DecodeSteer, StreamIDOf), and the answers
 // and upstream events of other packages that are at least HeavyBytes long.
-func CPUSlot(n int) (release func()) {
+//
+// ctx is the context of the request or connection the work is for: when it is done before
+// a slot is free (its client went away), CPUSlot stops waiting at once and returns ctx's
+// error and a no-op release, having taken no slot, so that work nobody waits for any more
+// never runs. A ctx already done gets its error even when a slot is free. Every wait for a
+// slot is counted in SlotWaits.
+func CPUSlot(ctx context.Context, n int) (release func(), err error) {
 	if n < HeavyBytes {
-		return noRelease
+		return noRelease, nil
 	}
-	heavySlots <- struct{}{}
-	return releaseSlot
+	if err := ctx.Err(); err != nil {
+		slotStats.abandon(0)
+		return noRelease, err
+	}
+	select {
+	case heavySlots <- struct{}{}:
+		slotStats.acquire(0)
+		return releaseSlot, nil
+	default:
+	}
+	start := time.Now()
+	slotStats.waiting.Add(1)
+	defer slotStats.waiting.Add(-1)
+	select {
+	case heavySlots <- struct{}{}:
+		slotStats.acquire(time.Since(start))
+		return releaseSlot, nil
+	case <-ctx.Done():
+		slotStats.abandon(time.Since(start))
+		return noRelease, ctx.Err()
+	}
 }
+
+// CPUSlots returns the number of heavy-work slots: one fewer than GOMAXPROCS at the start of
+// the process, at least one.
+func CPUSlots() int { return cap(heavySlots) }
 
 func noRelease() {}
 
 func releaseSlot() { <-heavySlots }
+
+// SlotWaitBuckets are the upper bounds, in seconds, of the histogram of waits for a
+// heavy-work slot (SlotWaits). It is a copy: changing it changes nothing that is counted.
+var SlotWaitBuckets = slices.Clone(slotWaitBounds[:])
+
+var slotWaitBounds = [...]float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// SlotWaitStats is a snapshot of the process's waits for heavy-work slots (CPUSlot with n
+// at least HeavyBytes), as SlotWaits returns it.
+type SlotWaitStats struct {
+	// Count is the number of waits ended, with a slot or abandoned; a slot that was free
+	// counts as a wait of 0 s.
+	Count int64
+	// Sum is the total time of those waits, in seconds.
+	Sum float64
+	// Cumulative holds, for each bound of SlotWaitBuckets, the number of waits of at most
+	// that many seconds.
+	Cumulative []int64
+	// Abandoned is the number of waits (of Count) whose context ended before a slot was free:
+	// their work never ran.
+	Abandoned int64
+	// Waiting is the number of callers waiting for a slot now.
+	Waiting int64
+}
+
+// SlotWaits returns the statistics of the process's waits for heavy-work slots.
+func SlotWaits() SlotWaitStats {
+	s := &slotStats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := SlotWaitStats{Count: s.count, Sum: s.sum, Abandoned: s.abandoned,
+		Cumulative: make([]int64, len(slotWaitBounds)), Waiting: s.waiting.Load()}
+	run := int64(0)
+	for i := range slotWaitBounds {
+		run += s.n[i]
+		out.Cumulative[i] = run
+	}
+	return out
+}
+
+// slotStats counts the waits for heavy-work slots (a few per second at most: each is for
+// a MiB of work, so a mutex costs nothing that matters).
+var slotStats waitStats
+
+type waitStats struct {
+	waiting atomic.Int64 // callers blocked in CPUSlot now
+
+	mu        sync.Mutex                     // guards the fields below
+	n         [len(slotWaitBounds) + 1]int64 // waits per bucket of slotWaitBounds, +Inf last
+	count     int64
+	sum       float64
+	abandoned int64
+}
+
+func (w *waitStats) acquire(d time.Duration) { w.observe(d, false) }
+
+func (w *waitStats) abandon(d time.Duration) { w.observe(d, true) }
+
+func (w *waitStats) observe(d time.Duration, abandoned bool) {
+	s := d.Seconds()
+	i := sort.SearchFloat64s(slotWaitBounds[:], s)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n[i]++
+	w.count++
+	w.sum += s
+	if abandoned {
+		w.abandoned++
+	}
+}
 
 // AppendItems appends src to dst as append does, copying at most 1024 items at a time and
 // yielding the CPU in between when src is longer. A slice copy is a step the Go scheduler

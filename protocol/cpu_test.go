@@ -2,9 +2,11 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -23,7 +25,7 @@ func TestDecodeLongInputInOrder(t *testing.T) {
 		fmt.Fprintf(&b, `{"role":"user","content":"m%d"}`, i)
 	}
 	b.WriteString(`]}`)
-	cp, err := DecodeCreateParams([]byte(b.String()))
+	cp, err := DecodeCreateParams(context.Background(), []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,7 @@ func TestDecodeLongInputInOrder(t *testing.T) {
 		}
 	}
 	bad := strings.Replace(b.String(), fmt.Sprintf(`"m%d"`, n-2), `5`, 1)
-	if _, err := DecodeCreateParams([]byte(bad)); err == nil || err.Param != fmt.Sprintf("input[%d].content", n-2) {
+	if _, err := DecodeCreateParams(context.Background(), []byte(bad)); err == nil || err.Param != fmt.Sprintf("input[%d].content", n-2) {
 		t.Fatalf("error %+v, want one at input[%d].content", err, n-2)
 	}
 }
@@ -62,15 +64,17 @@ func TestAppendItemsLong(t *testing.T) {
 // TestCPUSlot: below HeavyBytes CPUSlot never waits; at HeavyBytes it waits while every slot
 // is taken and goes on when one is given back.
 func TestCPUSlot(t *testing.T) {
-	var held []func()
-	for range cap(heavySlots) {
-		held = append(held, CPUSlot(HeavyBytes))
-	}
-	CPUSlot(HeavyBytes - 1)() // small work takes no slot: it would block here otherwise
+	ctx := t.Context()
+	held := holdSlots(t)
+	mustSlot(t, ctx, HeavyBytes-1)() // small work takes no slot: it would block here otherwise
 	got := make(chan struct{})
 	go func() {
-		CPUSlot(HeavyBytes)()
-		close(got)
+		defer close(got)
+		release, err := CPUSlot(ctx, HeavyBytes)
+		if err != nil {
+			t.Error(err)
+		}
+		release()
 	}()
 	select {
 	case <-got:
@@ -85,6 +89,101 @@ func TestCPUSlot(t *testing.T) {
 	if len(heavySlots) != 0 {
 		t.Fatalf("%d slots still taken", len(heavySlots))
 	}
+}
+
+// TestCPUSlotContext: a caller waiting for a slot leaves the queue as soon as its context
+// ends, with the context's error and without a slot (every slot is still held by others when
+// it returns); a context already ended gets no slot even when one is free; the waits are
+// counted, the abandoned ones apart.
+func TestCPUSlotContext(t *testing.T) {
+	before := SlotWaits()
+	held := holdSlots(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	type result struct {
+		release func()
+		err     error
+	}
+	got := make(chan result)
+	go func() {
+		release, err := CPUSlot(ctx, HeavyBytes)
+		got <- result{release, err}
+	}()
+	for SlotWaits().Waiting != before.Waiting+1 { // it is queued behind the held slots
+		runtime.Gosched()
+	}
+	cancel()
+	r := <-got
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", r.err)
+	}
+	r.release() // a no-op: it must not give back a slot it never took
+	if len(heavySlots) != cap(heavySlots) {
+		t.Fatalf("%d of %d slots taken after an abandoned wait", len(heavySlots), cap(heavySlots))
+	}
+	for _, release := range held {
+		release()
+	}
+	if _, err := CPUSlot(ctx, HeavyBytes); !errors.Is(err, context.Canceled) || len(heavySlots) != 0 {
+		t.Fatalf("ended context: err %v, %d slots taken", err, len(heavySlots))
+	}
+	after := SlotWaits()
+	if n := after.Abandoned - before.Abandoned; n != 2 {
+		t.Fatalf("%d abandoned waits counted, want 2", n)
+	}
+	// The held slots were free (waits of 0 s), the two abandoned waits ended unserved.
+	if n := after.Count - before.Count; n != int64(len(held))+2 {
+		t.Fatalf("%d waits counted, want %d", n, len(held)+2)
+	}
+	if after.Waiting != before.Waiting {
+		t.Fatalf("%d callers still counted as waiting", after.Waiting-before.Waiting)
+	}
+	last := len(after.Cumulative) - 1
+	if after.Cumulative[last] > after.Count || after.Cumulative[0] < before.Cumulative[0]+int64(len(held)) {
+		t.Fatalf("buckets %v of %d waits", after.Cumulative, after.Count)
+	}
+}
+
+// TestDecodeAbandoned: a large body whose request context ends while it waits for a slot is
+// not decoded: the decoders answer client_closed_request (499) and take no slot.
+func TestDecodeAbandoned(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	body := []byte(`{"model":"m","input":"` + strings.Repeat("x", HeavyBytes) + `"}`)
+	if _, err := DecodeCreateParams(ctx, body); err == nil || err.Code != CodeClientClosed || err.Status != StatusClientClosed {
+		t.Fatalf("DecodeCreateParams: %v", err)
+	}
+	frame := []byte(`{"type":"response.create",` + string(body[1:]))
+	if _, err := DecodeClientEvent(ctx, frame); !IsClientClosed(err) {
+		t.Fatalf("DecodeClientEvent: %v", err)
+	}
+	if _, err := DecodeSteer(ctx, frame); !IsClientClosed(err) {
+		t.Fatalf("DecodeSteer: %v", err)
+	}
+	if len(heavySlots) != 0 {
+		t.Fatalf("%d slots taken", len(heavySlots))
+	}
+	if _, err := DecodeCreateParams(t.Context(), body); err != nil {
+		t.Fatalf("with a live context: %v", err)
+	}
+}
+
+// holdSlots takes every heavy-work slot (each was free) and returns their releases.
+func holdSlots(t *testing.T) []func() {
+	t.Helper()
+	var held []func()
+	for range cap(heavySlots) {
+		held = append(held, mustSlot(t, t.Context(), HeavyBytes))
+	}
+	return held
+}
+
+func mustSlot(t *testing.T, ctx context.Context, n int) func() {
+	t.Helper()
+	release, err := CPUSlot(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return release
 }
 
 // TestReadAll: ReadAll returns what io.ReadAll returns, for texts shorter than a piece, of

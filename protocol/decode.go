@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -57,9 +58,15 @@ var (
 // stream_id and generate without judging them: the shape adapters reject what their shape does
 // not support.
 //
-// DecodeClientEvent does not retain data: strings and raw values are copied.
-func DecodeClientEvent(data []byte) (ClientEvent, *Error) {
-	defer CPUSlot(len(data))()
+// DecodeClientEvent does not retain data: strings and raw values are copied. A frame of
+// HeavyBytes or more is decoded in a heavy-work slot (CPUSlot); when ctx (the connection's)
+// ends before one is free, the frame is not decoded and the error is ClientClosed.
+func DecodeClientEvent(ctx context.Context, data []byte) (ClientEvent, *Error) {
+	release, cerr := heavy(ctx, len(data))
+	defer release()
+	if cerr != nil {
+		return ClientEvent{}, cerr
+	}
 	var ev ClientEvent
 	err := decodeText(data, "frame", true, func(d *dec) *Error {
 		if d.kind() != '{' {
@@ -117,9 +124,15 @@ func UnknownEventType(typ, supported string) *Error {
 }
 
 // DecodeCreateParams decodes the body of POST /v1/responses: the same fields and errors as a
-// response.create frame, without the "type" member (any "type" member is ignored).
-func DecodeCreateParams(data []byte) (*CreateParams, *Error) {
-	defer CPUSlot(len(data))()
+// response.create frame, without the "type" member (any "type" member is ignored). A body of
+// HeavyBytes or more is decoded in a heavy-work slot (CPUSlot); when ctx (the request's) ends
+// before one is free, the body is not decoded and the error is ClientClosed.
+func DecodeCreateParams(ctx context.Context, data []byte) (*CreateParams, *Error) {
+	release, cerr := heavy(ctx, len(data))
+	defer release()
+	if cerr != nil {
+		return nil, cerr
+	}
 	var cp *CreateParams
 	err := decodeText(data, "request body", true, func(d *dec) (err *Error) {
 		if k := d.kind(); k != '{' {

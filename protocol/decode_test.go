@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -126,7 +127,7 @@ func manyKeys(n int) string {
 func TestDecodeBadFrames(t *testing.T) {
 	for _, tc := range badFrames {
 		t.Run(tc.name, func(t *testing.T) {
-			ev, err := DecodeClientEvent([]byte(tc.frame))
+			ev, err := DecodeClientEvent(context.Background(), []byte(tc.frame))
 			if err == nil {
 				t.Fatalf("decoded %+v, want error %s", ev, tc.code)
 			}
@@ -151,7 +152,7 @@ func TestDecodeErrorMessages(t *testing.T) {
 		{`{"type":"response.create","model":"m","temperature":1e400}`, "Invalid type for 'temperature': the number 1e400 is out of range."},
 		{`{"type":"response.create","model":"m","max_output_tokens":0}`, "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got 0 instead."},
 	} {
-		_, err := DecodeClientEvent([]byte(tc.frame))
+		_, err := DecodeClientEvent(context.Background(), []byte(tc.frame))
 		if err == nil || err.Message != tc.msg {
 			t.Errorf("%s:\n got %v\nwant %q", tc.frame, err, tc.msg)
 		}
@@ -198,7 +199,7 @@ const codexCreate = `{
 }`
 
 func TestDecodeCodexCreate(t *testing.T) {
-	ev, err := DecodeClientEvent([]byte(codexCreate))
+	ev, err := DecodeClientEvent(context.Background(), []byte(codexCreate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +290,7 @@ func TestDecodeGoodFrames(t *testing.T) {
 			ClientEvent{Type: EventCreate, Create: &CreateParams{Model: "m", Temperature: ptr(0.0)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ev, err := DecodeClientEvent([]byte(tc.frame))
+			ev, err := DecodeClientEvent(context.Background(), []byte(tc.frame))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,7 +307,7 @@ func TestDecodeGoodFrames(t *testing.T) {
 // TestDecodeDoesNotRetain checks that the decoded event survives reuse of the frame buffer.
 func TestDecodeDoesNotRetain(t *testing.T) {
 	frame := []byte(`{"type":"response.append","response_id":"resp_A","input":[{"type":"reasoning","id":"rs_1"},{"type":"function_call_output","call_id":"c","output":"o"}]}`)
-	ev, err := DecodeClientEvent(frame)
+	ev, err := DecodeClientEvent(context.Background(), frame)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,14 +321,14 @@ func TestDecodeDoesNotRetain(t *testing.T) {
 }
 
 func TestDecodeCreateParams(t *testing.T) {
-	cp, err := DecodeCreateParams([]byte(`{"model":"m","input":"hi","stream":true}`))
+	cp, err := DecodeCreateParams(context.Background(), []byte(`{"model":"m","input":"hi","stream":true}`))
 	if err != nil || cp.Model != "m" || !cp.Stream || len(cp.Input) != 1 {
 		t.Fatalf("got %+v, %v", cp, err)
 	}
-	if _, err := DecodeCreateParams([]byte(`{"input":"hi"}`)); err == nil || err.Param != "model" {
+	if _, err := DecodeCreateParams(context.Background(), []byte(`{"input":"hi"}`)); err == nil || err.Param != "model" {
 		t.Fatalf("missing model: got %v", err)
 	}
-	if _, err := DecodeCreateParams([]byte(`{"type":"response.create","model":"m"}`)); err != nil {
+	if _, err := DecodeCreateParams(context.Background(), []byte(`{"type":"response.create","model":"m"}`)); err != nil {
 		t.Fatalf("a POST body with type: %v", err)
 	}
 	for body, msg := range map[string]string{
@@ -336,11 +337,11 @@ func TestDecodeCreateParams(t *testing.T) {
 		"{\"model\":\"\xff\"}":      "The request body is not valid UTF-8: JSON text must be UTF-8 (RFC 8259).",
 		`{"model":"m","model":"n"}`: "Duplicate key 'model' in the request body: each top-level member may appear once.",
 	} {
-		if _, err := DecodeCreateParams([]byte(body)); err == nil || err.Message != msg {
+		if _, err := DecodeCreateParams(context.Background(), []byte(body)); err == nil || err.Message != msg {
 			t.Errorf("%q: got %v, want %q", body, err, msg)
 		}
 	}
-	_, err = DecodeCreateParams([]byte(`{"model":"m","temprature":0.5}`))
+	_, err = DecodeCreateParams(context.Background(), []byte(`{"model":"m","temprature":0.5}`))
 	if err == nil || err.Status != 400 || err.Code != CodeUnknownParameter || err.Param != "temprature" ||
 		err.Message != "Unknown parameter: 'temprature'." {
 		t.Fatalf("unknown member: got %v", err)
@@ -355,18 +356,18 @@ func TestCreateFieldsAccepted(t *testing.T) {
 			continue
 		}
 		body := `{"model":"m","` + f.Name + `":null}`
-		if _, err := DecodeCreateParams([]byte(body)); err != nil {
+		if _, err := DecodeCreateParams(context.Background(), []byte(body)); err != nil {
 			t.Errorf("POST body %s: %v", body, err)
 		}
 		frame := `{"type":"response.create",` + body[1:]
-		if _, err := DecodeClientEvent([]byte(frame)); err != nil {
+		if _, err := DecodeClientEvent(context.Background(), []byte(frame)); err != nil {
 			t.Errorf("frame %s: %v", frame, err)
 		}
 	}
 }
 
 func TestItemJSONRoundTrip(t *testing.T) {
-	ev, err := DecodeClientEvent([]byte(codexCreate))
+	ev, err := DecodeClientEvent(context.Background(), []byte(codexCreate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func whitespaceOutput() string {
 }
 
 func TestDecodeWhitespaceOutput(t *testing.T) {
-	ev, err := DecodeClientEvent([]byte(whitespaceOutput()))
+	ev, err := DecodeClientEvent(context.Background(), []byte(whitespaceOutput()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +426,7 @@ func FuzzDecodeClientEvent(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, err := DecodeClientEvent(data)
+		ev, err := DecodeClientEvent(context.Background(), data)
 		if err != nil {
 			if err.Status != 400 || err.Code == "" || err.Message == "" {
 				t.Fatalf("bad error %+v", err)
@@ -454,7 +455,7 @@ func FuzzDecodeClientEvent(f *testing.F) {
 		}
 		frame := append([]byte(`{"type":"response.append","response_id":"r","input":`), enc...)
 		frame = append(frame, '}')
-		ev2, err := DecodeClientEvent(frame)
+		ev2, err := DecodeClientEvent(context.Background(), frame)
 		if err != nil {
 			t.Fatalf("re-decoding %s: %v", frame, err)
 		}
@@ -478,7 +479,7 @@ func BenchmarkDecodeAppend(b *testing.B) {
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeClientEvent(frame); err != nil {
+		if _, err := DecodeClientEvent(context.Background(), frame); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -499,14 +500,14 @@ func BenchmarkDecodeCreateLarge(b *testing.B) {
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeClientEvent(frame); err != nil {
+		if _, err := DecodeClientEvent(context.Background(), frame); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func TestDecodeRejectsInvalidUTF8(t *testing.T) {
-	_, err := DecodeClientEvent([]byte("{\"type\":\"response.create\",\"model\":\"m\",\"input\":\"a\xffb\"}"))
+	_, err := DecodeClientEvent(context.Background(), []byte("{\"type\":\"response.create\",\"model\":\"m\",\"input\":\"a\xffb\"}"))
 	if err == nil || err.Code != CodeInvalidJSON || err.Param != "" {
 		t.Fatalf("invalid UTF-8 accepted or wrong error: %v", err)
 	}
@@ -519,11 +520,11 @@ func TestDecodeRejectsDuplicateTopLevelKeys(t *testing.T) {
 		`{"type":"response.append","response_id":"a","response_id":"b","input":[]}`,
 		`{"type":"response.cancel","response_id":"a","response_id":"b"}`,
 	} {
-		if _, err := DecodeClientEvent([]byte(frame)); err == nil || err.Code != CodeInvalidValue {
+		if _, err := DecodeClientEvent(context.Background(), []byte(frame)); err == nil || err.Code != CodeInvalidValue {
 			t.Errorf("%s: got %v, want invalid_value", frame, err)
 		}
 	}
-	if _, err := DecodeCreateParams([]byte(`{"model":"m","input":"x","input":"y"}`)); err == nil || err.Param != "input" {
+	if _, err := DecodeCreateParams(context.Background(), []byte(`{"model":"m","input":"x","input":"y"}`)); err == nil || err.Param != "input" {
 		t.Errorf("POST body with two inputs: %v", err)
 	}
 }
@@ -531,8 +532,8 @@ func TestDecodeRejectsDuplicateTopLevelKeys(t *testing.T) {
 // TestDecodeDuplicateNestedMembers pins the rule for repeated members below the top level:
 // every occurrence is checked, the last one wins, and the first "type" selects the shape.
 func TestDecodeDuplicateNestedMembers(t *testing.T) {
-	ev, err := DecodeClientEvent([]byte(`{"type":"response.create","model":"m","metadata":{"k":"1","k":"2"},` +
-		`"reasoning":{"effort":"low","effort":"high"},` +
+	ev, err := DecodeClientEvent(context.Background(), []byte(`{"type":"response.create","model":"m","metadata":{"k":"1","k":"2"},`+
+		`"reasoning":{"effort":"low","effort":"high"},`+
 		`"input":[{"type":"message","type":"function_call","role":"user","content":"a","content":"b"}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -547,7 +548,7 @@ func TestDecodeDuplicateNestedMembers(t *testing.T) {
 	if cp.Reasoning == nil || cp.Reasoning.Effort == nil || *cp.Reasoning.Effort != "high" {
 		t.Errorf("reasoning: got %+v, want the last effort", cp.Reasoning)
 	}
-	_, err = DecodeClientEvent([]byte(`{"type":"response.create","model":"m","input":[{"role":"user","content":1,"content":"b"}]}`))
+	_, err = DecodeClientEvent(context.Background(), []byte(`{"type":"response.create","model":"m","input":[{"role":"user","content":1,"content":"b"}]}`))
 	if err == nil || err.Code != CodeInvalidType || err.Param != "input[0].content" {
 		t.Errorf("an overridden bad occurrence: got %v, want invalid_type at input[0].content", err)
 	}
@@ -636,7 +637,7 @@ func BenchmarkDecodeCreateTypical(b *testing.B) {
 		b.SetBytes(int64(len(frame)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := DecodeClientEvent(frame); err != nil {
+			if _, err := DecodeClientEvent(context.Background(), frame); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -654,7 +655,7 @@ func BenchmarkDecodeCreateTypical(b *testing.B) {
 }
 
 func TestTypicalCreateDecodes(t *testing.T) {
-	ev, err := DecodeClientEvent(typicalCreate())
+	ev, err := DecodeClientEvent(context.Background(), typicalCreate())
 	if err != nil || len(ev.Create.Input) != 20 || len(ev.Create.Tools) != 4 {
 		t.Fatalf("typicalCreate: %v", err)
 	}
@@ -672,7 +673,7 @@ func BenchmarkDecodeCreate2000(b *testing.B) {
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {
-		ev, err := DecodeClientEvent(frame)
+		ev, err := DecodeClientEvent(context.Background(), frame)
 		if err != nil || len(ev.Create.Input) != 2000 {
 			b.Fatal(err)
 		}
@@ -682,7 +683,7 @@ func BenchmarkDecodeCreate2000(b *testing.B) {
 // TestDecodeSteerEchoesWholeInput checks that a steer whose input is bad still carries the
 // whole input as sent, so that response.steer.failed echoes valid JSON.
 func TestDecodeSteerEchoesWholeInput(t *testing.T) {
-	sp, err := DecodeSteer([]byte(`{"type":"response.steer","previous_response_id":"resp_1","input":[{"role":"user", "content":3}]}`))
+	sp, err := DecodeSteer(context.Background(), []byte(`{"type":"response.steer","previous_response_id":"resp_1","input":[{"role":"user", "content":3}]}`))
 	if err == nil || err.Code != CodeInvalidInput || err.Param != "input[0].content" {
 		t.Fatalf("got %v, want invalid_input at input[0].content", err)
 	}
@@ -692,7 +693,7 @@ func TestDecodeSteerEchoesWholeInput(t *testing.T) {
 	if echo := SteerEcho("", sp.PreviousResponseID, sp.RawInput); !json.Valid(echo) {
 		t.Errorf("echo %s is not JSON", echo)
 	}
-	if sp, _ := DecodeSteer([]byte(`{"previous_response_id":"resp_1","input":"x"`)); sp.PreviousResponseID != "" {
+	if sp, _ := DecodeSteer(context.Background(), []byte(`{"previous_response_id":"resp_1","input":"x"`)); sp.PreviousResponseID != "" {
 		t.Errorf("a frame that is not JSON gave %+v", sp)
 	}
 }

@@ -153,6 +153,9 @@
 //	  being decoded (the connection stays usable)
 //	create or upgrade over a per-key quota (live        429    quota_exceeded                       null
 //	  rollouts, WebSocket connections)
+//	the client went away while its large body or frame  499    client_closed_request                null
+//	  waited for a heavy-work slot (never sent: the
+//	  access log and tether_errors_total record it)
 //	upgrade with -websocket=false (HTTP)                426    websocket_disabled                   null
 //	upgrade without Sec-WebSocket-Version 13 or one     400    invalid_websocket_handshake          null
 //	  valid Sec-WebSocket-Key (HTTP)

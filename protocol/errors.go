@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -112,6 +113,11 @@ const (
 	// CodeQuotaExceeded: a create or upgrade over a per-key quota (suspended rollouts,
 	// connections). 429.
 	CodeQuotaExceeded = "quota_exceeded"
+	// CodeClientClosed: the client went away (closed its connection) before its request was
+	// answered, and the heavy work it asked for was not done. StatusClientClosed (499); no
+	// client reads it: the HTTP access log and tether_errors_total record it. ClientClosed
+	// returns it.
+	CodeClientClosed = "client_closed_request"
 
 	// Bounds of CreateBounds (OpenAI's codes), all 400 with param the value's path.
 
@@ -144,6 +150,34 @@ const (
 	// does not compile.
 	CodeInvalidSchema = "invalid_json_schema"
 )
+
+// StatusClientClosed is the status recorded for a request whose client went away before it
+// was answered (nginx's "client closed request"); it is never sent.
+const StatusClientClosed = 499
+
+// ClientClosed returns the client_closed_request error (StatusClientClosed) of a request or
+// frame whose context ended before it was served (CPUSlot): DecodeCreateParams,
+// DecodeClientEvent and DecodeSteer return it.
+func ClientClosed() *Error {
+	return &Error{Status: StatusClientClosed, Type: TypeInvalidRequest, Code: CodeClientClosed,
+		Message: "The client went away before its request was served."}
+}
+
+// IsClientClosed reports whether err is or wraps the client_closed_request error.
+func IsClientClosed(err error) bool {
+	e, ok := AsError(err)
+	return ok && e != nil && e.Code == CodeClientClosed
+}
+
+// heavy takes a heavy-work slot for n bytes of ctx's work (CPUSlot), or returns ClientClosed
+// when ctx ends first.
+func heavy(ctx context.Context, n int) (release func(), _ *Error) {
+	release, err := CPUSlot(ctx, n)
+	if err != nil {
+		return release, ClientClosed()
+	}
+	return release, nil
+}
 
 // Error types (error.type): TypeInvalidRequest for 4xx, TypeServer for 5xx.
 const (

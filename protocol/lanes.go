@@ -1,6 +1,9 @@
 package protocol
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+)
 
 // Lanes (stream_id) of OpenAI's WebSocket mode.
 const (
@@ -64,9 +67,14 @@ func InLane(err error, streamID string) error {
 // StreamIDOf returns the lane of a response.create frame that failed to decode, so that its
 // error can carry the lane: the top-level "stream_id" string when it is a
 // valid lane name, else "" (also for a frame that is not a JSON object). It reads the frame
-// again; it is meant for the error path only.
-func StreamIDOf(data []byte) string {
-	defer CPUSlot(len(data))()
+// again, in a heavy-work slot when it is large (CPUSlot; "" when ctx ends before one is
+// free); it is meant for the error path only.
+func StreamIDOf(ctx context.Context, data []byte) string {
+	release, cerr := CPUSlot(ctx, len(data))
+	defer release()
+	if cerr != nil {
+		return ""
+	}
 	lane, found := "", false
 	err := decodeText(data, "frame", true, func(d *dec) *Error {
 		if d.kind() != '{' {

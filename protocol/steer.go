@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -47,9 +48,14 @@ type SteerParams struct {
 // (other members are ignored). Every error is invalid_input (400, param the field), the
 // code response.steer.failed carries: previous_response_id missing or not a string; input
 // missing, empty, or holding anything but user messages of input_text, input_image and
-// input_file parts.
-func DecodeSteer(data []byte) (SteerParams, *Error) {
-	defer CPUSlot(len(data))()
+// input_file parts. A frame of HeavyBytes or more waits for a heavy-work slot (CPUSlot); when
+// ctx ends first the error is ClientClosed.
+func DecodeSteer(ctx context.Context, data []byte) (SteerParams, *Error) {
+	release, cerr := heavy(ctx, len(data))
+	defer release()
+	if cerr != nil {
+		return SteerParams{}, cerr
+	}
 	var sp SteerParams
 	err := decodeText(data, "frame", true, func(d *dec) *Error {
 		if d.kind() != '{' {

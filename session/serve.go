@@ -23,7 +23,8 @@ type Handler interface {
 // until the peer goes away or c is drained, answers binary frames (unsupported_frame), frames
 // over the budget (server_overloaded) and undecodable frames with an error envelope and keeps
 // the connection usable, answers an oversize frame with websocket_message_too_large and closes
-// with 1009, and hands every decoded event to h. It closes c
+// with 1009, and hands every decoded event to h. A large frame waits for a heavy-work slot
+// (protocol.CPUSlot) until the connection closes, and is then dropped undecoded. It closes c
 // (stopping every rollout) before it returns. The error says why the loop ended: nil after a
 // drain, the transport's error otherwise.
 func Serve(c *Conn, h Handler) error {
@@ -36,11 +37,14 @@ func Serve(c *Conn, h Handler) error {
 			}
 			continue
 		}
-		ev, perr := protocol.DecodeClientEvent(data)
+		ev, perr := protocol.DecodeClientEvent(c.ctx, data)
 		if perr != nil {
+			if perr.Code == protocol.CodeClientClosed {
+				continue // the connection is closing: its next read ends the loop
+			}
 			var e error = protocol.ForShape(&ev, perr, h.EventTypes())
 			if ev.Type == protocol.EventCreate { // a create's error carries its lane
-				e = protocol.InLane(e, protocol.StreamIDOf(data))
+				e = protocol.InLane(e, protocol.StreamIDOf(c.ctx, data))
 			}
 			_ = c.WriteError(e)
 			continue

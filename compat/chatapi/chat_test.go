@@ -1,6 +1,7 @@
 package chatapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
 )
@@ -312,5 +314,52 @@ func TestAdvisoryMembersAccepted(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+}
+
+// TestMessageTextLimit: a message's content string, or one part's text, of more than 10 MiB
+// characters is refused as /v1/responses refuses such an input text: 400
+// string_above_max_length, the same message, param naming the message (that characters are
+// counted, not bytes, protocol's TestCheckTextLength shows).
+func TestMessageTextLimit(t *testing.T) {
+	_, url := start(t, server.Options{})
+	over := strings.Repeat("x", protocol.MaxTextLength+1)
+	post := func(path string, body any) (int, protocol.Error) {
+		t.Helper()
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Post(url+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var env struct{ Error protocol.Error }
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			if err := json.Unmarshal(raw, &env); err != nil {
+				t.Fatalf("%s: %d %.200s", path, resp.StatusCode, raw)
+			}
+		}
+		return resp.StatusCode, env.Error
+	}
+	msg := func(role string, content any) map[string]any { return map[string]any{"role": role, "content": content} }
+	_, want := post("/v1/responses", map[string]any{"model": "sim", "input": []any{msg("user", "a"), msg("user", "b"), msg("user", over)}})
+	if want.Code != protocol.CodeStringAboveMaxLength || want.Param != "input[2].content" {
+		t.Fatalf("/v1/responses: %+v", want)
+	}
+	for _, tc := range []struct {
+		messages []any
+		param    string
+	}{
+		{[]any{msg("system", "be brief"), msg("user", "a"), msg("assistant", "b"), msg("user", over)}, "messages[3].content"},
+		{[]any{msg("user", []any{map[string]any{"type": "text", "text": "hi"}, map[string]any{"type": "text", "text": over}})}, "messages[0].content[1].text"},
+	} {
+		code, got := post("/v1/chat/completions", map[string]any{"model": "sim", "messages": tc.messages})
+		wantMsg := strings.Replace(want.Message, "input[2].content", tc.param, 1)
+		if code != 400 || got.Code != protocol.CodeStringAboveMaxLength || got.Param != tc.param || got.Message != wantMsg || got.Type != want.Type {
+			t.Errorf("%s: %d %+v, want 400 %s %q", tc.param, code, got, tc.param, wantMsg)
+		}
 	}
 }

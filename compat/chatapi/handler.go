@@ -78,7 +78,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*chatwire.Requ
 	if err != nil {
 		return nil, nil, err
 	}
-	req, perr := decodeRequest(body)
+	req, perr := decodeRequest(r.Context(), body)
 	if perr != nil {
 		return nil, res, perr
 	}
@@ -106,9 +106,15 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, *session
 	return body, nil, nil
 }
 
-// decodeRequest decodes and checks a request body.
-func decodeRequest(body []byte) (*chatwire.Request, *protocol.Error) {
-	defer protocol.CPUSlot(len(body))()
+// decodeRequest decodes and checks a request body, in a heavy-work slot when it is large
+// (protocol.CPUSlot): client_closed_request (499) when ctx, the request's, ends before one
+// is free.
+func decodeRequest(ctx context.Context, body []byte) (*chatwire.Request, *protocol.Error) {
+	release, err := protocol.CPUSlot(ctx, len(body))
+	defer release()
+	if err != nil {
+		return nil, protocol.ClientClosed()
+	}
 	var req chatwire.Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		var te *json.UnmarshalTypeError

@@ -115,7 +115,8 @@ func TextContent(s string) json.RawMessage {
 
 // ItemsFromMessages converts a request's messages to Response items (see the package doc).
 // The first message's text becomes instructions when its role is system (instructions is
-// then non-nil). Errors are 400s naming the message ("messages[2].role").
+// then non-nil). Errors are 400s naming the message ("messages[2].role"); a content string or
+// part text over protocol.MaxTextLength characters is string_above_max_length, as in a create.
 func ItemsFromMessages(msgs []Message) (instructions *string, items []protocol.Item, _ error) {
 	for i := range msgs {
 		m := &msgs[i]
@@ -125,6 +126,11 @@ func ItemsFromMessages(msgs []Message) (instructions *string, items []protocol.I
 			return nil, nil, badRequest(protocol.CodeInvalidValue, param+".content", "%s: %v", param, err)
 		}
 		if parts != nil {
+			for j := range parts {
+				if err := protocol.CheckTextLength(fmt.Sprintf("%s.content[%d].text", param, j), parts[j].Text); err != nil {
+					return nil, nil, err
+				}
+			}
 			if m.Role != protocol.RoleUser {
 				return nil, nil, badRequest(protocol.CodeInvalidValue, param+".content",
 					"%s: image_url parts are accepted in user messages only, not in a %q message.", param, m.Role)
@@ -135,6 +141,9 @@ func ItemsFromMessages(msgs []Message) (instructions *string, items []protocol.I
 		text, err := ContentText(m.Content)
 		if err != nil {
 			return nil, nil, badRequest(protocol.CodeInvalidValue, param+".content", "%s: %v", param, err)
+		}
+		if err := checkTextLength(param+".content", m.Content, text); err != nil {
+			return nil, nil, err
 		}
 		switch m.Role {
 		case protocol.RoleSystem, protocol.RoleDeveloper, protocol.RoleUser:
@@ -169,6 +178,37 @@ func ItemsFromMessages(msgs []Message) (instructions *string, items []protocol.I
 		}
 	}
 	return instructions, items, nil
+}
+
+// checkTextLength holds a message's content to the limit /v1/responses holds a message to:
+// string_above_max_length (400) for a content string, or one part's text or refusal, over
+// protocol.MaxTextLength characters, with param the content ("messages[3].content") or the
+// part ("messages[3].content[1].text"). text is ContentText of raw: the parts are looked at
+// again only when their joined text is over the limit.
+func checkTextLength(param string, raw json.RawMessage, text string) *protocol.Error {
+	if len(text) <= protocol.MaxTextLength {
+		return nil
+	}
+	raw = bytes.TrimSpace(raw)
+	if raw[0] == '"' {
+		return protocol.CheckTextLength(param, text)
+	}
+	var parts []struct {
+		Text    string `json:"text"`
+		Refusal string `json:"refusal"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil // ContentText read it: this does not happen
+	}
+	for j, p := range parts {
+		if err := protocol.CheckTextLength(fmt.Sprintf("%s[%d].text", param, j), p.Text); err != nil {
+			return err
+		}
+		if err := protocol.CheckTextLength(fmt.Sprintf("%s[%d].refusal", param, j), p.Refusal); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func message(role, partType, text string) protocol.Item {

@@ -7,11 +7,16 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tetherd/tether/protocol"
 )
 
 // serveLogged authenticates r before routing (with keys configured, every path but /healthz
 // and /metrics, which metricsRoute checks, needs a key, so an unknown route or method answers 401, not 404), serves it, counts an
-// error answer in tether_errors_total and writes the access log line.
+// error answer in tether_errors_total and writes the access log line. A request whose client
+// went away before anything was answered is recorded as status 499, code
+// client_closed_request (protocol.ClientClosed), whether its handler wrote that error or
+// wrote nothing.
 func (s *Server) serveLogged(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w}
@@ -31,6 +36,11 @@ func (s *Server) serveLogged(w http.ResponseWriter, r *http.Request) {
 		unauthorized(rec, r)
 	}
 	code := rec.errorCode()
+	if rec.code == 0 && r.Context().Err() != nil {
+		// Nothing was answered and the client has gone (its connection closed while the
+		// request waited or worked): recorded as nginx records it, never sent.
+		rec.code, code = protocol.StatusClientClosed, protocol.CodeClientClosed
+	}
 	if code != "" {
 		s.httpErrors.add(code)
 	}

@@ -73,8 +73,8 @@ func (s *Server) MetricsHandler() http.Handler {
 
 // metricsHandler returns GET /metrics in the Prometheus text format: connections, rollouts by
 // state, continuations by path, cold continuations by reason, frames and bytes sent, the
-// per-turn server time histogram, errors by code, evictions, dropped peers and the store's
-// size, plus the Go runtime's and the process's metrics.
+// per-turn server time histogram, errors by code, evictions, dropped peers, the store's size
+// and the waits for heavy-work slots, plus the Go runtime's and the process's metrics.
 func (s *Server) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -146,7 +146,7 @@ func (s *Server) metricsHandler() http.Handler {
 	}
 	counter("tether_store_errors_total", "Store calls that failed or timed out (-store-timeout); each answered store_unavailable.", nil,
 		func() float64 { return float64(s.store.Errors()) })
-	reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors})
+	reg.MustRegister(&sessionCollector{m: m, http: &s.httpErrors}, slotCollector{})
 	if c, ok := s.opts.Model.(prometheus.Collector); ok { // a backend's own metrics (upstream replicas)
 		reg.MustRegister(c)
 	}
@@ -184,4 +184,37 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	for code, v := range errs {
 		ch <- prometheus.MustNewConstMetric(errorDesc, prometheus.CounterValue, float64(v), code)
 	}
+}
+
+// slotCollector exports the process's waits for heavy-work slots (protocol.SlotWaits): the
+// decoding and encoding of large bodies, frames and answers, and the sim's tokenizing of
+// large texts, which take turns on one processor fewer than GOMAXPROCS.
+type slotCollector struct{}
+
+var (
+	slotWaitDesc = prometheus.NewDesc("tether_cpu_slot_wait_seconds",
+		"Time heavy work (decoding, encoding or tokenizing a MiB or more) waited for one of the heavy-work slots, abandoned waits included; a slot that was free counts as 0.", nil, nil)
+	slotAbandonedDesc = prometheus.NewDesc("tether_cpu_slot_abandoned_total",
+		"Waits for a heavy-work slot that ended because the request's client went away (or its connection or step ended) first: their work never ran.", nil, nil)
+	slotWaitingDesc = prometheus.NewDesc("tether_cpu_slot_waiting", "Heavy work waiting for a heavy-work slot now.", nil, nil)
+	slotsDesc       = prometheus.NewDesc("tether_cpu_slots", "Heavy-work slots: one fewer than GOMAXPROCS, at least one.", nil, nil)
+)
+
+func (slotCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- slotWaitDesc
+	ch <- slotAbandonedDesc
+	ch <- slotWaitingDesc
+	ch <- slotsDesc
+}
+
+func (slotCollector) Collect(ch chan<- prometheus.Metric) {
+	w := protocol.SlotWaits()
+	buckets := make(map[float64]uint64, len(w.Cumulative))
+	for i, b := range protocol.SlotWaitBuckets {
+		buckets[b] = uint64(w.Cumulative[i])
+	}
+	ch <- prometheus.MustNewConstHistogram(slotWaitDesc, uint64(w.Count), w.Sum, buckets)
+	ch <- prometheus.MustNewConstMetric(slotAbandonedDesc, prometheus.CounterValue, float64(w.Abandoned))
+	ch <- prometheus.MustNewConstMetric(slotWaitingDesc, prometheus.GaugeValue, float64(w.Waiting))
+	ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(protocol.CPUSlots()))
 }

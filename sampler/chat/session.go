@@ -206,7 +206,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 	}
 	rd := s.newReader(out, timer)
 	defer rd.close()
-	res, err = rd.read(resp.Body)
+	res, err = rd.read(ctx, resp.Body)
 	if err != nil {
 		err = s.cause(ctx, err)
 		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errSilent) {

@@ -78,8 +78,8 @@ func (r *reader) close() {
 
 // read consumes the SSE body until [DONE] (or its end after a finish_reason). A step the
 // engine streams past max_output_tokens ends there, incomplete; past a byte bound or the step
-// timeout it fails.
-func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
+// timeout it fails. ctx is the step's: a large chunk waits for a heavy-work slot until it ends.
+func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, error) {
 	if r.cancel != nil {
 		cut := time.AfterFunc(r.lim.stepTimeout, func() { r.cancel(&stepTimeoutError{r.lim.stepTimeout}) })
 		defer cut.Stop()
@@ -107,7 +107,10 @@ func (r *reader) read(body io.Reader) (sampler.StepResult, error) {
 			break
 		}
 		var c chatwire.Chunk
-		if err := unmarshalChunk(data, &c); err != nil {
+		if err := unmarshalChunk(ctx, data, &c); err != nil {
+			if ctx.Err() != nil {
+				return r.res, err
+			}
 			return r.res, fmt.Errorf("the upstream engine sent a malformed chunk: %v", err)
 		}
 		if err := r.chunk(&c); err != nil {
@@ -234,8 +237,13 @@ func (r *reader) usage(c *chatwire.Chunk) {
 	r.res.CachedTokens = protocol.CachedTokens(r.res.CachedTokens, r.res.InputTokens)
 }
 
-// unmarshalChunk decodes one upstream chunk, in a heavy-work slot when it is large.
-func unmarshalChunk(data []byte, c *chatwire.Chunk) error {
-	defer protocol.CPUSlot(len(data))()
+// unmarshalChunk decodes one upstream chunk, in a heavy-work slot when it is large; ctx's
+// error when ctx ends before one is free.
+func unmarshalChunk(ctx context.Context, data []byte, c *chatwire.Chunk) error {
+	release, err := protocol.CPUSlot(ctx, len(data))
+	defer release()
+	if err != nil {
+		return err
+	}
 	return json.Unmarshal(data, c)
 }

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -208,8 +209,14 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 	return res, nil
 }
 
-func decodeEvent(data []byte) (*serverEvent, error) {
-	defer protocol.CPUSlot(len(data))()
+// decodeEvent decodes one upstream frame, in a heavy-work slot when it is large; ctx's error
+// when ctx, the step's, ends before one is free.
+func decodeEvent(ctx context.Context, data []byte) (*serverEvent, error) {
+	release, err := protocol.CPUSlot(ctx, len(data))
+	defer release()
+	if err != nil {
+		return nil, err
+	}
 	var ev serverEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return nil, fmt.Errorf("upstream sent a malformed frame: %v", err)

@@ -36,7 +36,7 @@ func TestStreamWithoutDeltas(t *testing.T) {
 	out := &record{}
 	st := &stream{out: sampler.LimitOutput(out, sampler.OutputLimits{})}
 	for _, f := range frames {
-		ev, err := decodeEvent([]byte(f))
+		ev, err := decodeEvent(t.Context(), []byte(f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,22 +55,22 @@ func TestStreamWithoutDeltas(t *testing.T) {
 
 // TestResult maps the terminal events.
 func TestResult(t *testing.T) {
-	ev, _ := decodeEvent([]byte(`{"type":"response.completed","response":{"id":"resp_1","usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":7},"output_tokens":3}}}`))
+	ev, _ := decodeEvent(t.Context(), []byte(`{"type":"response.completed","response":{"id":"resp_1","usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":7},"output_tokens":3}}}`))
 	res, err := result(ev.Response, ev.Type)
 	if err != nil || res.InputTokens != 10 || res.CachedTokens != 7 || res.OutputTokens != 3 {
 		t.Fatalf("completed: %+v %v", res, err)
 	}
-	ev, _ = decodeEvent([]byte(`{"type":"response.incomplete","response":{"incomplete_details":{"reason":"max_output_tokens"}}}`))
+	ev, _ = decodeEvent(t.Context(), []byte(`{"type":"response.incomplete","response":{"incomplete_details":{"reason":"max_output_tokens"}}}`))
 	if res, err := result(ev.Response, ev.Type); err != nil || res.Incomplete != protocol.ReasonMaxOutputTokens {
 		t.Fatalf("incomplete: %+v %v", res, err)
 	}
-	ev, _ = decodeEvent([]byte(`{"type":"response.failed","response":{"error":{"code":"rate_limit_exceeded","message":"slow down"}}}`))
+	ev, _ = decodeEvent(t.Context(), []byte(`{"type":"response.failed","response":{"error":{"code":"rate_limit_exceeded","message":"slow down"}}}`))
 	_, err = result(ev.Response, ev.Type)
 	var ue *UpstreamError
 	if !errors.As(err, &ue) || err.Error() != "upstream response.failed rate_limit_exceeded: slow down" {
 		t.Fatalf("failed: %v", err)
 	}
-	ev, _ = decodeEvent([]byte(`{"type":"error","status":401,"error":{"type":"invalid_request_error","code":"invalid_api_key","message":"Incorrect API key provided: sk-abc"}}`))
+	ev, _ = decodeEvent(t.Context(), []byte(`{"type":"error","status":401,"error":{"type":"invalid_request_error","code":"invalid_api_key","message":"Incorrect API key provided: sk-abc"}}`))
 	if e := frameError(ev); strings.Contains(e.Error(), "sk-abc") || e.Status != 401 {
 		t.Fatalf("401 frame: %v", e)
 	}

@@ -311,7 +311,7 @@ func (s *session) read(ctx context.Context, c *socket, answered bool) (*serverEv
 		c.release(f.cost)
 		return nil, 0, fmt.Errorf("upstream sent a binary frame")
 	}
-	ev, err := decodeEvent(f.data)
+	ev, err := decodeEvent(ctx, f.data)
 	if err != nil {
 		c.release(f.cost)
 		return nil, 0, err

@@ -24,17 +24,17 @@ func (d *discard) Suspended(s Suspension)      { d.suspended <- s }
 func (d *discard) Ended(e Ending)              { d.ended <- e }
 
 // history returns one user turn of about n tokens: a question, then call/output pairs.
-func history(n int) []protocol.Item {
+func history(t testing.TB, n int) []protocol.Item {
 	items := []protocol.Item{userMsg("Please inspect the repository.")}
 	out := strings.Repeat("result line with some words ", 16) // ~100 tokens
-	c := NewContext(nil)
-	c.Append(items...)
+	c := newContext(t, nil)
+	appendTo(t, c, items...)
 	for i := 0; c.Len() < n; i++ {
 		id := fmt.Sprintf("call_h%d", i)
 		pair := []protocol.Item{
 			{Type: protocol.ItemFunctionCall, CallID: id, Name: "exec_command", Arguments: fmt.Sprintf(`{"cmd":"cat file%d"}`, i)},
 			toolOutput(id, out)}
-		c.Append(pair...)
+		appendTo(t, c, pair...)
 		items = append(items, pair...)
 	}
 	return items
@@ -46,7 +46,7 @@ func history(n int) []protocol.Item {
 func BenchmarkResume(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("history=%dk", n/1000), func(b *testing.B) {
-			hist := history(n)
+			hist := history(b, n)
 			sink := &discard{suspended: make(chan Suspension, 1), ended: make(chan Ending, 1)}
 			r := Start(context.Background(), Config{Model: NewSim(SimOptions{}), Sink: sink, History: hist,
 				Settings: Settings{Tools: []protocol.Tool{execTool}, Metadata: map[string]string{MetaCalls: "1000000"}},

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -28,38 +29,121 @@ type Context struct {
 }
 
 // NewContext returns a Context holding the render of settings.Instructions (a "system" item)
-// when they are not empty, and no items.
-func NewContext(settings *sampler.Settings) *Context {
+// when they are not empty, and no items. Long instructions are tokenized in a heavy-work slot
+// (protocol.CPUSlot) and stop, with ctx's error, when ctx ends before or while they are.
+func NewContext(ctx context.Context, settings *sampler.Settings) (*Context, error) {
 	c := &Context{calls: make(map[string]struct{})}
 	if settings != nil && settings.Instructions != "" {
-		release := protocol.CPUSlot(len(settings.Instructions))
-		c.tokens = renderText(c.tokens, protocol.RoleSystem, settings.Instructions)
-		release()
+		err := render(ctx, len(settings.Instructions), func(st *stopper) {
+			c.tokens = renderText(c.tokens, protocol.RoleSystem, settings.Instructions, st)
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	return c
+	return c, nil
 }
 
-// Append adds items to the context and renders only them.
-func (c *Context) Append(items ...protocol.Item) { c.append(items, nil) }
+// Append adds items to the context and renders only them. A MiB of text or more is tokenized
+// in a heavy-work slot (protocol.CPUSlot), and when ctx ends before or while it is, Append
+// returns ctx's error and the context is as it was.
+func (c *Context) Append(ctx context.Context, items ...protocol.Item) error {
+	return c.append(ctx, items, nil)
+}
 
 // append adds items; known, when not nil, appends the render of an item it already has (the
 // model's own output) and reports whether it did, so the item is not encoded again. What it
-// appends must be appendItem's render.
-func (c *Context) append(items []protocol.Item, known func(dst []uint32, it *protocol.Item) ([]uint32, bool)) {
-	defer protocol.CPUSlot(textBytes(items))() // tokenizing a MiB of text is heavy work
+// appends must be appendItem's render. When ctx ends first, nothing is added.
+func (c *Context) append(ctx context.Context, items []protocol.Item, known func(dst []uint32, it *protocol.Item) ([]uint32, bool)) error {
+	start := len(c.tokens)
+	err := render(ctx, textBytes(items), func(st *stopper) {
+		for i := range items {
+			it := &items[i]
+			ok := false
+			if known != nil {
+				c.tokens, ok = known(c.tokens, it)
+			}
+			if !ok {
+				c.tokens = appendItem(c.tokens, it, st)
+			}
+			if st.stopped() {
+				return
+			}
+		}
+	})
+	if err != nil {
+		c.tokens = c.tokens[:start]
+		return err
+	}
 	for i := range items {
-		it := &items[i]
-		ok := false
-		if known != nil {
-			c.tokens, ok = known(c.tokens, it)
-		}
-		if !ok {
-			c.tokens = appendItem(c.tokens, it)
-		}
 		c.rendered++
-		c.note(it)
+		c.note(&items[i])
 	}
 	c.items = append(c.items, items...)
+	return nil
+}
+
+// render runs fill, the tokenizing of about n bytes of text. From protocol.HeavyBytes on,
+// that is heavy work: it waits for a heavy-work slot (protocol.CPUSlot) and fill gets a
+// stopper that ends it between chunks once ctx has ended; render then returns ctx's error
+// (and fill's tokens are partial). Below, fill gets a nil stopper and runs whole.
+func render(ctx context.Context, n int, fill func(st *stopper)) error {
+	release, err := protocol.CPUSlot(ctx, n)
+	if err != nil {
+		return err
+	}
+	defer release()
+	var st *stopper
+	if n >= protocol.HeavyBytes {
+		st = &stopper{ctx: ctx}
+	}
+	fill(st)
+	return st.error()
+}
+
+// stopEvery is how many bytes a stopper lets be tokenized between two looks at its context.
+const stopEvery = 64 << 10
+
+// stopper ends a long tokenizing once its context has ended: encode looks at the context
+// every stopEvery bytes, between the chunks appendEncoded cuts a text into (a chunk takes
+// microseconds). A nil *stopper never stops.
+type stopper struct {
+	ctx   context.Context
+	since int   // bytes tokenized since the last look
+	err   error // the context's error, once it has stopped
+}
+
+// encode is appendEncoded(dst, s) until st stops; once it has, it appends nothing more.
+func (st *stopper) encode(dst []uint32, s string) []uint32 {
+	if st == nil {
+		return appendEncoded(dst, s)
+	}
+	if st.err != nil {
+		return dst
+	}
+	encodeChunksUntil(s, func(chunk string) bool {
+		encodeChunk(chunk, func(t token) bool {
+			dst = append(dst, t.id())
+			return true
+		})
+		if st.since += len(chunk); st.since >= stopEvery {
+			st.since = 0
+			st.err = st.ctx.Err()
+		}
+		return st.err == nil
+	})
+	return dst
+}
+
+// stopped reports whether st has stopped.
+func (st *stopper) stopped() bool { return st != nil && st.err != nil }
+
+// error is the error st stopped with, nil while it runs (and for a nil st).
+func (st *stopper) error() error {
+	if st == nil {
+		return nil
+	}
+	return st.err
 }
 
 // note updates the context's incremental facts for it, appended (rendered or not).
@@ -114,8 +198,9 @@ func (c *Context) Rendered() int { return c.rendered }
 // "system" item, then each item's render, concatenated. It is what a
 // Context's Tokens hold after Append(items...), and what the cold path pays for.
 func RenderItems(settings *sampler.Settings, items []protocol.Item) []uint32 {
-	c := NewContext(settings)
-	c.Append(items...)
+	ctx := context.Background() // it never ends: neither call can fail
+	c, _ := NewContext(ctx, settings)
+	_ = c.Append(ctx, items...)
 	return c.tokens
 }
 
@@ -126,30 +211,32 @@ func RenderItems(settings *sampler.Settings, items []protocol.Item) []uint32 {
 //	function_call         header: "assistant"      body: name, a space, arguments
 //	function_call_output  header: "tool"           body: output (text of its parts when an array)
 //	anything else         header: its type         body: the strings of Raw under text-like keys
-func appendItem(dst []uint32, it *protocol.Item) []uint32 {
+//
+// Its body's texts are tokenized through st (nil: whole).
+func appendItem(dst []uint32, it *protocol.Item, st *stopper) []uint32 {
 	switch it.Type {
 	case protocol.ItemMessage:
 		dst = appendHeader(dst, it.Role)
 		for i := range it.Content {
 			p := &it.Content[i]
 			if p.Text == "" && len(p.Raw) > 0 {
-				dst = appendEncoded(dst, "["+p.Type+"]")
+				dst = st.encode(dst, "["+p.Type+"]")
 				continue
 			}
-			dst = appendEncoded(dst, p.Text)
+			dst = st.encode(dst, p.Text)
 		}
 	case protocol.ItemFunctionCall:
 		dst = appendHeader(dst, protocol.RoleAssistant)
-		dst = appendEncoded(dst, it.Name)
-		dst = appendEncoded(dst, " ")
-		dst = appendEncoded(dst, it.Arguments)
+		dst = st.encode(dst, it.Name)
+		dst = st.encode(dst, " ")
+		dst = st.encode(dst, it.Arguments)
 	case protocol.ItemFunctionCallOutput:
 		dst = appendHeader(dst, "tool")
-		dst = appendEncoded(dst, outputText(it))
+		dst = st.encode(dst, outputText(it))
 	default:
 		dst = appendHeader(dst, it.Type)
 		for _, s := range rawTexts(it.Raw) {
-			dst = appendEncoded(dst, s)
+			dst = st.encode(dst, s)
 		}
 	}
 	return append(dst, TokenEnd)
@@ -158,10 +245,11 @@ func appendItem(dst []uint32, it *protocol.Item) []uint32 {
 // spaceTokens are the tokens of " ", between a function_call's name and its arguments.
 var spaceTokens = sync.OnceValue(func() []uint32 { return appendEncoded(nil, " ") })
 
-// renderText appends an item with the given header and body text.
-func renderText(dst []uint32, header, body string) []uint32 {
+// renderText appends an item with the given header and body text, tokenized through st (nil:
+// whole).
+func renderText(dst []uint32, header, body string, st *stopper) []uint32 {
 	dst = appendHeader(dst, header)
-	dst = appendEncoded(dst, body)
+	dst = st.encode(dst, body)
 	return append(dst, TokenEnd)
 }
 

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -26,9 +28,9 @@ func TestRenderIncrementalEqualsFull(t *testing.T) {
 	set := &Settings{Instructions: "You are a test."}
 	items := sampleItems()
 	full := RenderItems(set, items)
-	c := NewContext(set)
+	c := newContext(t, set)
 	for i := range items {
-		c.Append(items[i])
+		appendTo(t, c, items[i])
 	}
 	if !slices.Equal(c.Tokens(), full) {
 		t.Fatalf("incremental render differs from the full render")
@@ -38,7 +40,7 @@ func TestRenderIncrementalEqualsFull(t *testing.T) {
 	}
 	// The full render is the concatenation of the instructions' and each item's render.
 	var concat []uint32
-	concat = renderText(concat, protocol.RoleSystem, set.Instructions)
+	concat = renderText(concat, protocol.RoleSystem, set.Instructions, nil)
 	for i := range items {
 		concat = append(concat, RenderItems(nil, items[i:i+1])...)
 	}
@@ -167,9 +169,9 @@ func FuzzRender(f *testing.F) {
 		checkChunks(t, s)
 		items := []protocol.Item{userMsg(s), toolOutput("c", s)}
 		full := RenderItems(nil, items)
-		c := NewContext(nil)
-		c.Append(items[0])
-		c.Append(items[1])
+		c := newContext(t, nil)
+		appendTo(t, c, items[0])
+		appendTo(t, c, items[1])
 		if !slices.Equal(full, c.Tokens()) {
 			t.Fatal("incremental render differs")
 		}
@@ -191,5 +193,91 @@ func BenchmarkRenderProse(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
 		RenderItems(nil, items)
+	}
+}
+
+// newContext is NewContext with a context that never ends.
+func newContext(t testing.TB, set *Settings) *Context {
+	t.Helper()
+	c, err := NewContext(context.Background(), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// appendTo is c.Append with a context that never ends.
+func appendTo(t testing.TB, c *Context, items ...protocol.Item) {
+	t.Helper()
+	if err := c.Append(context.Background(), items...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endsAfter is a context whose Err is nil for its first n calls and context.Canceled from
+// then on: a client that goes away while its text is tokenized. One goroutine uses it.
+type endsAfter struct {
+	context.Context
+	n int
+}
+
+func (c *endsAfter) Err() error {
+	if c.n > 0 {
+		c.n--
+		return nil
+	}
+	return context.Canceled
+}
+
+// TestLongTokenizingStops: a long text stops being tokenized soon after its context ends
+// (after a few chunks, not the whole text), Append and NewContext return the context's error,
+// and the Context is as it was, so that a later Append renders what a full render gives.
+func TestLongTokenizingStops(t *testing.T) {
+	long := strings.Repeat("the quick brown fox jumps over the lazy dog ", (4<<20)/44)
+	c := newContext(t, nil)
+	appendTo(t, c, userMsg("first"))
+	len0 := c.Len()
+	before := encodeStats.bytes.Load()
+	// The first look is the slot's (protocol.CPUSlot), then one per stopEvery bytes.
+	err := c.Append(&endsAfter{Context: context.Background(), n: 3}, userMsg(long))
+	encoded := encodeStats.bytes.Load() - before
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Append: %v, want context.Canceled", err)
+	}
+	if encoded > 3*(stopEvery+maxChunk) { // two looks found it live, the third ended it
+		t.Fatalf("%d of %d bytes tokenized after the context ended", encoded, len(long))
+	}
+	if c.Len() != len0 || len(c.Items()) != 1 || c.Rendered() != 1 || c.LastUserText() != "first" {
+		t.Fatalf("the stopped Append changed the context: Len %d, %d items", c.Len(), len(c.Items()))
+	}
+	appendTo(t, c, userMsg(long))
+	if want := RenderItems(nil, []protocol.Item{userMsg("first"), userMsg(long)}); !slices.Equal(c.Tokens(), want) {
+		t.Fatal("the render after a stopped Append differs from the full render")
+	}
+	if _, err := NewContext(&endsAfter{Context: context.Background(), n: 2}, &Settings{Instructions: long}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("NewContext: %v, want context.Canceled", err)
+	}
+}
+
+// TestStoppedInputRenderedLater: input whose tokenizing a context's end stopped (a step cut
+// while it rendered) is rendered before the next input, so the session's context holds every
+// item it was given, in order.
+func TestStoppedInputRenderedLater(t *testing.T) {
+	long := strings.Repeat("lorem ipsum dolor sit amet ", (2<<20)/27)
+	set := &Settings{Instructions: "Be brief."}
+	ms, err := NewSim(SimOptions{}).Open(t.Context(), RolloutInfo{Settings: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	if err := ms.Prefill(&endsAfter{Context: context.Background(), n: 2}, []protocol.Item{userMsg(long)}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Prefill: %v, want context.Canceled", err)
+	}
+	if err := ms.Prefill(t.Context(), []protocol.Item{userMsg("next")}); err != nil {
+		t.Fatal(err)
+	}
+	want := RenderItems(set, []protocol.Item{userMsg(long), userMsg("next")})
+	if got := ms.(*session).context.Tokens(); !slices.Equal(got, want) {
+		t.Fatalf("context of %d tokens, want the full render's %d", len(got), len(want))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -115,6 +116,10 @@ type session struct {
 	tools map[*protocol.Tool]*toolInfo
 	names map[string][]uint32
 	gen   []genCall
+
+	// lag holds the items handed to the session whose rendering stopped when a step's context
+	// ended (feed): they come before any other item into the context.
+	lag []protocol.Item
 }
 
 // renderGenerated appends the render of it when it is a function_call the previous step
@@ -145,8 +150,12 @@ func (ss *session) renderGenerated(dst []uint32, it *protocol.Item) ([]uint32, b
 
 // Open implements sampler.Model. The session renders the instructions at once; items are
 // rendered as Prefill and Sample receive them, each only once.
-func (s *Sim) Open(_ context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
-	return newSession(s, info.Settings, NewContext(info.Settings), 0), nil
+func (s *Sim) Open(ctx context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
+	c, err := NewContext(ctx, info.Settings)
+	if err != nil {
+		return nil, err
+	}
+	return newSession(s, info.Settings, c, 0), nil
 }
 
 // newSession is a session over c with empty caches.
@@ -157,9 +166,29 @@ func newSession(s *Sim, settings *sampler.Settings, c *Context, prefilled int) *
 
 // Prefill implements sampler.ModelSession: the input is rendered and counts as in the model's
 // state (a warm-up's tokens are cached for the next step).
-func (ss *session) Prefill(_ context.Context, input []protocol.Item) error {
-	ss.context.Append(input...)
+func (ss *session) Prefill(ctx context.Context, input []protocol.Item) error {
+	if err := ss.feed(ctx, input, nil); err != nil {
+		return err
+	}
 	ss.prefilled = ss.context.Len()
+	return nil
+}
+
+// feed renders the session's lag, then items, into its context (known as for
+// Context.append). When ctx ends before they are rendered (a long tokenizing stopped), they
+// are all kept, in order, as the lag, and the next feed renders them first: the context
+// always ends up holding every item the rollout handed over, even when a steer cut the step
+// that was tokenizing them.
+func (ss *session) feed(ctx context.Context, items []protocol.Item, known func(dst []uint32, it *protocol.Item) ([]uint32, bool)) error {
+	if len(ss.lag) > 0 {
+		ss.lag = append(ss.lag, items...)
+		items, known = ss.lag, nil
+	}
+	if err := ss.context.append(ctx, items, known); err != nil {
+		ss.lag = slices.Clip(items) // an append to the lag must not write into the caller's array
+		return err
+	}
+	ss.lag = nil
 	return nil
 }
 
@@ -167,12 +196,17 @@ func (ss *session) Prefill(_ context.Context, input []protocol.Item) error {
 // (it generated it); the step's input is prefilled. Usage: input_tokens is the whole context,
 // cached_tokens what was in the model's state before the input.
 func (ss *session) Sample(ctx context.Context, step *sampler.Step, out sampler.Output) (sampler.StepResult, error) {
+	if err := ss.feed(ctx, step.Output, ss.renderGenerated); err != nil {
+		ss.lag = append(ss.lag, step.Input...)
+		return sampler.StepResult{}, err
+	}
 	if len(step.Output) > 0 {
-		ss.context.append(step.Output, ss.renderGenerated)
 		ss.prefilled = ss.context.Len()
 	}
 	ss.gen = ss.gen[:0]
-	ss.context.Append(step.Input...)
+	if err := ss.feed(ctx, step.Input, nil); err != nil {
+		return sampler.StepResult{}, err
+	}
 	req := request{Settings: ss.settings, Context: ss.context, Cached: ss.prefilled, Step: step.Index, Calls: step.Calls,
 		session: ss}
 	res, err := ss.sim.sample(ctx, &req, out)
@@ -190,6 +224,12 @@ const parkVersion = 1
 // a version byte, the prefilled token count (uvarint), then every token (4 bytes, little
 // endian); the items are the rollout's, handed back to Unpark.
 func (ss *session) Park() ([]byte, error) {
+	if len(ss.lag) > 0 {
+		// Items whose rendering a step's end cut: the state must hold them.
+		if err := ss.feed(context.Background(), nil, nil); err != nil {
+			return nil, err
+		}
+	}
 	toks := ss.context.tokens
 	b := make([]byte, 0, 1+binary.MaxVarintLen64+4*len(toks))
 	b = append(b, parkVersion)

@@ -14,7 +14,10 @@ type segment struct {
 	lane     string // stream_id of its create; "" is the default lane
 	settings []byte // settingsKey of its request
 	chain    []protocol.Item
-	pending  []string        // call_ids left open at its end
-	steered  []protocol.Item // guarded by registry.mu: input of steers pending on its calls (response.steer.pending), which a cold continuation appends
-	bytes    int64           // estimate of the items this segment added (input + output)
+	pending  []string // call_ids left open at its end
+	// suspended: it ended at a suspension of its rollout, so pending is every call its chain
+	// leaves open (sampler.Suspension.PendingCallIDs), not only those of its last step
+	suspended bool
+	steered   []protocol.Item // guarded by registry.mu: input of steers pending on its calls (response.steer.pending), which a cold continuation appends
+	bytes     int64           // estimate of the items this segment added (input + output)
 }

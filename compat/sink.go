@@ -220,6 +220,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	seg := ps.seg
 	seg.chain = chain
 	seg.pending = pending
+	seg.suspended = suspended
 	seg.bytes = session.ItemsBytes(ps.input) + session.ItemsBytes(output) + 256 + int64(len(seg.settings))
 	latest := ""
 	if suspended && !storeFailed {

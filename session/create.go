@@ -24,7 +24,7 @@ type Shape interface {
 	Item(id string) (it protocol.Item, ok bool)
 	// Parent returns the chain of cr.Parent (the previous_response_id) when the shape keeps
 	// that response on the connection; found false sends the lookup on to Options.Store. A
-	// non-nil error (response_in_progress) answers the create.
+	// non-nil error (response_in_progress) answers the create. It may set cr.Answered.
 	Parent(cr *Create) (chain []protocol.Item, found bool, err error)
 	// Rejected is told that the input of cr does not continue the chain Parent returned
 	// (protocol.CheckContinuation failed; that error answers the create).
@@ -56,6 +56,11 @@ type Create struct {
 	// Cold, when not nil, says why a continuation starts a new rollout from History + input
 	// (the cold path) instead of resuming its parent's.
 	Cold *protocol.Continuation
+	// Answered is set by Shape.Parent when it knows the input continues History: the parent
+	// ended at a suspension whose pending calls are every call History leaves open, and the
+	// input is exactly one output for each (CheckOutputs), then messages. Create then does not
+	// walk History again (protocol.CheckContinuation), a cost that grows with the chain.
+	Answered bool
 }
 
 // A Route is how a create runs, as its Shape decides (Shape.Route).
@@ -175,6 +180,9 @@ func (c *Conn) resolveParent(cr *Create, s Shape) error {
 		cr.Cold = cold(protocol.ColdNotOnConnection)
 	}
 	cr.History = chain
+	if cr.Answered {
+		return nil
+	}
 	if err := protocol.CheckContinuation(chain, input); err != nil {
 		if found {
 			s.Rejected(cr)

@@ -521,21 +521,27 @@ func appendResponse(dst []byte, r *Response) []byte {
 	}
 	dst = append(dst, `,"user":`...)
 	dst = appendOptString(dst, r.User)
-	dst = append(dst, `,"metadata":{`...)
-	keys := make([]string, 0, len(r.Metadata))
-	for k := range r.Metadata {
+	dst = append(dst, `,"metadata":`...)
+	return append(appendMetadata(dst, r.Metadata), '}')
+}
+
+// appendMetadata appends m as a JSON object, keys sorted ({} when nil).
+func appendMetadata(dst []byte, m map[string]string) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	dst = append(dst, '{')
 	for i, k := range keys {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
-		dst = appendString(dst, r.Metadata[k])
+		dst = appendString(dst, m[k])
 	}
-	return append(dst, "}}"...)
+	return append(dst, '}')
 }
 
 func appendOptString(dst []byte, s *string) []byte {
@@ -660,4 +666,54 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// AppendSettings appends the settings of r that shape its sampling, as one JSON object in
+// this order: model, instructions, tools, tool_choice, parallel_tool_calls, reasoning, text,
+// temperature, top_p, presence_penalty, frequency_penalty, max_output_tokens,
+// max_tool_calls, truncation, metadata (keys sorted). Each member is encoded as in the
+// Response object (AppendJSON), so two Responses with equal settings encode to equal bytes:
+// a hot-path continuation compares its own with its parent's.
+func AppendSettings(dst []byte, r *Response) []byte {
+	dst = append(dst, `{"model":`...)
+	dst = appendString(dst, r.Model)
+	dst = append(dst, `,"instructions":`...)
+	dst = appendOptString(dst, r.Instructions)
+	dst = append(dst, `,"tools":[`...)
+	for i := range r.Tools {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendTool(dst, &r.Tools[i])
+	}
+	dst = append(dst, `],"tool_choice":`...)
+	dst = appendToolChoice(dst, &r.ToolChoice)
+	dst = append(dst, `,"parallel_tool_calls":`...)
+	dst = strconv.AppendBool(dst, r.ParallelToolCalls)
+	dst = append(dst, `,"reasoning":{"effort":`...)
+	dst = appendOptString(dst, r.Reasoning.Effort)
+	dst = append(dst, `,"summary":`...)
+	dst = appendOptString(dst, r.Reasoning.Summary)
+	dst = append(dst, `},"text":`...)
+	dst = appendTextConfig(dst, &r.Text)
+	dst = append(dst, `,"temperature":`...)
+	dst = appendFloat(dst, r.Temperature)
+	dst = append(dst, `,"top_p":`...)
+	dst = appendFloat(dst, r.TopP)
+	dst = append(dst, `,"presence_penalty":`...)
+	dst = appendFloat(dst, r.PresencePenalty)
+	dst = append(dst, `,"frequency_penalty":`...)
+	dst = appendFloat(dst, r.FrequencyPenalty)
+	dst = append(dst, `,"max_output_tokens":`...)
+	dst = appendOptInt(dst, r.MaxOutputTokens)
+	dst = append(dst, `,"max_tool_calls":`...)
+	dst = appendOptInt(dst, r.MaxToolCalls)
+	dst = append(dst, `,"truncation":`...)
+	if r.Truncation == "" {
+		dst = append(dst, `"disabled"`...)
+	} else {
+		dst = appendString(dst, r.Truncation)
+	}
+	dst = append(dst, `,"metadata":`...)
+	return append(appendMetadata(dst, r.Metadata), '}')
 }

@@ -241,13 +241,16 @@ func appendParam(dst []byte, param string) []byte {
 }
 
 // appendItems appends a JSON array of items ([] when empty).
-func appendItems(dst []byte, items []Item) []byte {
+func appendItems(dst []byte, items []Item) []byte { return appendArray(dst, items, appendItem) }
+
+// appendArray appends xs as a JSON array ([] when empty), each element by appendOne.
+func appendArray[T any](dst []byte, xs []T, appendOne func([]byte, *T) []byte) []byte {
 	dst = append(dst, '[')
-	for i := range items {
+	for i := range xs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendItem(dst, &items[i])
+		dst = appendOne(dst, &xs[i])
 	}
 	return append(dst, ']')
 }
@@ -472,11 +475,9 @@ func appendResponse(dst []byte, r *Response) []byte {
 	dst = appendOptString(dst, r.PreviousResponseID)
 	dst = append(dst, `,"prompt_cache_key":`...)
 	dst = appendOptString(dst, r.PromptCacheKey)
-	dst = append(dst, `,"reasoning":{"effort":`...)
-	dst = appendOptString(dst, r.Reasoning.Effort)
-	dst = append(dst, `,"summary":`...)
-	dst = appendOptString(dst, r.Reasoning.Summary)
-	dst = append(dst, `},"safety_identifier":`...)
+	dst = append(dst, `,"reasoning":`...)
+	dst = appendReasoning(dst, &r.Reasoning)
+	dst = append(dst, `,"safety_identifier":`...)
 	dst = appendOptString(dst, r.SafetyIdentifier)
 	dst = append(dst, `,"service_tier":`...)
 	if r.ServiceTier == "" {
@@ -492,14 +493,9 @@ func appendResponse(dst []byte, r *Response) []byte {
 	dst = appendTextConfig(dst, &r.Text)
 	dst = append(dst, `,"tool_choice":`...)
 	dst = appendToolChoice(dst, &r.ToolChoice)
-	dst = append(dst, `,"tools":[`...)
-	for i := range r.Tools {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendTool(dst, &r.Tools[i])
-	}
-	dst = append(dst, `],"top_logprobs":`...)
+	dst = append(dst, `,"tools":`...)
+	dst = appendTools(dst, r.Tools)
+	dst = append(dst, `,"top_logprobs":`...)
 	dst = strconv.AppendInt(dst, int64(r.TopLogprobs), 10)
 	dst = append(dst, `,"top_p":`...)
 	dst = appendFloat(dst, r.TopP)
@@ -508,11 +504,7 @@ func appendResponse(dst []byte, r *Response) []byte {
 	dst = append(dst, `,"frequency_penalty":`...)
 	dst = appendFloat(dst, r.FrequencyPenalty)
 	dst = append(dst, `,"truncation":`...)
-	if r.Truncation == "" {
-		dst = append(dst, `"disabled"`...)
-	} else {
-		dst = appendString(dst, r.Truncation)
-	}
+	dst = appendTruncation(dst, r.Truncation)
 	dst = append(dst, `,"usage":`...)
 	if r.Usage == nil {
 		dst = append(dst, "null"...)
@@ -679,22 +671,15 @@ func AppendSettings(dst []byte, r *Response) []byte {
 	dst = appendString(dst, r.Model)
 	dst = append(dst, `,"instructions":`...)
 	dst = appendOptString(dst, r.Instructions)
-	dst = append(dst, `,"tools":[`...)
-	for i := range r.Tools {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendTool(dst, &r.Tools[i])
-	}
-	dst = append(dst, `],"tool_choice":`...)
+	dst = append(dst, `,"tools":`...)
+	dst = appendTools(dst, r.Tools)
+	dst = append(dst, `,"tool_choice":`...)
 	dst = appendToolChoice(dst, &r.ToolChoice)
 	dst = append(dst, `,"parallel_tool_calls":`...)
 	dst = strconv.AppendBool(dst, r.ParallelToolCalls)
-	dst = append(dst, `,"reasoning":{"effort":`...)
-	dst = appendOptString(dst, r.Reasoning.Effort)
-	dst = append(dst, `,"summary":`...)
-	dst = appendOptString(dst, r.Reasoning.Summary)
-	dst = append(dst, `},"text":`...)
+	dst = append(dst, `,"reasoning":`...)
+	dst = appendReasoning(dst, &r.Reasoning)
+	dst = append(dst, `,"text":`...)
 	dst = appendTextConfig(dst, &r.Text)
 	dst = append(dst, `,"temperature":`...)
 	dst = appendFloat(dst, r.Temperature)
@@ -709,11 +694,27 @@ func AppendSettings(dst []byte, r *Response) []byte {
 	dst = append(dst, `,"max_tool_calls":`...)
 	dst = appendOptInt(dst, r.MaxToolCalls)
 	dst = append(dst, `,"truncation":`...)
-	if r.Truncation == "" {
-		dst = append(dst, `"disabled"`...)
-	} else {
-		dst = appendString(dst, r.Truncation)
-	}
+	dst = appendTruncation(dst, r.Truncation)
 	dst = append(dst, `,"metadata":`...)
 	return append(appendMetadata(dst, r.Metadata), '}')
+}
+
+// appendTools appends tools as a JSON array ([] when nil).
+func appendTools(dst []byte, tools []Tool) []byte { return appendArray(dst, tools, appendTool) }
+
+// appendReasoning appends the reasoning object, its unset members null.
+func appendReasoning(dst []byte, r *Reasoning) []byte {
+	dst = append(dst, `{"effort":`...)
+	dst = appendOptString(dst, r.Effort)
+	dst = append(dst, `,"summary":`...)
+	dst = appendOptString(dst, r.Summary)
+	return append(dst, '}')
+}
+
+// appendTruncation appends the truncation strategy, "disabled" when empty.
+func appendTruncation(dst []byte, t string) []byte {
+	if t == "" {
+		return append(dst, `"disabled"`...)
+	}
+	return appendString(dst, t)
 }

@@ -297,3 +297,14 @@ func TestAppendStringLongRuns(t *testing.T) {
 		t.Fatalf("encoded %d bytes, encoding/json %d", len(got), want.Len()-1)
 	}
 }
+
+// BenchmarkAppendStringProse encodes 4 KiB of plain ASCII prose with a few escapes, the shape
+// of instructions and tool outputs echoed in events.
+func BenchmarkAppendStringProse(b *testing.B) {
+	s := strings.Repeat("The quick brown fox jumps over the lazy dog; it said \"ok\".\n", 70)
+	buf := make([]byte, 0, 2*len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = appendString(buf[:0], s)
+	}
+}

@@ -89,10 +89,11 @@ func (pc *publicCreate) local(cr *session.Create) ([]protocol.Item, bool, error)
 	if parent == nil {
 		return nil, false, nil
 	}
-	// A rollout suspends with every call its chain leaves open pending: an input that is
-	// exactly their outputs (then messages) continues the chain, so the walk of the whole
-	// chain (protocol.CheckContinuation) can be skipped, and the hot path stays flat.
-	cr.Answered = parent.suspended && session.CheckOutputs(parent.pending, cr.Params.Input) == nil
+	// A rollout suspends with every call it made and its chain leaves open pending: unless the
+	// client left a call of its own open (unlisted), an input that is exactly their outputs
+	// (then messages) continues the chain, so the walk of the whole chain
+	// (protocol.CheckContinuation) can be skipped, and the hot path stays flat.
+	cr.Answered = parent.suspended && !parent.unlisted && session.CheckOutputs(parent.pending, cr.Params.Input) == nil
 	return parent.chain, true, nil
 }
 
@@ -152,6 +153,8 @@ func (pc *publicCreate) Route(cr *session.Create) session.Route {
 	if cr.Cold != nil {
 		ps.path, ps.cold = &pc.counters.Cold, cr.Cold
 	}
+	// A new rollout: its chain was walked (or is new), so only a call of input can be left open.
+	ps.seg.unlisted = leavesClientCallOpen(p.Input)
 	key := ps.seg.id
 	ps.seg.rollout = key
 	r.mu.Lock()
@@ -225,4 +228,31 @@ func (r *registry) cold(parent *segment, ps *pendingSegment, p *protocol.CreateP
 		return coldFor(protocol.ColdInput)
 	}
 	return nil
+}
+
+// leavesClientCallOpen reports whether input makes a function_call of its own that it does
+// not answer. protocol.CheckContinuation accepts such a call and demands its output from the
+// next continuation; every other call a walked continuation's chain leaves open is answered
+// by input, so only input needs looking at.
+func leavesClientCallOpen(input []protocol.Item) bool {
+	var own map[string]bool // calls input makes: true while unanswered
+	for i := range input {
+		switch it := &input[i]; it.Type {
+		case protocol.ItemFunctionCall:
+			if own == nil {
+				own = map[string]bool{}
+			}
+			own[it.CallID] = true
+		case protocol.ItemFunctionCallOutput:
+			if own[it.CallID] {
+				own[it.CallID] = false
+			}
+		}
+	}
+	for _, open := range own {
+		if open {
+			return true
+		}
+	}
+	return false
 }

@@ -18,6 +18,10 @@ type segment struct {
 	// suspended: it ended at a suspension of its rollout, so pending is every call its chain
 	// leaves open (sampler.Suspension.PendingCallIDs), not only those of its last step
 	suspended bool
-	steered   []protocol.Item // guarded by registry.mu: input of steers pending on its calls (response.steer.pending), which a cold continuation appends
-	bytes     int64           // estimate of the items this segment added (input + output)
+	// unlisted: its chain leaves open a call the client made itself (a function_call of an
+	// input, never answered). A rollout's pending lists only the calls it made, so a
+	// continuation of this segment must walk the chain to demand that call's output.
+	unlisted bool
+	steered  []protocol.Item // guarded by registry.mu: input of steers pending on its calls (response.steer.pending), which a cold continuation appends
+	bytes    int64           // estimate of the items this segment added (input + output)
 }

@@ -142,7 +142,7 @@ func (s *rolloutSink) Steered(st session.Steering) {
 	resp := ps.resp
 	resp.ID, resp.CreatedAt, resp.PreviousResponseID = id, time.Now().Unix(), &prev
 	succ := &pendingSegment{
-		seg:       &segment{id: id, settings: ps.seg.settings, lane: ps.seg.lane, rollout: s.key},
+		seg:       &segment{id: id, settings: ps.seg.settings, lane: ps.seg.lane, rollout: s.key, unlisted: ps.seg.unlisted},
 		resp:      resp,
 		input:     input,
 		store:     ps.store,

@@ -253,7 +253,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	if m := int64(cfg.maxMemory); m > 0 && m < session.DecodeFactor*int64(cfg.maxFrame) {
-		return fmt.Errorf("-max-memory %s is less than %d × -max-frame: no frame of the largest size could be read", formatBytes(int64(cfg.maxMemory)), session.DecodeFactor)
+		return fmt.Errorf("-max-memory %s is less than %d × -max-frame (%s): no frame of the largest size could be read; raise -max-memory to at least %s or lower -max-frame",
+			formatBytes(int64(cfg.maxMemory)), session.DecodeFactor, formatBytes(int64(cfg.maxFrame)), formatBytes(session.DecodeFactor*int64(cfg.maxFrame)))
 	}
 
 	store.LogRedisTo(log)

@@ -53,6 +53,9 @@ func TestWriteLockRoundRobin(t *testing.T) {
 					mu.Lock()
 					got = append(got, lane)
 					mu.Unlock()
+					// The other lane is queued (or done) before this one lets go: a lane
+					// that is not waiting may take the lock twice, which is not the point.
+					synctest.Wait()
 					l.Unlock()
 				}
 			}()

@@ -103,9 +103,9 @@ Commands:
   conform run the conformance suite against a server (public and append shape)
   bench   run one agent workload over http, http-prev, ws and append and compare their overhead
   soak    hold N connections of M-turn rollouts in both shapes with chaos; verify items and resources
-  version print the module version, VCS revision and Go version (also: tether -version)
   attack  run resource attacks (huge frames, slow bodies, many connections) against fresh servers;
           report peak RSS, /healthz latency and what was refused
+  version print the module version, VCS revision and Go version (also: tether -version)
 
 Run 'tether <command> -h' for the flags of a command. Every flag can also be set with an
 environment variable TETHER_<COMMAND>_<FLAG> (e.g. TETHER_SERVE_ADDR, TETHER_BENCH_CALLS) or

@@ -354,9 +354,9 @@ func (h *HTTP) writeCounted(w http.ResponseWriter, r *http.Request, size int64, 
 // client. A client that goes away while the answer waits for a slot is recorded as
 // client_closed_request (499), and the answer is not encoded.
 func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode func() ([]byte, error)) {
-	release, err := protocol.CPUSlot(r.Context(), int(size))
-	if err != nil {
-		WriteError(w, protocol.ClientClosed())
+	release, perr := protocol.HeavySlot(r.Context(), int(size))
+	if perr != nil {
+		WriteError(w, perr)
 		return
 	}
 	b, err := encode()

@@ -62,7 +62,7 @@ var (
 // HeavyBytes or more is decoded in a heavy-work slot (CPUSlot); when ctx (the connection's)
 // ends before one is free, the frame is not decoded and the error is ClientClosed.
 func DecodeClientEvent(ctx context.Context, data []byte) (ClientEvent, *Error) {
-	release, cerr := heavy(ctx, len(data))
+	release, cerr := HeavySlot(ctx, len(data))
 	defer release()
 	if cerr != nil {
 		return ClientEvent{}, cerr
@@ -128,7 +128,7 @@ func UnknownEventType(typ, supported string) *Error {
 // HeavyBytes or more is decoded in a heavy-work slot (CPUSlot); when ctx (the request's) ends
 // before one is free, the body is not decoded and the error is ClientClosed.
 func DecodeCreateParams(ctx context.Context, data []byte) (*CreateParams, *Error) {
-	release, cerr := heavy(ctx, len(data))
+	release, cerr := HeavySlot(ctx, len(data))
 	defer release()
 	if cerr != nil {
 		return nil, cerr

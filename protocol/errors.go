@@ -169,9 +169,10 @@ func IsClientClosed(err error) bool {
 	return ok && e != nil && e.Code == CodeClientClosed
 }
 
-// heavy takes a heavy-work slot for n bytes of ctx's work (CPUSlot), or returns ClientClosed
-// when ctx ends first.
-func heavy(ctx context.Context, n int) (release func(), _ *Error) {
+// HeavySlot is CPUSlot for the work of a request or frame: it takes a heavy-work slot for n
+// bytes of ctx's work, or returns a no-op release and ClientClosed (499) when ctx ends first,
+// the error a handler records for a client that went away.
+func HeavySlot(ctx context.Context, n int) (release func(), _ *Error) {
 	release, err := CPUSlot(ctx, n)
 	if err != nil {
 		return release, ClientClosed()

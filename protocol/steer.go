@@ -51,7 +51,7 @@ type SteerParams struct {
 // input_file parts. A frame of HeavyBytes or more waits for a heavy-work slot (CPUSlot); when
 // ctx ends first the error is ClientClosed.
 func DecodeSteer(ctx context.Context, data []byte) (SteerParams, *Error) {
-	release, cerr := heavy(ctx, len(data))
+	release, cerr := HeavySlot(ctx, len(data))
 	defer release()
 	if cerr != nil {
 		return SteerParams{}, cerr

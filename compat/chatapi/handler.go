@@ -110,10 +110,10 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, *session
 // (protocol.CPUSlot): client_closed_request (499) when ctx, the request's, ends before one
 // is free.
 func decodeRequest(ctx context.Context, body []byte) (*chatwire.Request, *protocol.Error) {
-	release, err := protocol.CPUSlot(ctx, len(body))
+	release, perr := protocol.HeavySlot(ctx, len(body))
 	defer release()
-	if err != nil {
-		return nil, protocol.ClientClosed()
+	if perr != nil {
+		return nil, perr
 	}
 	var req chatwire.Request
 	if err := json.Unmarshal(body, &req); err != nil {

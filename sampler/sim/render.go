@@ -121,18 +121,17 @@ func (st *stopper) encode(dst []uint32, s string) []uint32 {
 	if st.err != nil {
 		return dst
 	}
-	encodeChunksUntil(s, func(chunk string) bool {
-		encodeChunk(chunk, func(t token) bool {
-			dst = append(dst, t.id())
-			return true
-		})
-		if st.since += len(chunk); st.since >= stopEvery {
-			st.since = 0
-			st.err = st.ctx.Err()
-		}
-		return st.err == nil
-	})
-	return dst
+	return appendEncodedUntil(dst, s, st.more)
+}
+
+// more counts n more bytes tokenized and, every stopEvery bytes, looks at the context: false
+// once it has ended.
+func (st *stopper) more(n int) bool {
+	if st.since += n; st.since >= stopEvery {
+		st.since = 0
+		st.err = st.ctx.Err()
+	}
+	return st.err == nil
 }
 
 // stopped reports whether st has stopped.

@@ -52,12 +52,17 @@ var encodeStats struct {
 // are cut into bounded chunks encoded one by one, so the cost is linear in len(s); the cut
 // points depend on s only, so the result is a pure function of s. The tokens of segments met
 // before come from the segment cache (segments.go).
-func appendEncoded(dst []uint32, s string) []uint32 {
-	encodeChunks(s, func(chunk string) {
+func appendEncoded(dst []uint32, s string) []uint32 { return appendEncodedUntil(dst, s, nil) }
+
+// appendEncodedUntil is appendEncoded that, after each chunk, asks more (when not nil) with the
+// chunk's length in bytes whether to go on; it stops between two chunks when more says no.
+func appendEncodedUntil(dst []uint32, s string, more func(n int) bool) []uint32 {
+	encodeChunksUntil(s, func(chunk string) bool {
 		encodeChunk(chunk, func(t token) bool {
 			dst = append(dst, t.id())
 			return true
 		})
+		return more == nil || more(len(chunk))
 	})
 	return dst
 }

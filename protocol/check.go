@@ -65,7 +65,8 @@ func CheckCreate(p *CreateParams, where Where) error {
 // both shapes): every function_call_output must name a function_call of chain or of input
 // before it (else tool_call_not_found), no call may get two outputs (duplicate_tool_output),
 // and every call chain leaves open must get one (missing_tool_output: "No tool output found
-// for function call <call_id>."). All are 400 with param "input". A
+// for function call <call_id>."), even when input repeats that function_call. A call that input
+// itself makes first is the client's own: it may stay open. All are 400 with param "input". A
 // function_call of chain with status incomplete (cut short by response.steer, max_output_tokens
 // or a full context window) is not open: it needs no output and takes none (tool_call_not_found,
 // saying it was cut off). Other items are appended as given.
@@ -122,9 +123,6 @@ func CheckContinuation(chain, input []Item) error {
 		switch it.Type {
 		case ItemFunctionCall:
 			f := state.flags(it.CallID)
-			if *f&open == 0 {
-				pending = append(pending, it.CallID)
-			}
 			*f = *f&^answered | open
 		case ItemFunctionCallOutput:
 			f := state.flags(it.CallID)
@@ -142,22 +140,13 @@ func CheckContinuation(chain, input []Item) error {
 			*f |= answered
 		}
 	}
+	// Only the calls chain left open are demanded: a call input makes first is a client-side
+	// call the client answers later, but repeating a pending call of chain does not answer it.
 	for _, id := range pending {
-		if state.get(id)&answered == 0 && !calledIn(input, id) {
+		if state.get(id)&answered == 0 {
 			return Errorf(bad, CodeMissingToolOutput, "input",
 				"No tool output found for function call %s.", id)
 		}
 	}
 	return nil
-}
-
-// calledIn reports whether input itself makes the call id (a client-side call the client
-// will answer later is not this server's to demand).
-func calledIn(input []Item, id string) bool {
-	for i := range input {
-		if input[i].Type == ItemFunctionCall && input[i].CallID == id {
-			return true
-		}
-	}
-	return false
 }

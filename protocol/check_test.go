@@ -67,6 +67,9 @@ func TestCheckContinuation(t *testing.T) {
 		{"one open", chain, []Item{out("a")}, CodeMissingToolOutput},
 		{"call and output in input", nil, []Item{call("x"), out("x")}, ""},
 		{"client-side call left open", nil, []Item{call("x")}, ""},
+		{"client-side call left open besides the answers", chain, []Item{out("a"), out("b"), call("x")}, ""},
+		{"pending call repeated, not answered", chain, []Item{out("a"), call("b")}, CodeMissingToolOutput},
+		{"pending call repeated, then answered", chain, []Item{out("a"), call("b"), out("b")}, ""},
 	}
 	for _, c := range cases {
 		err := CheckContinuation(c.chain, c.input)
@@ -138,9 +141,6 @@ func checkContinuationMaps(chain, input []Item) error {
 		it := &input[i]
 		switch it.Type {
 		case ItemFunctionCall:
-			if _, seen := open[it.CallID]; !seen {
-				pending = append(pending, it.CallID)
-			}
 			open[it.CallID] = false
 		case ItemFunctionCallOutput:
 			answered, ok := open[it.CallID]
@@ -159,7 +159,7 @@ func checkContinuationMaps(chain, input []Item) error {
 		}
 	}
 	for _, id := range pending {
-		if !open[id] && !calledIn(input, id) {
+		if !open[id] {
 			return Errorf(bad, CodeMissingToolOutput, "input",
 				"No tool output found for function call %s.", id)
 		}

@@ -52,6 +52,15 @@ func TestClientCallLeftOpenIsDemanded(t *testing.T) {
 		t.Fatalf("answering both: %v", final(r3))
 	}
 
+	// Repeating the rollout's pending call does not answer it.
+	r1 = turn(t, c, create("go", opts("")))
+	pending := map[string]any{"type": "function_call", "call_id": callIDs(r1)[0], "name": "exec_command", "arguments": `{}`}
+	c.Send(create([]any{pending}, opts(respID(r1))))
+	fs := c.Until("error", "response.completed", "response.incomplete", "response.failed")
+	if e := fs[len(fs)-1]; e.Type() != "error" || e.Str("error", "code") != "missing_tool_output" {
+		t.Fatalf("a repeated pending call without its output: %v, want missing_tool_output", e)
+	}
+
 	// A call made and answered in the same input leaves nothing open: the next turn is hot.
 	r1 = turn(t, c, create([]any{userMsg("go"), clientCall, toolOutput("call_client", "mine")}, opts("")))
 	hot0 := f.srv.Counters().Hot.Load()

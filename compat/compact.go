@@ -85,21 +85,11 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 			return nil, err
 		}
 	}
-	input, copied := p.Input, false
-	for i := range input {
-		if input[i].Type != protocol.ItemReference {
-			continue
-		}
-		it, err := session.FindStoredItem(ctx, st, input[i].ID, owner, i)
-		if err != nil {
-			return nil, err
-		}
-		if !copied { // p.Input is the request's: resolved into a copy, made once
-			input, copied = protocol.AppendItems(nil, input), true
-		}
-		input[i] = it
+	input, err := session.ResolveItemRefs(ctx, p.Input, nil, st, owner)
+	if err != nil {
+		return nil, err
 	}
-	input, err := h.Session.Compaction.Expand(input)
+	input, err = h.Session.Compaction.Expand(input)
 	if err != nil {
 		return nil, err
 	}

@@ -60,9 +60,6 @@ type publicCreate struct {
 // Where implements session.Shape.
 func (pc *publicCreate) Where() protocol.Where { return pc.where }
 
-// Item implements session.Shape: the items of the connection's ended segments.
-func (pc *publicCreate) Item(id string) (protocol.Item, bool) { return pc.r.conn.Item(id) }
-
 // Parent implements session.Shape: an ended segment of this connection; a segment still in
 // flight is response_in_progress (409). Over WebSocket, a segment not on the connection whose
 // rollout is parked in the shared store is claimed from there first (claimParked): it is then

@@ -132,3 +132,31 @@ func TestItemReferenceAppend(t *testing.T) {
 	c.Send(create([]any{userMsg("x"), ref("msg_nope")}, nil))
 	c.ExpectError(400, "invalid_item_reference", "input[1]")
 }
+
+// TestManyItemReferences: a create of many references, mixing the connection's own items, items
+// only the store holds (another connection's) and repeats, resolves each to its item (the same
+// context as the items copied inline); the first reference nothing holds is the error, however
+// many resolvable ones surround it.
+func TestManyItemReferences(t *testing.T) {
+	f := newFixture(t, server.Options{})
+	stored := final(turn(t, f.dial(t), create("Remember cobalt", nil)))
+	c := f.dial(t)
+	kept := final(turn(t, c, create("Remember amber", map[string]any{"store": false})))
+	var refs, inline []any
+	for range 500 {
+		for _, r := range []wstest.Frame{stored, kept} {
+			msg := wstest.Frame(r.Get("response", "output").([]any)[0].(map[string]any))
+			refs = append(refs, ref(msg.Str("id")))
+			inline = append(inline, map[string]any{"type": "message", "role": "assistant", "content": msg.Get("content")})
+		}
+	}
+	opts := map[string]any{"store": false}
+	byRef := turn(t, c, create(append(refs, userMsg("and now?")), opts))
+	byCopy := turn(t, c, create(append(inline, userMsg("and now?")), opts))
+	if a, b := fingerprint(t, byRef), fingerprint(t, byCopy); a != b {
+		t.Fatalf("1,000 references and their copies differ: %s vs %s", a, b)
+	}
+	bad := append(append(append([]any(nil), refs[:700]...), ref("msg_nope")), refs[700:]...)
+	c.Send(create(bad, opts))
+	c.ExpectError(400, "invalid_item_reference", "input[700]")
+}

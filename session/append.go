@@ -44,9 +44,6 @@ func (a *appendAdapter) create(p *protocol.CreateParams) error { return a.c.Crea
 // Where implements Shape.
 func (a *appendAdapter) Where() protocol.Where { return protocol.AppendWebSocket }
 
-// Item implements Shape: the items of the connection's ended rollouts.
-func (a *appendAdapter) Item(id string) (protocol.Item, bool) { return a.c.Item(id) }
-
 // Parent implements Shape: a rollout of this connection, which must have ended
 // (response_in_progress, 409, otherwise: continue it with response.append).
 func (a *appendAdapter) Parent(cr *Create) ([]protocol.Item, bool, error) {

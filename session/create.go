@@ -19,9 +19,6 @@ type Shape interface {
 	// Where is the surface the create arrived on: it selects the rules of protocol.CheckCreate;
 	// lanes (stream_id) exist only over WebSocket.
 	Where() protocol.Where
-	// Item returns the item id among the responses the shape keeps on the connection, for an
-	// item_reference; when ok is false the owner's stored items are searched next.
-	Item(id string) (it protocol.Item, ok bool)
 	// Parent returns the chain of cr.Parent (the previous_response_id) when the shape keeps
 	// that response on the connection; found false sends the lookup on to Options.Store. A
 	// non-nil error (response_in_progress) answers the create. It may set cr.Answered.
@@ -108,7 +105,7 @@ func (c *Conn) Create(p *protocol.CreateParams, s Shape) error {
 
 // create is Create after the checks that cannot be attributed to a lane.
 func (c *Conn) create(p *protocol.CreateParams, s Shape, lane string) error {
-	input, err := ResolveItemRefs(c.ctx, p.Input, s.Item, c.opts.Store, c.opts.Owner)
+	input, err := ResolveItemRefs(c.ctx, p.Input, c.Items, c.opts.Store, c.opts.Owner)
 	if err == nil {
 		input, err = c.opts.Compaction.Expand(input)
 	}

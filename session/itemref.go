@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -10,46 +9,53 @@ import (
 	"github.com/tetherd/tether/session/store"
 )
 
-// ResolveItemRefs replaces every item_reference of input by the item it names: local's (the
-// connection's own items, looked up first), else owner's stored items in st (FindStoredItem).
-// input is returned as is when it holds no reference. Both shapes use it.
-func ResolveItemRefs(ctx context.Context, input []protocol.Item, local func(id string) (protocol.Item, bool),
+// ResolveItemRefs replaces every item_reference of input by the item it names: held's (the
+// connection's own items, looked up first; nil for none), else owner's stored items in st
+// (store.FindItems). Each source is asked once for all the references, however many there
+// are. input is returned as is when it holds no reference, else a copy. The first reference
+// neither holds is invalid_item_reference (param input[i]); a failing store is
+// store_unavailable. Both shapes and compaction use it.
+func ResolveItemRefs(ctx context.Context, input []protocol.Item, held func(ids []string) map[string]protocol.Item,
 	st store.Store, owner string) ([]protocol.Item, error) {
-	var out []protocol.Item
+	var ids []string
 	for i := range input {
-		if input[i].Type != protocol.ItemReference {
+		if input[i].Type == protocol.ItemReference {
+			ids = append(ids, input[i].ID)
+		}
+	}
+	if ids == nil {
+		return input, nil
+	}
+	found := map[string]protocol.Item{}
+	if held != nil {
+		found = held(ids)
+	}
+	var missing []string
+	for _, id := range ids {
+		if _, ok := found[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		stored, err := store.FindItems(ctx, st, missing, owner)
+		if err != nil {
+			return nil, StoreUnavailable()
+		}
+		for id, it := range stored {
+			found[id] = it
+		}
+	}
+	out := append([]protocol.Item(nil), input...)
+	for i := range out {
+		if out[i].Type != protocol.ItemReference {
 			continue
 		}
-		if out == nil {
-			out = append([]protocol.Item(nil), input...)
-		}
-		it, ok := local(input[i].ID)
+		it, ok := found[out[i].ID]
 		if !ok {
-			var err error
-			if it, err = FindStoredItem(ctx, st, input[i].ID, owner, i); err != nil {
-				return nil, err
-			}
+			return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidItemReference, fmt.Sprintf("input[%d]", i),
+				"Item with id '%s' not found.", out[i].ID)
 		}
 		out[i] = it
 	}
-	if out == nil {
-		return input, nil
-	}
 	return out, nil
-}
-
-// FindStoredItem returns the stored item id of owner for the item_reference input[i]:
-// invalid_item_reference when st is nil or does not hold it, store_unavailable when st fails.
-func FindStoredItem(ctx context.Context, st store.Store, id, owner string, i int) (protocol.Item, error) {
-	if st != nil {
-		it, err := store.FindItem(ctx, st, id, owner)
-		switch {
-		case err == nil:
-			return it, nil
-		case !errors.Is(err, store.ErrNotFound):
-			return protocol.Item{}, StoreUnavailable()
-		}
-	}
-	return protocol.Item{}, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidItemReference, fmt.Sprintf("input[%d]", i),
-		"Item with id '%s' not found.", id)
 }

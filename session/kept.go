@@ -1,6 +1,9 @@
 package session
 
-import "github.com/tetherd/tether/protocol"
+import (
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session/store"
+)
 
 // The registry is keyed by response id. It holds the connection's rollouts under their keys
 // (Conn.reg: live, parked, and ended append-shape rollouts) and the ended Responses that a
@@ -116,36 +119,25 @@ func (c *Conn) ForgetResponse(id string) (orphaned bool) {
 	return orphaned
 }
 
-// Item returns the item id among the items the registry holds (ended rollouts' chains and kept
-// Responses'), for an item_reference.
-func (c *Conn) Item(id string) (protocol.Item, bool) {
+// Items returns the items with these ids among the items the registry holds (live and ended
+// rollouts' chains, kept Responses'), keyed by id, for item_references: an id it does not hold
+// is absent. One walk of the registry answers every id (a walk per id would cost a create of
+// many references the registry's size for each).
+func (c *Conn) Items(ids []string) map[string]protocol.Item {
+	search := store.NewItemSearch(ids)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, h := range c.reg {
-		if it, ok := findItem(h.items, id); ok {
-			return it, true
+		if !search.Take(h.items) {
+			return search.Found
 		}
 	}
-	var it protocol.Item
-	found := false
 	if c.ended != nil {
 		c.ended.Each(func(e endedEntry) bool {
-			if e.k != nil {
-				it, found = findItem(e.k.chain, id)
-			}
-			return !found
+			return e.k == nil || search.Take(e.k.chain)
 		})
 	}
-	return it, found
-}
-
-func findItem(items []protocol.Item, id string) (protocol.Item, bool) {
-	for j := range items {
-		if items[j].ID == id {
-			return items[j], true
-		}
-	}
-	return protocol.Item{}, false
+	return search.Found
 }
 
 // evictLocked drops the least recently used ended entries while the registry is over

@@ -139,7 +139,7 @@ func TestOneRegistryAcrossShapes(t *testing.T) {
 		c.SetLatest(live, "resp_s1")
 		c.KeepResponse("resp_s1", live, items, 100, "s1")
 		exact("three entries")
-		if it, ok := c.Item("msg_public"); !ok || it.Role != protocol.RoleUser {
+		if it, ok := c.Items([]string{"msg_public"})["msg_public"]; !ok || it.Role != protocol.RoleUser {
 			t.Fatalf("Item of a kept Response's chain: %v %v", it, ok)
 		}
 		c.Chain(a) // a use: s1 is now the least recently used ended entry

@@ -46,9 +46,9 @@
 // when it starts and when it ends. go-redis reconnects by itself, so a Redis that comes back
 // is used again without a restart.
 //
-// [FindItem] (the optional [ItemFinder], implemented by Memory, Redis and Guarded) finds an
-// input or output item of the owner's stored responses by id, for item_reference input items;
-// there is no item index, so it scans the owner's responses.
+// [FindItems] (the optional [ItemFinder], implemented by Memory, Redis and Guarded) finds
+// input or output items of the owner's stored responses by id, for the item_reference items of
+// a request; there is no item index, so it walks the owner's responses, once for all of them.
 //
 // # Durability before acknowledgement
 //

@@ -9,25 +9,72 @@ import (
 	"github.com/tetherd/tether/protocol"
 )
 
-// ItemFinder is an optional interface of a Store: FindItem returns a copy of the input or output
-// item with this id from a stored response of owner (an item_reference's target), or
-// ErrNotFound. Memory, Redis and Guarded implement it.
+// ItemFinder is an optional interface of a Store: FindItems returns copies of the input or
+// output items with these ids from owner's stored responses (item_references' targets), keyed
+// by id; an id no stored response of owner holds is absent. ids may repeat. It walks the
+// stored responses once for all ids, so a request's references cost one walk, not one each.
+// Memory, Redis and Guarded implement it.
 type ItemFinder interface {
-	FindItem(ctx context.Context, id, owner string) (protocol.Item, error)
+	FindItems(ctx context.Context, ids []string, owner string) (map[string]protocol.Item, error)
 }
 
-// FindItem asks s for the item id of owner when s implements ItemFinder; otherwise, and for a
-// nil s, it returns ErrNotFound.
-func FindItem(ctx context.Context, s Store, id, owner string) (protocol.Item, error) {
-	if f, ok := s.(ItemFinder); ok {
-		return f.FindItem(ctx, id, owner)
+// FindItems asks s for the items ids of owner when s implements ItemFinder; otherwise, and for
+// a nil s, it finds none.
+func FindItems(ctx context.Context, s Store, ids []string, owner string) (map[string]protocol.Item, error) {
+	if f, ok := s.(ItemFinder); ok && len(ids) > 0 {
+		return f.FindItems(ctx, ids, owner)
 	}
-	return protocol.Item{}, ErrNotFound
+	return map[string]protocol.Item{}, nil
 }
 
-// FindItem implements ItemFinder by scanning owner's responses (their input and output items),
-// O(stored items), without changing their recency.
-func (s *Memory) FindItem(_ context.Context, id, owner string) (protocol.Item, error) {
+// FindItem is FindItems for one id: ErrNotFound when owner's stored responses do not hold it.
+func FindItem(ctx context.Context, s Store, id, owner string) (protocol.Item, error) {
+	found, err := FindItems(ctx, s, []string{id}, owner)
+	if err != nil {
+		return protocol.Item{}, err
+	}
+	it, ok := found[id]
+	if !ok {
+		return protocol.Item{}, ErrNotFound
+	}
+	return it, nil
+}
+
+// ItemSearch collects the items of a set of wanted ids in one walk over any number of item
+// lists: Take each list in turn until it reports none missing; Found holds the first item seen
+// with each wanted id. It backs every item_reference lookup (the stores' and a connection's).
+type ItemSearch struct {
+	want map[string]struct{}
+	// Found maps each wanted id seen so far to its item.
+	Found map[string]protocol.Item
+}
+
+// NewItemSearch returns a search for ids (which may repeat).
+func NewItemSearch(ids []string) *ItemSearch {
+	s := &ItemSearch{want: make(map[string]struct{}, len(ids)), Found: make(map[string]protocol.Item)}
+	for _, id := range ids {
+		s.want[id] = struct{}{}
+	}
+	return s
+}
+
+// Take records the wanted items of items; it reports whether some wanted ids are still missing.
+func (s *ItemSearch) Take(items []protocol.Item) bool {
+	for i := range items {
+		id := items[i].ID
+		if _, ok := s.want[id]; ok {
+			if _, seen := s.Found[id]; !seen {
+				s.Found[id] = items[i]
+			}
+		}
+	}
+	return len(s.Found) < len(s.want)
+}
+
+// FindItems implements ItemFinder by walking owner's responses (their input and output items)
+// once, O(stored items), without changing their recency.
+func (s *Memory) FindItems(_ context.Context, ids []string, owner string) (map[string]protocol.Item, error) {
+	search := NewItemSearch(ids)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for el := s.lru.Front(); el != nil; el = el.Next() {
@@ -35,31 +82,34 @@ func (s *Memory) FindItem(_ context.Context, id, owner string) (protocol.Item, e
 		if r.Owner != owner {
 			continue
 		}
-		for _, items := range [][]protocol.Item{r.Input, r.Response.Output} {
-			for i := range items {
-				if items[i].ID == id {
-					return items[i], nil
-				}
-			}
+		if !search.Take(r.Input) || !search.Take(r.Response.Output) {
+			break
 		}
 	}
-	return protocol.Item{}, ErrNotFound
+	return search.Found, nil
 }
 
-// FindItem implements ItemFinder under the guard's timeout.
-func (g *Guarded) FindItem(ctx context.Context, id, owner string) (protocol.Item, error) {
+// FindItems implements ItemFinder under the guard's timeout.
+func (g *Guarded) FindItems(ctx context.Context, ids []string, owner string) (map[string]protocol.Item, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	it, err := FindItem(ctx, g.s, id, owner)
-	return it, g.check("find_item", id, err)
+	found, err := FindItems(ctx, g.s, ids, owner)
+	first := ""
+	if len(ids) > 0 {
+		first = ids[0]
+	}
+	return found, g.check("find_item", first, err)
 }
 
-// FindItem implements ItemFinder: it walks owner's response keys (SCAN) and reads their input
-// and output fields in pipelined batches, O(stored responses of owner); no recency changes.
-func (s *Redis) FindItem(ctx context.Context, id, owner string) (protocol.Item, error) {
+// FindItems implements ItemFinder: it walks owner's response keys (SCAN) once and reads their
+// input and output fields in pipelined batches, O(stored responses of owner), stopping when
+// every id is found; no recency changes.
+func (s *Redis) FindItems(ctx context.Context, ids []string, owner string) (map[string]protocol.Item, error) {
+	search := NewItemSearch(ids)
 	iter := s.c.Scan(ctx, 0, s.ownerPrefix(owner)+"*", 256).Iterator()
 	var batch []string
-	flush := func() (protocol.Item, bool, error) {
+	// flush reads batch's items into search; false when every id is found.
+	flush := func() (bool, error) {
 		defer func() { batch = batch[:0] }()
 		pipe := s.c.Pipeline()
 		cmds := make([]*redis.SliceCmd, len(batch))
@@ -67,7 +117,7 @@ func (s *Redis) FindItem(ctx context.Context, id, owner string) (protocol.Item, 
 			cmds[i] = pipe.HMGet(ctx, k, "input", "output")
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return protocol.Item{}, false, wrap("find_item", err)
+			return false, wrap("find_item", err)
 		}
 		for _, c := range cmds {
 			for _, v := range c.Val() {
@@ -76,31 +126,29 @@ func (s *Redis) FindItem(ctx context.Context, id, owner string) (protocol.Item, 
 				}
 				var items []protocol.Item
 				if err := decode(v, &items); err != nil {
-					return protocol.Item{}, false, err
+					return false, err
 				}
-				for i := range items {
-					if items[i].ID == id {
-						return items[i], true, nil
-					}
+				if !search.Take(items) {
+					return false, nil
 				}
 			}
 		}
-		return protocol.Item{}, false, nil
+		return true, nil
 	}
 	for iter.Next(ctx) {
 		if batch = append(batch, iter.Val()); len(batch) == 256 {
-			if it, ok, err := flush(); ok || err != nil {
-				return it, err
+			if more, err := flush(); !more || err != nil {
+				return search.Found, err
 			}
 		}
 	}
 	if err := iter.Err(); err != nil {
-		return protocol.Item{}, wrap("find_item", err)
+		return search.Found, wrap("find_item", err)
 	}
 	if len(batch) > 0 {
-		if it, ok, err := flush(); ok || err != nil {
-			return it, err
+		if _, err := flush(); err != nil {
+			return search.Found, err
 		}
 	}
-	return protocol.Item{}, ErrNotFound
+	return search.Found, nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,5 +29,30 @@ func TestFindItem(t *testing.T) {
 	}
 	if _, err := FindItem(ctx, nil, "fc_1", "a"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("nil store: %v", err)
+	}
+}
+
+// TestFindItems: one call finds every wanted id of the owner's responses (input and output
+// items, across responses, ids repeated), leaves out ids it does not hold and another owner's,
+// and finds nothing in a nil store.
+func TestFindItems(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(0, 0)
+	for i := range 50 {
+		_ = m.Put(ctx, &Response{Owner: "a", Input: []protocol.Item{{Type: protocol.ItemMessage, ID: fmt.Sprintf("msg_%d", i)}},
+			Response: protocol.Response{ID: fmt.Sprintf("resp_%d", i), Output: []protocol.Item{{Type: protocol.ItemFunctionCall,
+				ID: fmt.Sprintf("fc_%d", i), CallID: fmt.Sprintf("call_%d", i)}}}})
+	}
+	_ = m.Put(ctx, &Response{Owner: "b", Response: protocol.Response{ID: "resp_b", Output: []protocol.Item{{Type: protocol.ItemMessage, ID: "msg_b"}}}})
+	ids := []string{"fc_49", "msg_0", "fc_49", "fc_nope", "msg_b", "fc_7"}
+	for _, s := range []Store{m, Guard(m, time.Second, nil)} {
+		found, err := FindItems(ctx, s, ids, "a")
+		if err != nil || len(found) != 3 || found["fc_49"].CallID != "call_49" || found["fc_7"].CallID != "call_7" ||
+			found["msg_0"].Type != protocol.ItemMessage {
+			t.Fatalf("found %+v, %v", found, err)
+		}
+	}
+	if found, err := FindItems(ctx, nil, ids, "a"); err != nil || len(found) != 0 {
+		t.Fatalf("nil store: %+v %v", found, err)
 	}
 }

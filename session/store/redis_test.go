@@ -134,8 +134,8 @@ func TestRedisHonoursContextDeadline(t *testing.T) {
 	}
 }
 
-// TestRedisFindItem: an item of the owner's stored responses is found by id; another owner's
-// is not.
+// TestRedisFindItem: items of the owner's stored responses are found by id, one or several in one
+// walk; another owner's are not.
 func TestRedisFindItem(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
@@ -164,6 +164,11 @@ func TestRedisFindItem(t *testing.T) {
 	}
 	if _, err := store.FindItem(ctx, s, "fc_nope", "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown item: %v", err)
+	}
+	// Several ids in one walk, across SCAN batches: the found ones only.
+	found, err := store.FindItems(ctx, s, []string{"fc_0", "msg_150", "fc_299", "fc_0", "fc_nope"}, "a")
+	if err != nil || len(found) != 3 || found["fc_299"].ID != "fc_299" || found["msg_150"].ID != "msg_150" {
+		t.Fatalf("several ids: %+v %v", found, err)
 	}
 }
 

@@ -331,26 +331,34 @@ func BenchmarkAppendCompleted(b *testing.B) {
 	}
 }
 
-// BenchmarkAppendCompletedTools is response.completed of a turn that sends a tool, instructions
-// and metadata; "settings" copies the settings members from the turn's Settings.
-func BenchmarkAppendCompletedTools(b *testing.B) {
+// BenchmarkTurnResponses is the Response encoding of one public turn of tether bench's
+// workload (one function tool, metadata): its settings key, response.created,
+// response.in_progress and response.completed. "plain" encodes the settings four times,
+// "settings" once (EncodeSettings, then Event.Settings).
+func BenchmarkTurnResponses(b *testing.B) {
 	r := createdResp()
-	r.Output, r.Usage = []Item{fcItem}, usage
-	r.Instructions = ptr("You are a coding agent. Run the tool until the task is done, then answer briefly.")
-	r.Metadata = map[string]string{"run": "bench", "user": "u_123"}
-	r.Tools = []Tool{{Type: ToolFunction, Name: "exec", Description: ptr("Run a shell command and return its output."),
-		Parameters: json.RawMessage(`{"type": "object", "properties": {"cmd": {"type": "string", "description": "the command line"}, "timeout_ms": {"type": "integer"}}, "required": ["cmd"], "additionalProperties": false}`),
-		Strict:     ptr(true)}}
+	r.Metadata = map[string]string{"sim.calls": "200", "sim.speed": "instant"}
+	r.Tools = []Tool{{Type: ToolFunction, Name: "exec_command", Description: ptr("Run a shell command and return its output."),
+		Parameters: json.RawMessage(`{"type":"object","properties":{"cmd":{"type":"string","description":"The command line."}},"required":["cmd"]}`)}}
+	r.PreviousResponseID = ptr("resp_0123456789abcdef0123456789abcdef")
+	done := *r
+	completedAt := int64(1764400001)
+	done.Status, done.CompletedAt, done.Output, done.Usage = ResponseCompleted, &completedAt, []Item{fcItem}, usage
 	for _, name := range []string{"plain", "settings"} {
 		b.Run(name, func(b *testing.B) {
-			ev := &Event{Type: EventCompleted, SequenceNumber: 9, Response: r}
-			if name == "settings" {
-				ev.Settings = EncodeSettings(r)
-			}
 			buf := make([]byte, 0, 4096)
 			b.ReportAllocs()
 			for b.Loop() {
-				buf = AppendEvent(buf[:0], ev)
+				var s *Settings
+				if name == "settings" {
+					s = EncodeSettings(r)
+				} else {
+					_ = AppendSettings(nil, r) // the settings key, a copy the segment keeps
+				}
+				for _, ev := range [...]Event{{Type: EventCreated, Response: r}, {Type: EventInProgress, Response: r}, {Type: EventCompleted, Response: &done}} {
+					ev.Settings = s
+					buf = AppendEvent(buf[:0], &ev)
+				}
 			}
 		})
 	}

@@ -111,9 +111,11 @@ func (pc *publicCreate) Route(cr *session.Create) session.Route {
 	r, p := pc.r, cr.Params
 	ps := pc.ps
 	if ps == nil {
+		settings := encodeSettings(&cr.Response)
 		ps = &pendingSegment{
-			seg:      &segment{id: cr.ID, settings: settingsKey(p), lane: cr.Lane},
+			seg:      &segment{id: cr.ID, settings: settings.Key(), lane: cr.Lane},
 			resp:     cr.Response,
+			settings: settings,
 			input:    p.Input,
 			store:    p.Stored(),
 			warmup:   !p.Generates(),

@@ -39,7 +39,7 @@ type parkedSink struct {
 // parkedSegment is the part of a segment, besides its id and chain, that a continuation needs.
 type parkedSegment struct {
 	Lane     string   `json:"lane,omitempty"`
-	Settings []byte   `json:"settings"` // settingsKey, compared byte for byte
+	Settings []byte   `json:"settings"` // the settings key, compared byte for byte
 	Pending  []string `json:"pending"`
 	Bytes    int64    `json:"bytes"`
 }

@@ -12,7 +12,7 @@ type segment struct {
 	id       string
 	rollout  string // the session key of its rollout
 	lane     string // stream_id of its create; "" is the default lane
-	settings []byte // settingsKey of its request
+	settings []byte // the settings key of its request (encodeSettings)
 	chain    []protocol.Item
 	pending  []string // call_ids left open at its end
 	// suspended: it ended at a suspension of its rollout, so pending is every call its chain

@@ -12,16 +12,15 @@ var hotSettingNames = []string{"model", "instructions", "tools", "tool_choice", 
 	"text", "temperature", "top_p", "presence_penalty", "frequency_penalty", "max_output_tokens", "max_tool_calls",
 	"truncation", "metadata"}
 
-// settingsKey encodes the settings a hot-path continuation must share with its parent
-// (protocol.AppendSettings: model, instructions, tools, tool_choice, parallel_tool_calls,
-// reasoning, text, temperature, top_p, presence_penalty, frequency_penalty,
-// max_output_tokens, max_tool_calls, truncation and metadata), with defaults applied, so that
-// "omitted" and "the default" compare equal. stream, stream_options, store, include,
-// client_metadata, prompt_cache_key, user, safety_identifier and service_tier may differ.
-func settingsKey(p *protocol.CreateParams) []byte {
-	r := protocol.NewResponse("", p, 0)
-	return protocol.AppendSettings(nil, &r)
-}
+// encodeSettings encodes the settings of the new Response r (protocol.NewResponse of its
+// request) once for the segment: its Key is what a hot-path continuation must share with its
+// parent (protocol.AppendSettings: model, instructions, tools, tool_choice,
+// parallel_tool_calls, reasoning, text, temperature, top_p, presence_penalty,
+// frequency_penalty, max_output_tokens, max_tool_calls, truncation and metadata), with
+// defaults applied, so that "omitted" and "the default" compare equal. stream,
+// stream_options, store, include, client_metadata, prompt_cache_key, user, safety_identifier
+// and service_tier may differ. The segment's response events copy those members from it.
+func encodeSettings(r *protocol.Response) *protocol.Settings { return protocol.EncodeSettings(r) }
 
 func sameSettings(a, b []byte) bool { return bytes.Equal(a, b) }
 

@@ -14,7 +14,8 @@ import (
 // member of a settings key, in order.
 func TestHotSettingNamesFollowTheKey(t *testing.T) {
 	mo := 7
-	key := settingsKey(&protocol.CreateParams{Model: "sim", MaxOutputTokens: &mo, Metadata: map[string]string{"b": "1", "a": "2"}})
+	r := protocol.NewResponse("resp_1", &protocol.CreateParams{Model: "sim", MaxOutputTokens: &mo, Metadata: map[string]string{"b": "1", "a": "2"}}, 0)
+	key := encodeSettings(&r).Key()
 	d := jsontext.NewDecoder(bytes.NewReader(key))
 	var names []string
 	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {

@@ -20,12 +20,14 @@ type emitter interface {
 // pendingSegment is a public Response that will run on a rollout: the new rollout of a
 // create, or a suspended rollout resumed by a hot-path continuation.
 type pendingSegment struct {
-	seg    *segment
-	resp   protocol.Response
-	input  []protocol.Item
-	store  bool
-	warmup bool
-	parent string // previous_response_id, evicted when this segment fails
+	seg  *segment
+	resp protocol.Response
+	// settings: resp's settings encoded once (encodeSettings), copied into its response events
+	settings *protocol.Settings
+	input    []protocol.Item
+	store    bool
+	warmup   bool
+	parent   string // previous_response_id, evicted when this segment fails
 	// successor: the segment continues a steered one (its parent) on the same rollout
 	successor bool
 	emitter   emitter
@@ -103,8 +105,11 @@ func (s *rolloutSink) take() bool {
 	return true
 }
 
+// send sends ev as the next event of the current segment; a response event copies the
+// segment's encoded settings.
 func (s *rolloutSink) send(ev *protocol.Event) error {
 	ev.SequenceNumber = s.seq
+	ev.Settings = s.cur.settings
 	s.seq++
 	return s.cur.emitter.emit(ev)
 }

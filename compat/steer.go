@@ -144,6 +144,7 @@ func (s *rolloutSink) Steered(st session.Steering) {
 	succ := &pendingSegment{
 		seg:       &segment{id: id, settings: ps.seg.settings, lane: ps.seg.lane, rollout: s.key, unlisted: ps.seg.unlisted},
 		resp:      resp,
+		settings:  ps.settings,
 		input:     input,
 		store:     ps.store,
 		parent:    prev,

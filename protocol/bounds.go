@@ -163,6 +163,9 @@ type boundNode struct {
 	rows     []*Bound
 	children map[string]*boundNode // member name, "[]" or "*"
 	regexps  map[*Bound]*regexp.Regexp
+	// typed: a row at or below n depends on the "type" of an object (OnlyType), or n checks
+	// a "type" member: an object at n is read for its type first (typed)
+	typed bool
 }
 
 var boundTree = compileBounds(CreateBounds)
@@ -184,14 +187,31 @@ func compileBounds(rows []Bound) *boundNode {
 			n = c
 		}
 		n.rows = append(n.rows, b)
+		if b.OnlyType != "" {
+			markTyped(root, b.Param)
+		}
 		if b.Kind == BoundPattern {
 			if n.regexps == nil {
 				n.regexps = map[*Bound]*regexp.Regexp{}
 			}
 			n.regexps[b] = regexp.MustCompile(b.Pattern)
 		}
+		if segs := splitParam(b.Param); segs[len(segs)-1] == "type" {
+			markTyped(root, strings.TrimSuffix(strings.TrimSuffix(b.Param, "type"), "."))
+		}
 	}
 	return root
+}
+
+// markTyped marks the nodes on the path to the row at param, whose objects must be read for
+// their type; a "type" member's row marks its object's node too.
+func markTyped(root *boundNode, param string) {
+	n := root
+	n.typed = true
+	for _, seg := range splitParam(param) {
+		n = n.children[seg]
+		n.typed = true
+	}
 }
 
 // splitParam splits "input[].content[].text" into input, [], content, [], text.
@@ -253,7 +273,7 @@ func (d *dec) bounds(n *boundNode, typ string) *Error {
 // boundsObject checks the members of the object that is the next value against the nodes below
 // n, with the object's "type", and its count of members against n.
 func (d *dec) boundsObject(n *boundNode) *Error {
-	if len(n.children) == 0 {
+	if len(n.children) == 0 || !n.typed { // no row below needs the object's type
 		d.open()
 		return d.boundsMembers(n, 0, "")
 	}

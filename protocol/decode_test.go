@@ -467,7 +467,7 @@ func FuzzDecodeClientEvent(f *testing.F) {
 			if ev.Create.Text != nil {
 				r.Text = *ev.Create.Text
 			}
-			if b := appendResponse(nil, &r); !json.Valid(b) || bytes.IndexByte(b, '\n') >= 0 {
+			if b := appendResponse(nil, &r, nil); !json.Valid(b) || bytes.IndexByte(b, '\n') >= 0 {
 				t.Fatalf("response echo is not one line of valid JSON: %s", b)
 			}
 		}

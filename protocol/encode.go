@@ -14,7 +14,8 @@ import (
 // order, after "type", "sequence_number" (every event but "error" carries
 // sequence_number, also when 0) and "stream_id" (only when ev.StreamID is not ""):
 //
-//   - response.created, .in_progress, .completed, .incomplete, .failed: response.
+//   - response.created, .in_progress, .completed, .incomplete, .failed: response (its
+//     settings members copied from ev.Settings when set).
 //   - response.output_item.added / .done: output_index, item.
 //   - response.content_part.added / .done: item_id, output_index, content_index, part (a nil
 //     Part encodes as an empty output_text part).
@@ -90,7 +91,7 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 		if ev.Response == nil {
 			dst = append(dst, "null"...)
 		} else {
-			dst = appendResponse(dst, ev.Response)
+			dst = appendResponse(dst, ev.Response, ev.Settings)
 		}
 		if ev.Type == EventCreated {
 			dst = appendContinuation(dst, ev.Continuation)
@@ -420,7 +421,9 @@ func appendUsage(dst []byte, u *Usage) []byte {
 // appendResponse appends a Response with every ResponseResource key, in the
 // order of the struct: nil pointers are null, nil Output and Tools are [], nil Metadata is {},
 // an empty Object is "response", an empty ServiceTier "auto", an empty Truncation "disabled".
-func appendResponse(dst []byte, r *Response) []byte {
+// The settings members (settingMembers) are copied from s when it is not nil, encoded
+// otherwise.
+func appendResponse(dst []byte, r *Response, s *Settings) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, r.ID)
 	dst = append(dst, `,"object":`...)
@@ -459,24 +462,18 @@ func appendResponse(dst []byte, r *Response) []byte {
 		dst = appendString(dst, r.IncompleteDetails.Reason)
 		dst = append(dst, '}')
 	}
-	dst = append(dst, `,"instructions":`...)
-	dst = appendOptString(dst, r.Instructions)
-	dst = append(dst, `,"max_output_tokens":`...)
-	dst = appendOptInt(dst, r.MaxOutputTokens)
-	dst = append(dst, `,"max_tool_calls":`...)
-	dst = appendOptInt(dst, r.MaxToolCalls)
-	dst = append(dst, `,"model":`...)
-	dst = appendString(dst, r.Model)
+	dst = s.appendMember(dst, r, settingInstructions)
+	dst = s.appendMember(dst, r, settingMaxOutputTokens)
+	dst = s.appendMember(dst, r, settingMaxToolCalls)
+	dst = s.appendMember(dst, r, settingModel)
 	dst = append(dst, `,"output":`...)
 	dst = appendItems(dst, r.Output)
-	dst = append(dst, `,"parallel_tool_calls":`...)
-	dst = strconv.AppendBool(dst, r.ParallelToolCalls)
+	dst = s.appendMember(dst, r, settingParallelToolCalls)
 	dst = append(dst, `,"previous_response_id":`...)
 	dst = appendOptString(dst, r.PreviousResponseID)
 	dst = append(dst, `,"prompt_cache_key":`...)
 	dst = appendOptString(dst, r.PromptCacheKey)
-	dst = append(dst, `,"reasoning":`...)
-	dst = appendReasoning(dst, &r.Reasoning)
+	dst = s.appendMember(dst, r, settingReasoning)
 	dst = append(dst, `,"safety_identifier":`...)
 	dst = appendOptString(dst, r.SafetyIdentifier)
 	dst = append(dst, `,"service_tier":`...)
@@ -487,24 +484,16 @@ func appendResponse(dst []byte, r *Response) []byte {
 	}
 	dst = append(dst, `,"store":`...)
 	dst = strconv.AppendBool(dst, r.Store)
-	dst = append(dst, `,"temperature":`...)
-	dst = appendFloat(dst, r.Temperature)
-	dst = append(dst, `,"text":`...)
-	dst = appendTextConfig(dst, &r.Text)
-	dst = append(dst, `,"tool_choice":`...)
-	dst = appendToolChoice(dst, &r.ToolChoice)
-	dst = append(dst, `,"tools":`...)
-	dst = appendTools(dst, r.Tools)
+	dst = s.appendMember(dst, r, settingTemperature)
+	dst = s.appendMember(dst, r, settingText)
+	dst = s.appendMember(dst, r, settingToolChoice)
+	dst = s.appendMember(dst, r, settingTools)
 	dst = append(dst, `,"top_logprobs":`...)
 	dst = strconv.AppendInt(dst, int64(r.TopLogprobs), 10)
-	dst = append(dst, `,"top_p":`...)
-	dst = appendFloat(dst, r.TopP)
-	dst = append(dst, `,"presence_penalty":`...)
-	dst = appendFloat(dst, r.PresencePenalty)
-	dst = append(dst, `,"frequency_penalty":`...)
-	dst = appendFloat(dst, r.FrequencyPenalty)
-	dst = append(dst, `,"truncation":`...)
-	dst = appendTruncation(dst, r.Truncation)
+	dst = s.appendMember(dst, r, settingTopP)
+	dst = s.appendMember(dst, r, settingPresencePenalty)
+	dst = s.appendMember(dst, r, settingFrequencyPenalty)
+	dst = s.appendMember(dst, r, settingTruncation)
 	dst = append(dst, `,"usage":`...)
 	if r.Usage == nil {
 		dst = append(dst, "null"...)
@@ -513,8 +502,8 @@ func appendResponse(dst []byte, r *Response) []byte {
 	}
 	dst = append(dst, `,"user":`...)
 	dst = appendOptString(dst, r.User)
-	dst = append(dst, `,"metadata":`...)
-	return append(appendMetadata(dst, r.Metadata), '}')
+	dst = s.appendMember(dst, r, settingMetadata)
+	return append(dst, '}')
 }
 
 // appendMetadata appends m as a JSON object, keys sorted ({} when nil).
@@ -666,37 +655,102 @@ func appendString(dst []byte, s string) []byte {
 // max_tool_calls, truncation, metadata (keys sorted). Each member is encoded as in the
 // Response object (AppendJSON), so two Responses with equal settings encode to equal bytes:
 // a hot-path continuation compares its own with its parent's.
-func AppendSettings(dst []byte, r *Response) []byte {
-	dst = append(dst, `{"model":`...)
-	dst = appendString(dst, r.Model)
-	dst = append(dst, `,"instructions":`...)
-	dst = appendOptString(dst, r.Instructions)
-	dst = append(dst, `,"tools":`...)
-	dst = appendTools(dst, r.Tools)
-	dst = append(dst, `,"tool_choice":`...)
-	dst = appendToolChoice(dst, &r.ToolChoice)
-	dst = append(dst, `,"parallel_tool_calls":`...)
-	dst = strconv.AppendBool(dst, r.ParallelToolCalls)
-	dst = append(dst, `,"reasoning":`...)
-	dst = appendReasoning(dst, &r.Reasoning)
-	dst = append(dst, `,"text":`...)
-	dst = appendTextConfig(dst, &r.Text)
-	dst = append(dst, `,"temperature":`...)
-	dst = appendFloat(dst, r.Temperature)
-	dst = append(dst, `,"top_p":`...)
-	dst = appendFloat(dst, r.TopP)
-	dst = append(dst, `,"presence_penalty":`...)
-	dst = appendFloat(dst, r.PresencePenalty)
-	dst = append(dst, `,"frequency_penalty":`...)
-	dst = appendFloat(dst, r.FrequencyPenalty)
-	dst = append(dst, `,"max_output_tokens":`...)
-	dst = appendOptInt(dst, r.MaxOutputTokens)
-	dst = append(dst, `,"max_tool_calls":`...)
-	dst = appendOptInt(dst, r.MaxToolCalls)
-	dst = append(dst, `,"truncation":`...)
-	dst = appendTruncation(dst, r.Truncation)
-	dst = append(dst, `,"metadata":`...)
-	return append(appendMetadata(dst, r.Metadata), '}')
+func AppendSettings(dst []byte, r *Response) []byte { return appendSettings(dst, r, nil) }
+
+// appendSettings is AppendSettings; when at is not nil it records where each member (its
+// `"name":value`, in settingMembers order) lies in dst, relative to the object's '{'.
+func appendSettings(dst []byte, r *Response, at *[numSettings][2]int) []byte {
+	base := len(dst)
+	dst = append(dst, '{')
+	for i := range settingMembers {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		start := len(dst)
+		dst = append(dst, settingMembers[i].name...)
+		dst = settingMembers[i].value(dst, r)
+		if at != nil {
+			at[i] = [2]int{start - base, len(dst) - base}
+		}
+	}
+	return append(dst, '}')
+}
+
+// Settings is the encoding of a Response's settings (AppendSettings) made once, so that the
+// events of a turn copy those members instead of encoding them again (Event.Settings): the
+// tools, instructions, text format and metadata a client sends are the bulk of a Response
+// that has little output yet. Build it with EncodeSettings; it is immutable, and safe to
+// share between goroutines.
+type Settings struct {
+	key []byte
+	at  [numSettings][2]int // key[at[i][0]:at[i][1]] is member i: `"name":value`
+}
+
+// EncodeSettings encodes the settings of r. The result stands for every Response with the
+// same settings members: r itself, a copy made by Finish, or a Response of another request
+// whose settings key (Key) is equal.
+func EncodeSettings(r *Response) *Settings {
+	s := new(Settings)
+	s.key = appendSettings(nil, r, &s.at)
+	return s
+}
+
+// Key returns the settings key: the bytes AppendSettings appends for the Response s was
+// encoded from. The caller must not modify them.
+func (s *Settings) Key() []byte { return s.key }
+
+// appendMember appends ',' and setting i of r (`"name":value`): copied from s, or encoded
+// from r when s is nil.
+func (s *Settings) appendMember(dst []byte, r *Response, i int) []byte {
+	dst = append(dst, ',')
+	if s == nil {
+		dst = append(dst, settingMembers[i].name...)
+		return settingMembers[i].value(dst, r)
+	}
+	return append(dst, s.key[s.at[i][0]:s.at[i][1]]...)
+}
+
+// The settings members, indexes of settingMembers in the order of AppendSettings.
+const (
+	settingModel = iota
+	settingInstructions
+	settingTools
+	settingToolChoice
+	settingParallelToolCalls
+	settingReasoning
+	settingText
+	settingTemperature
+	settingTopP
+	settingPresencePenalty
+	settingFrequencyPenalty
+	settingMaxOutputTokens
+	settingMaxToolCalls
+	settingTruncation
+	settingMetadata
+	numSettings
+)
+
+// settingMembers are the settings members of a Response: the one place each is encoded, for
+// the settings key and for the Response object alike. name is the member's `"name":`.
+var settingMembers = [numSettings]struct {
+	name  string
+	value func(dst []byte, r *Response) []byte
+}{
+	settingModel:             {`"model":`, func(dst []byte, r *Response) []byte { return appendString(dst, r.Model) }},
+	settingInstructions:      {`"instructions":`, func(dst []byte, r *Response) []byte { return appendOptString(dst, r.Instructions) }},
+	settingTools:             {`"tools":`, func(dst []byte, r *Response) []byte { return appendTools(dst, r.Tools) }},
+	settingToolChoice:        {`"tool_choice":`, func(dst []byte, r *Response) []byte { return appendToolChoice(dst, &r.ToolChoice) }},
+	settingParallelToolCalls: {`"parallel_tool_calls":`, func(dst []byte, r *Response) []byte { return strconv.AppendBool(dst, r.ParallelToolCalls) }},
+	settingReasoning:         {`"reasoning":`, func(dst []byte, r *Response) []byte { return appendReasoning(dst, &r.Reasoning) }},
+	settingText:              {`"text":`, func(dst []byte, r *Response) []byte { return appendTextConfig(dst, &r.Text) }},
+	settingTemperature:       {`"temperature":`, func(dst []byte, r *Response) []byte { return appendFloat(dst, r.Temperature) }},
+	settingTopP:              {`"top_p":`, func(dst []byte, r *Response) []byte { return appendFloat(dst, r.TopP) }},
+	settingPresencePenalty:   {`"presence_penalty":`, func(dst []byte, r *Response) []byte { return appendFloat(dst, r.PresencePenalty) }},
+	settingFrequencyPenalty:  {`"frequency_penalty":`, func(dst []byte, r *Response) []byte { return appendFloat(dst, r.FrequencyPenalty) }},
+	settingMaxOutputTokens:   {`"max_output_tokens":`, func(dst []byte, r *Response) []byte { return appendOptInt(dst, r.MaxOutputTokens) }},
+	settingMaxToolCalls:      {`"max_tool_calls":`, func(dst []byte, r *Response) []byte { return appendOptInt(dst, r.MaxToolCalls) }},
+	settingTruncation:        {`"truncation":`, func(dst []byte, r *Response) []byte { return appendTruncation(dst, r.Truncation) }},
+	settingMetadata:          {`"metadata":`, func(dst []byte, r *Response) []byte { return appendMetadata(dst, r.Metadata) }},
 }
 
 // appendTools appends tools as a JSON array ([] when nil).

@@ -113,6 +113,16 @@ func TestAppendEventGolden(t *testing.T) {
 			if m["type"] != string(tc.ev.Type) || bytes.IndexByte(got, '\n') >= 0 {
 				t.Errorf("type %v / newline in %s", m["type"], got)
 			}
+			// Settings encoded from another Response with the same settings give the same bytes.
+			if tc.ev.Response != nil {
+				other := *tc.ev.Response
+				other.ID, other.Status, other.Output, other.Usage, other.CompletedAt = "resp_other", ResponseInProgress, nil, nil, nil
+				ev := tc.ev
+				ev.Settings = EncodeSettings(&other)
+				if got := AppendEvent(nil, &ev); string(got) != tc.want {
+					t.Errorf("with Settings\n got %s\nwant %s", got, tc.want)
+				}
+			}
 			// Items in the event decode back to the same item.
 			if tc.ev.Item != nil {
 				var w struct{ Item Item }
@@ -131,6 +141,44 @@ func TestAppendEventGolden(t *testing.T) {
 	}
 }
 
+// TestAppendSettingsGolden checks the exact bytes of settings keys (a parked rollout's key,
+// written by another server, is compared with them byte for byte) and that EncodeSettings
+// builds the same key.
+func TestAppendSettingsGolden(t *testing.T) {
+	tools := createdResp()
+	tools.Metadata = map[string]string{"z": "1", "a": "<&>"}
+	tools.Tools = []Tool{
+		{Type: ToolFunction, Name: "get_weather", Parameters: json.RawMessage("{\n  \"type\": \"object\"\n}"), Strict: ptr(true)},
+		{Type: "custom", Raw: json.RawMessage(`{"type":"custom","name":"apply_patch"}`)},
+	}
+	tools.ToolChoice = ToolChoice{Name: "get_weather"}
+	tuned := createdResp()
+	tuned.Instructions, tuned.MaxOutputTokens, tuned.MaxToolCalls, tuned.Temperature = ptr("Be brief."), ptr(16), ptr(3), 0.2
+	tuned.Reasoning = Reasoning{Effort: ptr("low"), Summary: ptr("auto")}
+	tuned.Text = TextConfig{Format: json.RawMessage(`{"type": "json_object"}`), Verbosity: "low"}
+	tuned.TopP, tuned.PresencePenalty, tuned.FrequencyPenalty, tuned.Truncation = 0.5, 1e-7, -1, "auto"
+	for _, tc := range []struct {
+		r    *Response
+		want string
+	}{
+		{createdResp(), `{"model":"gpt-5.6","instructions":null,"tools":[],"tool_choice":"auto","parallel_tool_calls":true,"reasoning":{"effort":null,"summary":null},"text":{"format":{"type":"text"},"verbosity":"medium"},"temperature":1,"top_p":1,"presence_penalty":0,"frequency_penalty":0,"max_output_tokens":null,"max_tool_calls":null,"truncation":"disabled","metadata":{}}`},
+		{tools, `{"model":"gpt-5.6","instructions":null,"tools":[{"type":"function","name":"get_weather","description":null,"parameters":{"type":"object"},"strict":true},{"type":"custom","name":"apply_patch"}],"tool_choice":{"type":"function","name":"get_weather"},"parallel_tool_calls":true,"reasoning":{"effort":null,"summary":null},"text":{"format":{"type":"text"},"verbosity":"medium"},"temperature":1,"top_p":1,"presence_penalty":0,"frequency_penalty":0,"max_output_tokens":null,"max_tool_calls":null,"truncation":"disabled","metadata":{"a":"<&>","z":"1"}}`},
+		{tuned, `{"model":"gpt-5.6","instructions":"Be brief.","tools":[],"tool_choice":"auto","parallel_tool_calls":true,"reasoning":{"effort":"low","summary":"auto"},"text":{"format":{"type":"json_object"},"verbosity":"low"},"temperature":0.2,"top_p":0.5,"presence_penalty":1e-7,"frequency_penalty":-1,"max_output_tokens":16,"max_tool_calls":3,"truncation":"auto","metadata":{}}`},
+	} {
+		if got := AppendSettings([]byte("prefix"), tc.r); string(got) != "prefix"+tc.want {
+			t.Errorf("AppendSettings\n got %s\nwant prefix%s", got, tc.want)
+		}
+		if got := EncodeSettings(tc.r).Key(); string(got) != tc.want {
+			t.Errorf("EncodeSettings\n got %s\nwant %s", got, tc.want)
+		}
+		// The Response encodes the same with its members copied from the key.
+		plain := appendResponse(nil, tc.r, nil)
+		if got := appendResponse(nil, tc.r, EncodeSettings(tc.r)); !bytes.Equal(got, plain) {
+			t.Errorf("appendResponse with Settings\n got %s\nwant %s", got, plain)
+		}
+	}
+}
+
 // TestResponseKeys checks that a zero Response encodes every ResponseResource key
 // with non-null arrays and metadata, through both AppendEvent and encoding/json.
 func TestResponseKeys(t *testing.T) {
@@ -142,8 +190,8 @@ func TestResponseKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(b, appendResponse(nil, &Response{})) {
-		t.Errorf("json.Marshal and appendResponse differ:\n%s\n%s", b, appendResponse(nil, &Response{}))
+	if !bytes.Equal(b, appendResponse(nil, &Response{}, nil)) {
+		t.Errorf("json.Marshal and appendResponse differ:\n%s\n%s", b, appendResponse(nil, &Response{}, nil))
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -280,6 +328,39 @@ func BenchmarkAppendCompleted(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = AppendEvent(buf[:0], ev)
+	}
+}
+
+// BenchmarkTurnResponses is the Response encoding of one public turn of tether bench's
+// workload (one function tool, metadata): its settings key, response.created,
+// response.in_progress and response.completed. "plain" encodes the settings four times,
+// "settings" once (EncodeSettings, then Event.Settings).
+func BenchmarkTurnResponses(b *testing.B) {
+	r := createdResp()
+	r.Metadata = map[string]string{"sim.calls": "200", "sim.speed": "instant"}
+	r.Tools = []Tool{{Type: ToolFunction, Name: "exec_command", Description: ptr("Run a shell command and return its output."),
+		Parameters: json.RawMessage(`{"type":"object","properties":{"cmd":{"type":"string","description":"The command line."}},"required":["cmd"]}`)}}
+	r.PreviousResponseID = ptr("resp_0123456789abcdef0123456789abcdef")
+	done := *r
+	completedAt := int64(1764400001)
+	done.Status, done.CompletedAt, done.Output, done.Usage = ResponseCompleted, &completedAt, []Item{fcItem}, usage
+	for _, name := range []string{"plain", "settings"} {
+		b.Run(name, func(b *testing.B) {
+			buf := make([]byte, 0, 4096)
+			b.ReportAllocs()
+			for b.Loop() {
+				var s *Settings
+				if name == "settings" {
+					s = EncodeSettings(r)
+				} else {
+					_ = AppendSettings(nil, r) // the settings key, a copy the segment keeps
+				}
+				for _, ev := range [...]Event{{Type: EventCreated, Response: r}, {Type: EventInProgress, Response: r}, {Type: EventCompleted, Response: &done}} {
+					ev.Settings = s
+					buf = AppendEvent(buf[:0], &ev)
+				}
+			}
+		})
 	}
 }
 

@@ -66,6 +66,10 @@ type Event struct {
 	// every event type when not "" (the default lane carries none).
 	StreamID string
 	Response *Response // created, in_progress, completed, incomplete, failed
+	// Settings, when set, holds the encoded settings of Response (EncodeSettings of Response, of
+	// the Response it was finished from, or of one with an equal settings key): AppendEvent
+	// copies those members from it instead of encoding them again. The bytes are the same.
+	Settings *Settings
 	// Continuation is encoded on response.created when set (append shape: a cold turn).
 	Continuation *Continuation
 	OutputIndex  int          // item and delta events

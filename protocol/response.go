@@ -141,10 +141,10 @@ func (u Usage) Add(v Usage) Usage {
 // empty strings Object, ServiceTier and Truncation become "response", "auto" and "disabled".
 // Floats encode as in encoding/json; strings are not HTML-escaped.
 func (r Response) MarshalJSON() ([]byte, error) {
-	return appendResponse(nil, &r), nil
+	return appendResponse(nil, &r, nil), nil
 }
 
 // AppendJSON appends r encoded as MarshalJSON encodes it to dst and returns the extended
 // buffer. A caller that knows about how long the JSON is passes a dst of that capacity, so
 // that a large Response is not copied again each time the buffer grows.
-func (r *Response) AppendJSON(dst []byte) []byte { return appendResponse(dst, r) }
+func (r *Response) AppendJSON(dst []byte) []byte { return appendResponse(dst, r, nil) }

@@ -83,8 +83,9 @@ var (
 	segmentSeed  = maphash.MakeSeed()
 )
 
-func slotOf(seg string) *segmentSlot {
-	return &segmentTable[maphash.String(segmentSeed, seg)&(segmentSlots-1)]
+// slotIndex returns the index of seg's slot in segmentTable.
+func slotIndex(seg string) uint32 {
+	return uint32(maphash.String(segmentSeed, seg) & (segmentSlots - 1))
 }
 
 // textWord returns bytes 8i to 8i+7 of s as a little-endian word, zero-padded past the end of s.
@@ -103,12 +104,13 @@ func textWord(s string, i int) uint64 {
 
 // lookupSegment returns the kept tokens of seg, in buf, and whether seg was kept.
 func lookupSegment(seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
-	if len(seg) > maxSegmentLen || len(seg) == 0 {
-		return nil, false
-	}
-	s := slotOf(seg)
-	h := s.head.Load()
-	if int(h&0xff) != len(seg) || h&slotWriting != 0 {
+	s := &segmentTable[slotIndex(seg)]
+	return lookupSlot(s, s.head.Load(), seg, buf)
+}
+
+// lookupSlot is lookupSegment given seg's slot s and a head h read from it.
+func lookupSlot(s *segmentSlot, h uint64, seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
+	if int(h&0xff) != len(seg) || len(seg) == 0 || len(seg) > maxSegmentLen || h&slotWriting != 0 {
 		return nil, false
 	}
 	for i := range (len(seg) + 7) / 8 {
@@ -128,7 +130,7 @@ func lookupSegment(seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
 		}
 	}
 	if s.head.Load() != h {
-		return nil, false // a writer changed the slot while it was read
+		return nil, false // a writer changed the slot since h was read
 	}
 	return buf[:n], true
 }
@@ -139,7 +141,7 @@ func keepSegment(seg string, toks []token) {
 	if len(seg) > maxSegmentLen || len(seg) == 0 || len(toks) > maxSegmentTokens {
 		return
 	}
-	s := slotOf(seg)
+	s := &segmentTable[slotIndex(seg)]
 	h := s.head.Load()
 	if h&slotWriting != 0 || !s.head.CompareAndSwap(h, h+slotWriting) {
 		return
@@ -196,33 +198,56 @@ func cutBetween(a, b byte) bool {
 
 func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
+// segmentBatch is how many segments encodeChunk cuts before it looks them up.
+const segmentBatch = 16
+
 // encodeChunk calls yield with each token of chunk, in order, until yield returns false, and
 // reports whether it did not. Kept segments come from the cache; each run of segments that are
 // not is encoded by the tokenizer in one call and its segments are kept.
+//
+// The segments are looked up segmentBatch at a time: their slots are found first, then the
+// heads of all of them are read in a loop that does nothing else, so that the CPU waits for
+// their cache misses together rather than one after the other.
 func encodeChunk(chunk string, yield func(token) bool) bool {
 	if !utf8.ValidString(chunk) {
 		return encodeWhole(chunk, yield)
 	}
-	var buf [maxSegmentTokens]token
+	var (
+		buf   [maxSegmentTokens]token
+		ends  [segmentBatch]int
+		slots [segmentBatch]uint32
+		heads [segmentBatch]uint64
+	)
 	miss := -1 // start of the run of segments not in the cache
 	for pos := 0; pos < len(chunk); {
-		end := segmentEnd(chunk, pos)
-		if toks, ok := lookupSegment(chunk[pos:end], &buf); ok {
-			if miss >= 0 {
-				if !encodeRun(chunk[miss:pos], yield) {
-					return false
-				}
-				miss = -1
-			}
-			for _, t := range toks {
-				if !yield(t) {
-					return false
-				}
-			}
-		} else if miss < 0 {
-			miss = pos
+		n := 0
+		for from := pos; n < segmentBatch && from < len(chunk); n++ {
+			ends[n] = segmentEnd(chunk, from)
+			slots[n] = slotIndex(chunk[from:ends[n]])
+			from = ends[n]
 		}
-		pos = end
+		for i := range n {
+			heads[i] = segmentTable[slots[i]].head.Load()
+		}
+		for i := range n {
+			end := ends[i]
+			if toks, ok := lookupSlot(&segmentTable[slots[i]], heads[i], chunk[pos:end], &buf); ok {
+				if miss >= 0 {
+					if !encodeRun(chunk[miss:pos], yield) {
+						return false
+					}
+					miss = -1
+				}
+				for _, t := range toks {
+					if !yield(t) {
+						return false
+					}
+				}
+			} else if miss < 0 {
+				miss = pos
+			}
+			pos = end
+		}
 	}
 	if miss >= 0 {
 		return encodeRun(chunk[miss:], yield)

@@ -44,12 +44,13 @@ func packToken(id uint, size int) (token, bool) {
 	return token(uint32(id)&(1<<24-1) | uint32(min(size, 255))<<24), id < 1<<24 && size <= 255
 }
 
-// The segment cache is a direct-mapped table of segmentSlots slots, shared by every rollout: a
-// segment's slot is picked by its hash, and keeping a segment replaces what its slot held. A slot
+// The segment cache is a table of segmentSlots slots, shared by every rollout: a segment's hash
+// picks two slots, where it is looked for and kept (keeping it replaces what the slot held). A slot
 // is one 64-byte cache line that holds the segment's text and tokens itself, so a lookup reads
-// one line of the table (and the text it compares, which the caller has just scanned) instead of
-// following pointers to a segment, its text and its tokens, each a likely cache miss when other
-// work has run since. The table holds no pointers, so the garbage collector never reads it.
+// one line of the table, two when the segment is in its second slot or not kept (and the text it
+// compares, which the caller has just scanned), instead of following pointers to a segment, its
+// text and its tokens, each a likely cache miss when other work has run since. The table holds
+// no pointers, so the garbage collector never reads it.
 // Its memory is fixed: segmentSlots × 64 bytes = 4 MiB, allocated when the package is
 // initialised (the pages are the operating system's until a slot is first written).
 // Segments longer than maxSegmentLen bytes or of more than maxSegmentTokens tokens are not kept
@@ -83,9 +84,10 @@ var (
 	segmentSeed  = maphash.MakeSeed()
 )
 
-// slotIndex returns the index of seg's slot in segmentTable.
-func slotIndex(seg string) uint32 {
-	return uint32(maphash.String(segmentSeed, seg) & (segmentSlots - 1))
+// slotsOf returns the indexes in segmentTable of seg's two slots (they may be the same).
+func slotsOf(seg string) (first, second uint32) {
+	h := maphash.String(segmentSeed, seg)
+	return uint32(h & (segmentSlots - 1)), uint32(h >> 32 & (segmentSlots - 1))
 }
 
 // textWord returns bytes 8i to 8i+7 of s as a little-endian word, zero-padded past the end of s.
@@ -104,7 +106,16 @@ func textWord(s string, i int) uint64 {
 
 // lookupSegment returns the kept tokens of seg, in buf, and whether seg was kept.
 func lookupSegment(seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
-	s := &segmentTable[slotIndex(seg)]
+	first, second := slotsOf(seg)
+	return lookupSlots(first, segmentTable[first].head.Load(), second, seg, buf)
+}
+
+// lookupSlots is lookupSegment given seg's slots and a head h read from the first.
+func lookupSlots(first uint32, h uint64, second uint32, seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
+	if toks, ok := lookupSlot(&segmentTable[first], h, seg, buf); ok || first == second {
+		return toks, ok
+	}
+	s := &segmentTable[second]
 	return lookupSlot(s, s.head.Load(), seg, buf)
 }
 
@@ -136,13 +147,26 @@ func lookupSlot(s *segmentSlot, h uint64, seg string, buf *[maxSegmentTokens]tok
 }
 
 // keepSegment keeps toks as the tokens of seg, unless seg is too long, has too many tokens, or
-// its slot is being written by another goroutine at that moment.
+// the slot it picks is being written by another goroutine at that moment. It picks an empty slot
+// of seg's two, else one of them by the first's sequence number, which changes at each write: two
+// segments that share one slot then find room in their other slots rather than replacing each
+// other at every turn.
 func keepSegment(seg string, toks []token) {
 	if len(seg) > maxSegmentLen || len(seg) == 0 || len(toks) > maxSegmentTokens {
 		return
 	}
-	s := &segmentTable[slotIndex(seg)]
+	first, second := slotsOf(seg)
+	s := &segmentTable[first]
 	h := s.head.Load()
+	if h2 := segmentTable[second].head.Load(); h&0xff != 0 && (h2&0xff == 0 || h&(2*slotWriting) != 0) {
+		s, h = &segmentTable[second], h2
+	}
+	fillSlot(s, h, seg, toks)
+}
+
+// fillSlot writes seg and toks into slot s, whose head was h, unless s is being written or has
+// been written since h was read.
+func fillSlot(s *segmentSlot, h uint64, seg string, toks []token) {
 	if h&slotWriting != 0 || !s.head.CompareAndSwap(h, h+slotWriting) {
 		return
 	}
@@ -206,32 +230,33 @@ const segmentBatch = 16
 // not is encoded by the tokenizer in one call and its segments are kept.
 //
 // The segments are looked up segmentBatch at a time: their slots are found first, then the
-// heads of all of them are read in a loop that does nothing else, so that the CPU waits for
+// heads of their first slots are read in a loop that does nothing else, so that the CPU waits for
 // their cache misses together rather than one after the other.
 func encodeChunk(chunk string, yield func(token) bool) bool {
 	if !utf8.ValidString(chunk) {
 		return encodeWhole(chunk, yield)
 	}
 	var (
-		buf   [maxSegmentTokens]token
-		ends  [segmentBatch]int
-		slots [segmentBatch]uint32
-		heads [segmentBatch]uint64
+		buf     [maxSegmentTokens]token
+		ends    [segmentBatch]int
+		firsts  [segmentBatch]uint32
+		seconds [segmentBatch]uint32
+		heads   [segmentBatch]uint64
 	)
 	miss := -1 // start of the run of segments not in the cache
 	for pos := 0; pos < len(chunk); {
 		n := 0
 		for from := pos; n < segmentBatch && from < len(chunk); n++ {
 			ends[n] = segmentEnd(chunk, from)
-			slots[n] = slotIndex(chunk[from:ends[n]])
+			firsts[n], seconds[n] = slotsOf(chunk[from:ends[n]])
 			from = ends[n]
 		}
 		for i := range n {
-			heads[i] = segmentTable[slots[i]].head.Load()
+			heads[i] = segmentTable[firsts[i]].head.Load()
 		}
 		for i := range n {
 			end := ends[i]
-			if toks, ok := lookupSlot(&segmentTable[slots[i]], heads[i], chunk[pos:end], &buf); ok {
+			if toks, ok := lookupSlots(firsts[i], heads[i], seconds[i], chunk[pos:end], &buf); ok {
 				if miss >= 0 {
 					if !encodeRun(chunk[miss:pos], yield) {
 						return false

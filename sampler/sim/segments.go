@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"hash/maphash"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -81,13 +81,26 @@ const slotWriting = 1 << 32 // the low bit of the head's sequence number: a writ
 var (
 	// segmentTable is a large allocation, so it starts on a page and each slot is one cache line.
 	segmentTable = make([]segmentSlot, segmentSlots)
-	segmentSeed  = maphash.MakeSeed()
+	segmentSeed  = rand.Uint64()
 )
 
-// slotsOf returns the indexes in segmentTable of seg's two slots (they may be the same).
+// slotsOf returns the indexes in segmentTable of seg's two slots (they may be the same), for a
+// seg of at most maxSegmentLen bytes. The hash mixes the words of seg's text with a random seed
+// per process (the splitmix64 finaliser); it is cheaper than hash/maphash's call for these short
+// texts, and a text crafted to collide costs only cache misses.
 func slotsOf(seg string) (first, second uint32) {
-	h := maphash.String(segmentSeed, seg)
+	h := segmentSeed ^ uint64(len(seg))
+	for i := range (len(seg) + 7) / 8 {
+		h = mix64(h ^ textWord(seg, i))
+	}
 	return uint32(h & (segmentSlots - 1)), uint32(h >> 32 & (segmentSlots - 1))
+}
+
+// mix64 is splitmix64's finaliser: every bit of the result depends on every bit of z.
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
 }
 
 // textWord returns bytes 8i to 8i+7 of s as a little-endian word, zero-padded past the end of s.
@@ -106,6 +119,9 @@ func textWord(s string, i int) uint64 {
 
 // lookupSegment returns the kept tokens of seg, in buf, and whether seg was kept.
 func lookupSegment(seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
+	if len(seg) > maxSegmentLen {
+		return nil, false
+	}
 	first, second := slotsOf(seg)
 	return lookupSlots(first, segmentTable[first].head.Load(), second, seg, buf)
 }
@@ -248,7 +264,11 @@ func encodeChunk(chunk string, yield func(token) bool) bool {
 		n := 0
 		for from := pos; n < segmentBatch && from < len(chunk); n++ {
 			ends[n] = segmentEnd(chunk, from)
-			firsts[n], seconds[n] = slotsOf(chunk[from:ends[n]])
+			if ends[n]-from <= maxSegmentLen {
+				firsts[n], seconds[n] = slotsOf(chunk[from:ends[n]])
+			} else {
+				firsts[n], seconds[n] = 0, 0 // not kept: any slot's head tells so
+			}
 			from = ends[n]
 		}
 		for i := range n {

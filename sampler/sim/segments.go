@@ -1,8 +1,7 @@
 package sim
 
 import (
-	"hash/maphash"
-	"slices"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -45,49 +44,166 @@ func packToken(id uint, size int) (token, bool) {
 	return token(uint32(id)&(1<<24-1) | uint32(min(size, 255))<<24), id < 1<<24 && size <= 255
 }
 
-// The segment cache is a direct-mapped table of segmentSlots entries, shared by every
-// rollout: a segment's slot is picked by its hash, and keeping a segment replaces what its slot
-// held. Reads take no lock and write no memory; the table's size bounds its memory (512 KiB of
-// slots, and at most segmentSlots entries of at most maxSegmentLen bytes and their tokens: about
-// 5 MiB when the segments are words, 14 MiB at worst).
-// Segments longer than maxSegmentLen bytes are not kept.
+// The segment cache is a table of segmentSlots slots, shared by every rollout: a segment's hash
+// picks two slots, where it is looked for and kept (keeping it replaces what the slot held). A slot
+// is one 64-byte cache line that holds the segment's text and tokens itself, so a lookup reads
+// one line of the table, two when the segment is in its second slot or not kept (and the text it
+// compares, which the caller has just scanned), instead of following pointers to a segment, its
+// text and its tokens, each a likely cache miss when other work has run since. The table holds
+// no pointers, so the garbage collector never reads it.
+// Its memory is fixed: segmentSlots × 64 bytes = 4 MiB, allocated when the package is
+// initialised (the pages are the operating system's until a slot is first written).
+// Segments longer than maxSegmentLen bytes or of more than maxSegmentTokens tokens are not kept
+// (in tool output and prose, nearly every segment is a word, a number or a punctuation of one to
+// three tokens).
 const (
-	segmentSlots  = 1 << 16
-	maxSegmentLen = 32
+	segmentSlots     = 1 << 16
+	maxSegmentLen    = 32
+	maxSegmentTokens = 6
 )
 
-// segment is a kept segment: its text and its tokens.
-type segment struct {
-	text string
-	toks []token
+// segmentSlot is a slot of the segment table. Every word is read and written atomically, and
+// the head's sequence number makes a slot a seqlock: a writer makes the number odd (by
+// compare-and-swap, so writers exclude each other; a writer that finds the slot busy keeps
+// nothing), writes the text and tokens, then stores the next even number with the new length. A
+// reader takes the slot's content only if it read the same even head before and after it, so
+// a read torn by a concurrent writer is a miss, never another segment's tokens.
+type segmentSlot struct {
+	// head: the sequence number in bits 32-63, the number of tokens in bits 8-15, the length of
+	// the text in bytes in bits 0-7 (0: the slot is empty).
+	head atomic.Uint64
+	text [maxSegmentLen / 8]atomic.Uint64    // the text, 8 bytes a word, little-endian, zero-padded
+	toks [maxSegmentTokens / 2]atomic.Uint64 // the tokens, two a word, the first in the low half
 }
+
+const slotWriting = 1 << 32 // the low bit of the head's sequence number: a writer is filling the slot
 
 var (
-	segmentTable [segmentSlots]atomic.Pointer[segment]
-	segmentSeed  = maphash.MakeSeed()
+	// segmentTable is a large allocation, so it starts on a page and each slot is one cache line.
+	segmentTable = make([]segmentSlot, segmentSlots)
+	segmentSeed  = rand.Uint64()
 )
 
-func segmentSlot(seg string) *atomic.Pointer[segment] {
-	return &segmentTable[maphash.String(segmentSeed, seg)&(segmentSlots-1)]
+// slotsOf returns the indexes in segmentTable of seg's two slots (they may be the same), for a
+// seg of at most maxSegmentLen bytes. The hash mixes the words of seg's text with a random seed
+// per process (the splitmix64 finaliser); it is cheaper than hash/maphash's call for these short
+// texts, and a text crafted to collide costs only cache misses.
+func slotsOf(seg string) (first, second uint32) {
+	h := segmentSeed ^ uint64(len(seg))
+	for i := range (len(seg) + 7) / 8 {
+		h = mix64(h ^ textWord(seg, i))
+	}
+	return uint32(h & (segmentSlots - 1)), uint32(h >> 32 & (segmentSlots - 1))
 }
 
-func lookupSegment(seg string) ([]token, bool) {
+// mix64 is splitmix64's finaliser: every bit of the result depends on every bit of z.
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// textWord returns bytes 8i to 8i+7 of s as a little-endian word, zero-padded past the end of s.
+func textWord(s string, i int) uint64 {
+	s = s[8*i:]
+	if len(s) >= 8 {
+		return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	}
+	var w uint64
+	for j := len(s) - 1; j >= 0; j-- {
+		w = w<<8 | uint64(s[j])
+	}
+	return w
+}
+
+// lookupSegment returns the kept tokens of seg, in buf, and whether seg was kept.
+func lookupSegment(seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
 	if len(seg) > maxSegmentLen {
 		return nil, false
 	}
-	if e := segmentSlot(seg).Load(); e != nil && e.text == seg {
-		return e.toks, true
-	}
-	return nil, false
+	first, second := slotsOf(seg)
+	return lookupSlots(first, segmentTable[first].head.Load(), second, seg, buf)
 }
 
+// lookupSlots is lookupSegment given seg's slots and a head h read from the first.
+func lookupSlots(first uint32, h uint64, second uint32, seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
+	if toks, ok := lookupSlot(&segmentTable[first], h, seg, buf); ok || first == second {
+		return toks, ok
+	}
+	s := &segmentTable[second]
+	return lookupSlot(s, s.head.Load(), seg, buf)
+}
+
+// lookupSlot is lookupSegment given seg's slot s and a head h read from it.
+func lookupSlot(s *segmentSlot, h uint64, seg string, buf *[maxSegmentTokens]token) ([]token, bool) {
+	if int(h&0xff) != len(seg) || len(seg) == 0 || len(seg) > maxSegmentLen || h&slotWriting != 0 {
+		return nil, false
+	}
+	for i := range (len(seg) + 7) / 8 {
+		if s.text[i].Load() != textWord(seg, i) {
+			return nil, false
+		}
+	}
+	n := int(h >> 8 & 0xff)
+	if n > maxSegmentTokens {
+		return nil, false
+	}
+	for i := 0; i < n; i += 2 {
+		w := s.toks[i/2].Load()
+		buf[i] = token(w)
+		if i+1 < n {
+			buf[i+1] = token(w >> 32)
+		}
+	}
+	if s.head.Load() != h {
+		return nil, false // a writer changed the slot since h was read
+	}
+	return buf[:n], true
+}
+
+// keepSegment keeps toks as the tokens of seg, unless seg is too long, has too many tokens, or
+// the slot it picks is being written by another goroutine at that moment. It picks an empty slot
+// of seg's two, else one of them by the first's sequence number, which changes at each write: two
+// segments that share one slot then find room in their other slots rather than replacing each
+// other at every turn.
 func keepSegment(seg string, toks []token) {
-	if len(seg) > maxSegmentLen {
+	if len(seg) > maxSegmentLen || len(seg) == 0 || len(toks) > maxSegmentTokens {
 		return
 	}
-	// Copies: a kept segment must not hold on to the text it was cut from nor to the tokens of
-	// the rest of its run.
-	segmentSlot(seg).Store(&segment{text: strings.Clone(seg), toks: slices.Clone(toks)})
+	first, second := slotsOf(seg)
+	s := &segmentTable[first]
+	h := s.head.Load()
+	if h2 := segmentTable[second].head.Load(); h&0xff != 0 && (h2&0xff == 0 || h&(2*slotWriting) != 0) {
+		s, h = &segmentTable[second], h2
+	}
+	fillSlot(s, h, seg, toks)
+}
+
+// fillSlot writes seg and toks into slot s, whose head was h, unless s is being written or has
+// been written since h was read.
+func fillSlot(s *segmentSlot, h uint64, seg string, toks []token) {
+	if h&slotWriting != 0 || !s.head.CompareAndSwap(h, h+slotWriting) {
+		return
+	}
+	for i := range s.text {
+		var w uint64
+		if 8*i < len(seg) {
+			w = textWord(seg, i)
+		}
+		s.text[i].Store(w)
+	}
+	for i := range s.toks {
+		var w uint64
+		if 2*i < len(toks) {
+			w = uint64(toks[2*i])
+		}
+		if 2*i+1 < len(toks) {
+			w |= uint64(toks[2*i+1]) << 32
+		}
+		s.toks[i].Store(w)
+	}
+	s.head.Store((h+2*slotWriting)&^(slotWriting-1) | uint64(len(toks))<<8 | uint64(len(seg)))
 }
 
 // segmentEnd returns the end of the segment of chunk that starts at from: the next cut point
@@ -122,32 +238,61 @@ func cutBetween(a, b byte) bool {
 
 func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
+// segmentBatch is how many segments encodeChunk cuts before it looks them up.
+const segmentBatch = 16
+
 // encodeChunk calls yield with each token of chunk, in order, until yield returns false, and
 // reports whether it did not. Kept segments come from the cache; each run of segments that are
 // not is encoded by the tokenizer in one call and its segments are kept.
+//
+// The segments are looked up segmentBatch at a time: their slots are found first, then the
+// heads of their first slots are read in a loop that does nothing else, so that the CPU waits for
+// their cache misses together rather than one after the other.
 func encodeChunk(chunk string, yield func(token) bool) bool {
 	if !utf8.ValidString(chunk) {
 		return encodeWhole(chunk, yield)
 	}
+	var (
+		buf     [maxSegmentTokens]token
+		ends    [segmentBatch]int
+		firsts  [segmentBatch]uint32
+		seconds [segmentBatch]uint32
+		heads   [segmentBatch]uint64
+	)
 	miss := -1 // start of the run of segments not in the cache
 	for pos := 0; pos < len(chunk); {
-		end := segmentEnd(chunk, pos)
-		if toks, ok := lookupSegment(chunk[pos:end]); ok {
-			if miss >= 0 {
-				if !encodeRun(chunk[miss:pos], yield) {
-					return false
-				}
-				miss = -1
+		n := 0
+		for from := pos; n < segmentBatch && from < len(chunk); n++ {
+			ends[n] = segmentEnd(chunk, from)
+			if ends[n]-from <= maxSegmentLen {
+				firsts[n], seconds[n] = slotsOf(chunk[from:ends[n]])
+			} else {
+				firsts[n], seconds[n] = 0, 0 // not kept: any slot's head tells so
 			}
-			for _, t := range toks {
-				if !yield(t) {
-					return false
-				}
-			}
-		} else if miss < 0 {
-			miss = pos
+			from = ends[n]
 		}
-		pos = end
+		for i := range n {
+			heads[i] = segmentTable[firsts[i]].head.Load()
+		}
+		for i := range n {
+			end := ends[i]
+			if toks, ok := lookupSlots(firsts[i], heads[i], seconds[i], chunk[pos:end], &buf); ok {
+				if miss >= 0 {
+					if !encodeRun(chunk[miss:pos], yield) {
+						return false
+					}
+					miss = -1
+				}
+				for _, t := range toks {
+					if !yield(t) {
+						return false
+					}
+				}
+			} else if miss < 0 {
+				miss = pos
+			}
+			pos = end
+		}
 	}
 	if miss >= 0 {
 		return encodeRun(chunk[miss:], yield)

@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // referencePieces returns each token of s as the tokenizer gives it for each chunk in one call:
@@ -78,7 +80,14 @@ var segmentTexts = []string{
 // clearSegments empties the segment cache.
 func clearSegments() {
 	for i := range segmentTable {
-		segmentTable[i].Store(nil)
+		s := &segmentTable[i]
+		s.head.Store(0)
+		for j := range s.text {
+			s.text[j].Store(0)
+		}
+		for j := range s.toks {
+			s.toks[j].Store(0)
+		}
 	}
 }
 
@@ -104,21 +113,39 @@ func TestSegmentsEncodeAsChunks(t *testing.T) {
 	checkSegments(t, commandOutput(8192, 1))
 }
 
+// segmentTokens returns the tokens kept for segment i of the churn tests: 1 to maxSegmentTokens
+// tokens, all different from those of any other segment.
+func segmentTokens(i int) []token {
+	toks := make([]token, 1+i%maxSegmentTokens)
+	for j := range toks {
+		toks[j] = token(i*maxSegmentTokens + j)
+	}
+	return toks
+}
+
 // TestSegmentCacheChurn keeps more distinct segments than the cache has slots: a lookup gives
 // the tokens kept for that very text or a miss, never another segment's, and most slots are used.
 func TestSegmentCacheChurn(t *testing.T) {
 	defer clearSegments()
 	clearSegments()
+	if size, addr := unsafe.Sizeof(segmentSlot{}), uintptr(unsafe.Pointer(&segmentTable[0])); size != 64 || addr%64 != 0 {
+		t.Fatalf("a slot is %d bytes at %#x: not one cache line", size, addr)
+	}
 	const n = segmentSlots + segmentSlots/2
-	text := func(i int) string { return "w" + strconv.Itoa(i) }
+	// Texts of every length up to maxSegmentLen, many sharing their first bytes.
+	text := func(i int) string {
+		s := strconv.Itoa(i) + "w"
+		return s + strings.Repeat("x", i%(maxSegmentLen+1-len(s)))
+	}
 	for i := range n {
-		keepSegment(text(i), []token{token(i)})
+		keepSegment(text(i), segmentTokens(i))
 	}
 	hits := 0
+	var buf [maxSegmentTokens]token
 	for i := range n {
-		toks, ok := lookupSegment(text(i))
-		if ok && (len(toks) != 1 || toks[0] != token(i)) {
-			t.Fatalf("segment %q: tokens %v of another segment", text(i), toks)
+		toks, ok := lookupSegment(text(i), &buf)
+		if ok && !slices.Equal(toks, segmentTokens(i)) {
+			t.Fatalf("segment %q: tokens %v, kept %v", text(i), toks, segmentTokens(i))
 		}
 		if ok {
 			hits++
@@ -127,9 +154,100 @@ func TestSegmentCacheChurn(t *testing.T) {
 	if hits < segmentSlots/2 || hits > segmentSlots {
 		t.Fatalf("%d of %d segments kept in %d slots", hits, n, segmentSlots)
 	}
-	if _, ok := lookupSegment(strings.Repeat("x", maxSegmentLen+1)); ok {
-		t.Fatal("a segment longer than maxSegmentLen was found")
+	// A prefix, an extension or another text of the same length is not a kept segment.
+	keepSegment("abcdefghij", []token{1, 2})
+	for _, s := range []string{"abcdefghi", "abcdefghij\x00", "abcdefghiJ", "", strings.Repeat("x", maxSegmentLen+1)} {
+		if toks, ok := lookupSegment(s, &buf); ok {
+			t.Fatalf("%q found, tokens %v", s, toks)
+		}
 	}
+	if toks, ok := lookupSegment("abcdefghij", &buf); !ok || !slices.Equal(toks, []token{1, 2}) {
+		t.Fatalf("abcdefghij: %v %v", toks, ok)
+	}
+	long, many := strings.Repeat("y", maxSegmentLen+1), make([]token, maxSegmentTokens+1)
+	keepSegment(long, []token{1})
+	keepSegment("many", many)
+	for _, s := range []string{long, "many"} {
+		if _, ok := lookupSegment(s, &buf); ok {
+			t.Fatalf("%q was kept (longer than maxSegmentLen or more than maxSegmentTokens tokens)", s)
+		}
+	}
+	full := strings.Repeat("z", maxSegmentLen)
+	keepSegment(full, segmentTokens(maxSegmentTokens-1))
+	if toks, ok := lookupSegment(full, &buf); !ok || !slices.Equal(toks, segmentTokens(maxSegmentTokens-1)) {
+		t.Fatalf("a segment of maxSegmentLen bytes and maxSegmentTokens tokens: %v %v", toks, ok)
+	}
+}
+
+// TestSegmentSlotsShared keeps two segments whose first slots are the same: both stay kept.
+func TestSegmentSlotsShared(t *testing.T) {
+	defer clearSegments()
+	clearSegments()
+	seen := map[uint32]string{}
+	var a, b string
+	for i := 0; a == ""; i++ {
+		s := "w" + strconv.Itoa(i)
+		first, second := slotsOf(s)
+		if o, ok := seen[first]; ok && first != second {
+			a, b = o, s
+		}
+		seen[first] = s
+	}
+	keepSegment(a, []token{1})
+	keepSegment(b, []token{2, 3})
+	var buf [maxSegmentTokens]token
+	if toks, ok := lookupSegment(a, &buf); !ok || !slices.Equal(toks, []token{1}) {
+		t.Fatalf("%q: %v %v", a, toks, ok)
+	}
+	if toks, ok := lookupSegment(b, &buf); !ok || !slices.Equal(toks, []token{2, 3}) {
+		t.Fatalf("%q: %v %v", b, toks, ok)
+	}
+}
+
+// TestSegmentSlotTornReads has goroutines keep and look up, in one slot, segments of the same
+// length whose tokens depend on their text: a lookup gives the tokens kept for its text or a
+// miss, never a mix of two writes. Run with -race.
+func TestSegmentSlotTornReads(t *testing.T) {
+	defer clearSegments()
+	clearSegments()
+	// Texts of the same length in one slot, so that only the seqlock tells them apart while a
+	// writer replaces one by another.
+	slot := &segmentTable[0]
+	texts := []string{"seg00000001", "seg00000002", "seg00000003", "seg00000004"}
+	tokensOf := func(k int) []token { return segmentTokens(k*maxSegmentTokens + maxSegmentTokens - 1) }
+	var wg sync.WaitGroup
+	var hits atomic.Int64
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			var buf [maxSegmentTokens]token
+			for i := range 100_000 {
+				k := (i/4 + g) % len(texts)
+				if i%4 == 0 { // one step in four writes, the others read
+					fillSlot(slot, slot.head.Load(), texts[k], tokensOf(k))
+					continue
+				}
+				toks, ok := lookupSlot(slot, slot.head.Load(), texts[k], &buf)
+				if !ok {
+					continue
+				}
+				hits.Add(1)
+				if !slices.Equal(toks, tokensOf(k)) {
+					errs <- fmt.Sprintf("%q: tokens %v, kept %v", texts[k], toks, tokensOf(k))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if hits.Load() == 0 {
+		t.Fatal("no lookup found a kept segment")
+	}
+	t.Logf("%d of 300000 lookups found the segment", hits.Load())
 }
 
 // TestSegmentsConcurrent encodes texts that share segments from several goroutines at once

@@ -45,7 +45,7 @@ func ResolveItemRefs(ctx context.Context, input []protocol.Item, held func(ids [
 			found[id] = it
 		}
 	}
-	out := append([]protocol.Item(nil), input...)
+	out := protocol.AppendItems(nil, input) // input is the request's: resolved into a copy
 	for i := range out {
 		if out[i].Type != protocol.ItemReference {
 			continue

@@ -137,6 +137,9 @@ type Suspension struct {
 	// the chain for a cold-path rebuild. It shares the rollout's append-only storage:
 	// read-only, safe to read from any goroutine.
 	Context []protocol.Item
+	// StateBytes is what the model session holds besides the items, in bytes
+	// (StateSizer.StateBytes; 0 when the session does not report it).
+	StateBytes int64
 }
 
 // Ending describes how a rollout ended.

@@ -61,6 +61,16 @@ type ModelSession interface {
 	Close()
 }
 
+// StateSizer is an optional interface of a ModelSession: StateBytes returns the memory, in
+// bytes, the session holds for its rollout besides the rollout's items (the sim's rendered
+// context, 4 bytes a token). The rollout asks it at each suspension (Suspension.StateBytes) and
+// the server counts it in its memory budget while the rollout lives, parked too (a parked
+// state holds about as much). A backend whose state lives in its engine (KV caches) need not
+// implement it.
+type StateSizer interface {
+	StateBytes() int64
+}
+
 // Step is one sampling step of a rollout, as the rollout hands it to ModelSession.Sample.
 // Slices are read-only and must not be retained past Sample (copy what you keep).
 type Step struct {

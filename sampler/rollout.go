@@ -453,6 +453,9 @@ func (r *Rollout) suspend() (Ending, bool) {
 		StepUsage:      r.stepUsage,
 		Context:        r.context(),
 	}
+	if sz, ok := r.ms.(StateSizer); ok {
+		s.StateBytes = sz.StateBytes()
+	}
 	r.suspendAt = len(r.output)
 	select {
 	case <-r.parkWake: // a Park that asked before this suspension

@@ -28,8 +28,9 @@ func DecodeCost(frame []byte) int64 {
 
 // Budget is the server-wide memory bound (the -max-memory flag), shared by every connection
 // and request: client frames and POST bodies being read and decoded, the bytes that
-// rollouts and connection registries hold (items and settings, Options.Budget, plus
-// SuspendedLiveBytes per suspended rollout whose goroutine waits), the frames queued to a
+// rollouts and connection registries hold (items and settings, Options.Budget, plus the
+// model session's state, sampler.StateSizer, and SuspendedLiveBytes per suspended rollout
+// whose goroutine waits), the frames queued to a
 // WebSocket peer until they are written (Conn.Write), and what an upstream backend holds of a
 // step while it runs (sampler.Budget: events and frames being read, text and arguments
 // accrued; a step that does not fit fails). It also holds an optional bound on HTTP bodies

@@ -31,8 +31,9 @@ type rollout struct {
 	turnStart time.Time       // when the current turn was accepted (Start or Resume)
 	turn      *ticket         // the ticket of the current turn
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
-	bytes     int64           // items and settings
+	bytes     int64           // items, settings and model
 	settings  int64           // StartRequest.SettingsBytes
+	model     int64           // the model session's state at the last suspension (sampler.Suspension.StateBytes)
 	stamp     uint64
 	cancelled bool
 	cancelWhy string         // the reason of the Cancel (or drain) that set cancelled
@@ -222,6 +223,10 @@ func (c *Conn) releaseIdleLocked() bool {
 	return true
 }
 
+// ownBytes is the bytes of h's items and settings, what Limits.MaxRolloutBytes bounds: its
+// held bytes without the model session's state, which the memory budget counts besides.
+func (h *rollout) ownBytes() int64 { return h.bytes - h.model }
+
 // admitLocked takes a place in the sampling queue for a turn after which the rollout holds
 // bytes of items and settings, add of them new (reserved, see reserveLocked):
 // rollout_too_large (400) over Limits.MaxRolloutBytes, the errors of reserveLocked,
@@ -308,7 +313,7 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 		}
 	}
 	add := ItemsBytes(input)
-	t, perr := c.admitLocked(h.gate, h.bytes+add, add)
+	t, perr := c.admitLocked(h.gate, h.ownBytes()+add, add)
 	if perr != nil {
 		c.mu.Unlock()
 		return perr
@@ -443,10 +448,10 @@ func (c *Conn) Steer(key string, s sampler.Steer) error {
 		return err
 	}
 	add := ItemsBytes(s.Input)
-	if max := c.opts.MaxRolloutBytes; max > 0 && h.bytes+add > max {
+	if max := c.opts.MaxRolloutBytes; max > 0 && h.ownBytes()+add > max {
 		c.mu.Unlock()
 		return protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
-			"The steer would take the rollout to about %d bytes of items and settings, over this server's limit of %d.", h.bytes+add, max)
+			"The steer would take the rollout to about %d bytes of items and settings, over this server's limit of %d.", h.ownBytes()+add, max)
 	}
 	if err := c.reserveLocked(add); err != nil {
 		c.mu.Unlock()
@@ -564,7 +569,8 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	c.mu.Lock()
 	s.h.idleAnswer = s.answers && len(sp.PendingCallIDs) == 0
 	s.h.suspendedAt, s.h.pressured = time.Now(), false
-	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output))
+	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output)+sp.StateBytes-s.h.model)
+	s.h.model = sp.StateBytes
 	t := s.h.turn
 	s.h.record(sp.Usage, sp.StepUsage)
 	c.mu.Unlock()
@@ -583,6 +589,7 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c.opts.KeyRollouts.Release(c.opts.QuotaKey)
 	h.final = true
 	h.items = e.Context
+	h.model = 0 // the model session is closed
 	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
 	t := h.turn
 	h.record(e.Usage, e.StepUsage)

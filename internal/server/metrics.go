@@ -135,7 +135,7 @@ func (s *Server) metricsHandler() http.Handler {
 		counter("tether_store_evictions_total", evictionsHelp, prometheus.Labels{"reason": "store_full"}, func() float64 { return float64(fs.FullEvictions()) })
 	}
 	b := s.budget
-	gauge("tether_memory_budget_bytes", "Bytes of the -max-memory budget in use: frames and bodies being read and decoded, items and settings held by rollouts, frames queued to WebSocket peers.", nil, func() float64 { return float64(b.InUse()) })
+	gauge("tether_memory_budget_bytes", "Bytes of the -max-memory budget in use: frames and bodies being read and decoded, items, settings and model state held by rollouts, frames queued to WebSocket peers.", nil, func() float64 { return float64(b.InUse()) })
 	for limit, v := range map[string]func() int64{"memory_budget": b.Rejected.Load, "key_rollouts": s.keyRoll.RejectedCount, "key_connections": s.keyConns.RejectedCount} {
 		counter("tether_limit_rejections_total", "Requests and frames refused by a limit: the memory budget or decoding bound (server_overloaded), a per-key quota (quota_exceeded).",
 			prometheus.Labels{"limit": limit}, func() float64 { return float64(v()) })

@@ -220,6 +220,11 @@ func (ss *session) Close() {}
 // parkVersion is the first byte of a parked sim session's state.
 const parkVersion = 1
 
+// StateBytes implements sampler.StateSizer: the rendered context, 4 bytes a token, with the
+// room its slice has grown (Park's state holds the tokens alone; items not rendered yet are
+// counted with the rollout's items).
+func (ss *session) StateBytes() int64 { return 4 * int64(cap(ss.context.tokens)) }
+
 // Park implements sampler.ParkableSession. The state is the rendered context as it is:
 // a version byte, the prefilled token count (uvarint), then every token (4 bytes, little
 // endian); the items are the rollout's, handed back to Unpark.

@@ -212,14 +212,15 @@ func StoredChain(ctx context.Context, st Store, id, owner string) ([]protocol.It
 // response added (given ids when they have none); chain, when not nil, is the whole chain
 // through final (store.Response.Chain: an append-shape rollout interleaves inputs and
 // outputs). It returns false when the store refused the write: the caller then ends the
-// response failed with StoreFailed.
+// response failed with StoreFailed. The write does not end with the connection: a response
+// that a disconnect ended is stored all the same (the store's own timeout bounds it).
 func (c *Conn) Persist(final *protocol.Response, input, chain []protocol.Item) bool {
 	st := c.opts.Store
 	if st == nil || !final.Store || final.Status == protocol.ResponseFailed {
 		return true
 	}
 	r := &store.Response{Response: *final, Owner: c.opts.Owner, Quota: c.opts.QuotaKey, Chain: chain, Input: protocol.WithIDs(input)}
-	return st.Put(c.ctx, r) == nil
+	return st.Put(context.WithoutCancel(c.ctx), r) == nil
 }
 
 // CheckModel runs the backend's validation of a create request (sampler.RequestChecker, e.g.

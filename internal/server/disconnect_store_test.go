@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session/store"
+)
+
+// ctxStore is a memory store whose Put fails once its ctx is done, as a network store (Redis)
+// does; every Put's result is reported on puts.
+type ctxStore struct {
+	*store.Memory
+	puts chan error
+}
+
+func (s *ctxStore) Put(ctx context.Context, r *store.Response) error {
+	err := ctx.Err()
+	if err == nil {
+		err = s.Memory.Put(ctx, r)
+	}
+	s.puts <- err
+	return err
+}
+
+// A store:true rollout that a client's disconnect ends (incomplete, cancelled) is stored as
+// it would be in the memory store: the write does not inherit the closed connection's
+// cancellation, and it is no store failure.
+func TestDisconnectedRolloutIsStored(t *testing.T) {
+	st := &ctxStore{Memory: store.NewMemory(0, 0), puts: make(chan error, 16)}
+	s, url := testServer(t, Options{Store: st, StoreTimeout: 10 * time.Second})
+	h := http.Header{}
+	h.Set("OpenAI-Beta", "responses_append=v1")
+	c := wstest.Dial(t, url, h)
+	c.Send(map[string]any{"type": "response.create", "model": "sim", "input": "suspend here", "store": true,
+		"tools": []any{shell}, "metadata": map[string]string{"sim.calls": "1"}})
+	fs := c.Until("response.done")
+	id := fs[len(fs)-1].Str("response_id")
+	_ = c.C.Close(websocket.StatusNormalClosure, "")
+	select {
+	case err := <-st.puts:
+		if err != nil {
+			t.Fatalf("the ended rollout's write: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the disconnected rollout was never written")
+	}
+	r, err := st.Memory.Get(context.Background(), id, "")
+	if err != nil {
+		t.Fatalf("stored %s: %v", id, err)
+	}
+	if r.Response.Status != "incomplete" || r.Response.IncompleteDetails == nil || r.Response.IncompleteDetails.Reason != "cancelled" {
+		t.Fatalf("stored %s as %s %v", id, r.Response.Status, r.Response.IncompleteDetails)
+	}
+	if n := s.store.Errors(); n != 0 {
+		t.Fatalf("store errors = %d, want 0", n)
+	}
+}

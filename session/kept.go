@@ -119,9 +119,9 @@ func (c *Conn) ForgetResponse(id string) (orphaned bool) {
 	return orphaned
 }
 
-// Items returns the items with these ids among the items the registry holds (live and ended
-// rollouts' chains, kept Responses'), keyed by id, for item_references: an id it does not hold
-// is absent. One walk of the registry answers every id (a walk per id would cost a create of
+// Items returns the items with these ids among the items the registry holds (ended rollouts'
+// chains, kept Responses'; a rollout that has not ended holds none yet), keyed by id, for
+// item_references: an id it does not hold is absent. One walk of the registry answers every id (a walk per id would cost a create of
 // many references the registry's size for each).
 func (c *Conn) Items(ids []string) map[string]protocol.Item {
 	search := store.NewItemSearch(ids)

@@ -26,6 +26,11 @@ type Context struct {
 	inCallGroup   bool   // the last item is a function_call
 	lastUserText  string // text of the last user message
 	rendered      int    // items rendered (instructions excluded)
+
+	// The FNV-64a hash of tokens[:hashed], continued by Fingerprint: a final answer hashes
+	// only the tokens added since the last one.
+	hash   uint64
+	hashed int
 }
 
 // NewContext returns a Context holding the render of settings.Instructions (a "system" item)
@@ -73,6 +78,9 @@ func (c *Context) append(ctx context.Context, items []protocol.Item, known func(
 	})
 	if err != nil {
 		c.tokens = c.tokens[:start]
+		if c.hashed > start {
+			c.hashed = 0 // hash again from the start next time
+		}
 		return err
 	}
 	for i := range items {
@@ -161,6 +169,17 @@ func (c *Context) note(it *protocol.Item) {
 		c.lastUserText = messageText(it)
 	}
 	c.inCallGroup = false
+}
+
+// Fingerprint returns Fingerprint(c.Tokens()), hashing only the tokens added since its last
+// call.
+func (c *Context) Fingerprint() string {
+	if c.hashed == 0 {
+		c.hash = fnvOffset
+	}
+	c.hash = fnvTokens(c.hash, c.tokens[c.hashed:])
+	c.hashed = len(c.tokens)
+	return formatFingerprint(c.hashed, c.hash)
 }
 
 // Tokens returns the rendered context. The slice is shared: do not modify it.

@@ -281,3 +281,28 @@ func TestStoppedInputRenderedLater(t *testing.T) {
 		t.Fatalf("context of %d tokens, want the full render's %d", len(got), len(want))
 	}
 }
+
+// Context.Fingerprint, which hashes only the tokens added since its last call, equals the
+// fingerprint of the whole render after every append, a stopped append included.
+func TestContextFingerprintIncremental(t *testing.T) {
+	c := newContext(t, &Settings{Instructions: "be brief"})
+	check := func(when string) {
+		t.Helper()
+		if got, want := c.Fingerprint(), Fingerprint(c.Tokens()); got != want {
+			t.Fatalf("%s: Fingerprint %s, want %s", when, got, want)
+		}
+	}
+	check("instructions only")
+	check("asked twice")
+	appendTo(t, c, userMsg("first"))
+	check("after a message")
+	appendTo(t, c, userMsg("second"), userMsg("third"))
+	check("after two more")
+	long := strings.Repeat("the quick brown fox jumps over the lazy dog ", (2<<20)/44)
+	if err := c.Append(&endsAfter{Context: context.Background(), n: 2}, userMsg(long)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Append: %v, want context.Canceled", err)
+	}
+	check("after a stopped append")
+	appendTo(t, c, userMsg("fourth"))
+	check("after the next append")
+}

@@ -379,7 +379,7 @@ func answer(c *Context, padTokens int) string {
 		}
 		b.WriteByte('\n')
 	}
-	b.WriteString(Fingerprint(c.Tokens()))
+	b.WriteString(c.Fingerprint())
 	return b.String()
 }
 
@@ -397,18 +397,28 @@ func writeQuote(b *strings.Builder, s string) {
 // "[ctx N tokens 0xHHHHHHHHHHHHHHHH]", N the token count and H the FNV-64a hash of the token ids
 // (each as 4 little-endian bytes). Equal fingerprints mean the model saw identical contexts.
 func Fingerprint(tokens []uint32) string {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
+	return formatFingerprint(len(tokens), fnvTokens(fnvOffset, tokens))
+}
+
+// The FNV-64a parameters of Fingerprint.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnvTokens continues the FNV-64a hash h over tokens, each as 4 little-endian bytes.
+func fnvTokens(h uint64, tokens []uint32) uint64 {
 	for _, t := range tokens {
-		h = (h ^ uint64(t&0xff)) * prime
-		h = (h ^ uint64(t>>8&0xff)) * prime
-		h = (h ^ uint64(t>>16&0xff)) * prime
-		h = (h ^ uint64(t>>24)) * prime
+		h = (h ^ uint64(t&0xff)) * fnvPrime
+		h = (h ^ uint64(t>>8&0xff)) * fnvPrime
+		h = (h ^ uint64(t>>16&0xff)) * fnvPrime
+		h = (h ^ uint64(t>>24)) * fnvPrime
 	}
-	return fmt.Sprintf("[ctx %d tokens 0x%016x]", len(tokens), h)
+	return h
+}
+
+func formatFingerprint(n int, h uint64) string {
+	return fmt.Sprintf("[ctx %d tokens 0x%016x]", n, h)
 }
 
 // simStep streams one step's output on the cost model's clock.

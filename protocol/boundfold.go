@@ -1,10 +1,6 @@
 package protocol
 
-import (
-	"strconv"
-
-	"github.com/go-json-experiment/json/jsontext"
-)
+import "strconv"
 
 // A create is held to CreateBounds while it is decoded, in the same walk: the readers of input
 // items, content parts and tools check the values they read against the nodes of boundTree and
@@ -94,8 +90,7 @@ func (n *boundNode) checkToken(tok []byte, d *dec, typ string) *Error {
 		if n.lengthOnly(tok) {
 			return nil
 		}
-		s, _ := jsontext.AppendUnquote(nil, tok)
-		return n.checkString(s, d, typ)
+		return n.checkString(unquote(tok), d, typ)
 	case 'n', 't', 'f':
 		return nil
 	}

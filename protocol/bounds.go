@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // BoundKind says what a Bound constrains and which error code a violation gets.
@@ -75,7 +73,8 @@ func oneOf(param string, values ...string) Bound {
 var ReasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
 
 // CreateBounds is the table of ranges, enums and length limits every create request is held
-// to (HTTP body and response.create on both WebSocket shapes), checked right after decoding.
+// to (HTTP body and response.create on both WebSocket shapes), checked while decoding: a
+// decode error anywhere wins, then the first violation in document order (boundfold.go).
 // It mirrors every numeric bound, multi-valued enum, length and count limit and pattern of the
 // Open Responses schema's CreateResponseBody (a test walks the schema and fails on a missing
 // row), plus OpenAI's documented ranges of temperature, top_p and the penalties.
@@ -234,7 +233,8 @@ func splitParam(param string) []string {
 }
 
 // checkBounds checks the create request data (a valid JSON object) against CreateBounds and
-// returns the first violation in document order.
+// returns the first violation in document order, in a walk of its own: the reference that the
+// checks made while decoding are tested against (FuzzBoundsInDecode).
 func checkBounds(data []byte) *Error {
 	d := newDec(data, "", "")
 	defer d.release()
@@ -249,19 +249,8 @@ func (d *dec) bounds(n *boundNode, typ string) *Error {
 		return d.boundsObject(n)
 	case '[':
 		return d.boundsArray(n, typ)
-	case '"':
-		v := d.value()
-		if n.lengthOnly(v) {
-			return nil
-		}
-		s, _ := jsontext.AppendUnquote(nil, v)
-		return n.checkString(s, d, typ)
-	case '0':
-		f, err := strconv.ParseFloat(string(d.value()), 64)
-		if err != nil {
-			return nil // the decoder reports numbers out of range
-		}
-		return n.checkNumber(f, d, typ)
+	case '"', '0':
+		return n.checkToken(d.value(), d, typ)
 	default:
 		if d.value() == nil {
 			return errSyntax

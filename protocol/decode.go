@@ -62,12 +62,20 @@ var (
 // HeavyBytes or more is decoded in a heavy-work slot (CPUSlot); when ctx (the connection's)
 // ends before one is free, the frame is not decoded and the error is ClientClosed.
 func DecodeClientEvent(ctx context.Context, data []byte) (ClientEvent, *Error) {
+	return decodeClientEvent(ctx, data, true)
+}
+
+// decodeClientEvent is DecodeClientEvent. A create is held to CreateBounds while it is decoded
+// when fold is set, else by a second walk over data (checkBounds, the reference the tests
+// compare with).
+func decodeClientEvent(ctx context.Context, data []byte, fold bool) (ClientEvent, *Error) {
 	release, cerr := HeavySlot(ctx, len(data))
 	defer release()
 	if cerr != nil {
 		return ClientEvent{}, cerr
 	}
 	var ev ClientEvent
+	var bounds *Error // the create's bound violation, when fold is set
 	err := decodeText(data, "frame", true, func(d *dec) *Error {
 		if d.kind() != '{' {
 			return errSyntax
@@ -87,7 +95,9 @@ func DecodeClientEvent(ctx context.Context, data []byte) (ClientEvent, *Error) {
 		ev.Type = ClientEventType(t.typ)
 		switch ev.Type {
 		case EventCreate:
+			t.startBounds(fold)
 			ev.Create, err = t.create(seen)
+			bounds = t.boundResult()
 		case EventAppend:
 			err = t.append(&ev, seen)
 		case EventCancel, EventProcessed:
@@ -103,7 +113,7 @@ func DecodeClientEvent(ctx context.Context, data []byte) (ClientEvent, *Error) {
 		return err
 	})
 	if err == nil && ev.Type == EventCreate {
-		err = checkCreateParams(data, ev.Create)
+		err = finishCreate(fold, bounds, data, ev.Create)
 	}
 	switch {
 	case err == nil:
@@ -128,22 +138,31 @@ func UnknownEventType(typ, supported string) *Error {
 // HeavyBytes or more is decoded in a heavy-work slot (CPUSlot); when ctx (the request's) ends
 // before one is free, the body is not decoded and the error is ClientClosed.
 func DecodeCreateParams(ctx context.Context, data []byte) (*CreateParams, *Error) {
+	return decodeCreateParams(ctx, data, true)
+}
+
+// decodeCreateParams is DecodeCreateParams, holding the body to CreateBounds as
+// decodeClientEvent does (by checkBounds when fold is not set).
+func decodeCreateParams(ctx context.Context, data []byte, fold bool) (*CreateParams, *Error) {
 	release, cerr := HeavySlot(ctx, len(data))
 	defer release()
 	if cerr != nil {
 		return nil, cerr
 	}
 	var cp *CreateParams
+	var bounds *Error
 	err := decodeText(data, "request body", true, func(d *dec) (err *Error) {
 		if k := d.kind(); k != '{' {
 			return errSyntax
 		}
 		d.open()
+		d.startBounds(fold)
 		cp, err = d.create(nil)
+		bounds = d.boundResult()
 		return err
 	})
 	if err == nil {
-		err = checkCreateParams(data, cp)
+		err = finishCreate(fold, bounds, data, cp)
 	}
 	if err != nil {
 		return nil, err
@@ -151,10 +170,15 @@ func DecodeCreateParams(ctx context.Context, data []byte) (*CreateParams, *Error
 	return cp, nil
 }
 
-// checkCreateParams checks a decoded create, whose text is data, against CreateBounds and the
-// rules of CreateFields.
-func checkCreateParams(data []byte, cp *CreateParams) *Error {
-	if err := checkBounds(data); err != nil {
+// finishCreate checks a decoded create, whose text is data, against CreateBounds and the rules
+// of CreateFields: when fold is set, bounds is what the decoding found against CreateBounds,
+// else data is walked again (checkBounds).
+func finishCreate(fold bool, bounds *Error, data []byte, cp *CreateParams) *Error {
+	err := bounds
+	if !fold {
+		err = checkBounds(data)
+	}
+	if err != nil {
 		return err
 	}
 	return checkCreate(cp)
@@ -166,8 +190,15 @@ func (d *dec) create(seen keySet) (*CreateParams, *Error) {
 	cp := &CreateParams{}
 	haveModel := false
 	err := d.frame(seen, func(key []byte) (err *Error) {
+		start := d.offset()
+		defer func() {
+			if err == nil {
+				d.noteMember(key, start)
+			}
+		}()
 		switch string(key) {
-		case "type": // skipped
+		case "type":
+			err = d.typeMember()
 		case "model":
 			cp.Model, err = d.strOrNull()
 			haveModel = cp.Model != ""
@@ -350,7 +381,7 @@ func (d *dec) input() ([]Item, *Error) {
 		d.value()
 		return nil, nil
 	case '"':
-		s := d.str()
+		s := d.strIn(inputNode, "")
 		return []Item{{Type: ItemMessage, Role: RoleUser, Content: []ContentPart{{Type: PartInputText, Text: s}}}}, nil
 	case '[':
 		return d.items()
@@ -412,7 +443,7 @@ func (d *dec) item(it *Item) *Error {
 	defer t.done()
 	switch typ := string(t.typ); {
 	case !t.found && t.role, t.found && typ == ItemMessage:
-		return t.message(it)
+		return t.message(it, typ)
 	case !t.found:
 		return t.missingType()
 	case typ == ItemFunctionCall:
@@ -421,7 +452,7 @@ func (d *dec) item(it *Item) *Error {
 		return t.functionCallOutput(it)
 	}
 	it.Type = string(t.typ)
-	err = t.members(func(key []byte) *Error {
+	_, err = t.membersIn(itemNode, it.Type, func(key []byte) *Error {
 		switch string(key) {
 		case "id":
 			if t.kind() == '"' {
@@ -429,7 +460,7 @@ func (d *dec) item(it *Item) *Error {
 			}
 		case "status":
 			if t.kind() == '"' {
-				it.Status = t.str()
+				it.Status = t.strIn(itemStatus, it.Type)
 			}
 		}
 		return nil
@@ -444,15 +475,15 @@ func (d *dec) item(it *Item) *Error {
 	return nil
 }
 
-// message reads the members of a message item.
-func (d *dec) message(it *Item) *Error {
+// message reads the members of a message item whose "type" is typ ("" for none).
+func (d *dec) message(it *Item, typ string) *Error {
 	it.Type = ItemMessage
 	var (
 		text      string
 		isString  bool
 		haveParts bool
 	)
-	err := d.members(func(key []byte) (err *Error) {
+	_, err := d.membersIn(itemNode, typ, func(key []byte) (err *Error) {
 		switch string(key) {
 		case "role":
 			switch k := d.kind(); k {
@@ -470,10 +501,10 @@ func (d *dec) message(it *Item) *Error {
 				d.value()
 				isString, haveParts = false, false
 			case '"':
-				text = d.str()
+				text = d.strIn(itemContent, typ)
 				isString, haveParts = true, false
 			case '[':
-				it.Content, err = d.parts()
+				it.Content, err = d.parts(itemContent)
 				isString, haveParts = false, true
 			default:
 				err = d.errType("a string or an array of content parts", k)
@@ -516,23 +547,27 @@ func (d *dec) status(dst *string) *Error {
 }
 
 // reqStr reads a required string member: null leaves it missing.
-func (d *dec) reqStr(dst *string, have *bool) *Error {
+func (d *dec) reqStr(dst *string, have *bool) *Error { return d.reqStrIn(nil, "", dst, have) }
+
+// reqStrIn is reqStr for a member at node n of boundTree, in an object of type typ: a string
+// is checked against n's rows (dec.strIn).
+func (d *dec) reqStrIn(n *boundNode, typ string, dst *string, have *bool) *Error {
 	switch k := d.kind(); k {
 	case 'n':
 		d.value()
 		*dst, *have = "", false
 	case '"':
-		*dst, *have = d.str(), true
+		*dst, *have = d.strIn(n, typ), true
 	default:
 		return d.errType("a string", k)
 	}
 	return nil
 }
 
-// required reads the members of an object with fn and then reports the first of names whose
-// flag in have is false as missing.
-func (d *dec) required(fn memberFunc, names []string, have ...*bool) *Error {
-	if err := d.members(fn); err != nil {
+// required reads the members of an object at node n of boundTree, of type typ, with fn (see
+// membersIn) and then reports the first of names whose flag in have is false as missing.
+func (d *dec) required(n *boundNode, typ string, fn memberFunc, names []string, have ...*bool) *Error {
+	if _, err := d.membersIn(n, typ, fn); err != nil {
 		return err
 	}
 	for i, h := range have {
@@ -547,12 +582,12 @@ func (d *dec) required(fn memberFunc, names []string, have ...*bool) *Error {
 func (d *dec) functionCall(it *Item) *Error {
 	it.Type = ItemFunctionCall
 	var haveCall, haveName, haveArgs bool
-	return d.required(func(key []byte) (err *Error) {
+	return d.required(itemNode, ItemFunctionCall, func(key []byte) (err *Error) {
 		switch string(key) {
 		case "call_id":
-			err = d.reqStr(&it.CallID, &haveCall)
+			err = d.reqStrIn(itemCallID, ItemFunctionCall, &it.CallID, &haveCall)
 		case "name":
-			err = d.reqStr(&it.Name, &haveName)
+			err = d.reqStrIn(itemName, ItemFunctionCall, &it.Name, &haveName)
 		case "arguments":
 			err = d.reqStr(&it.Arguments, &haveArgs)
 		case "id":
@@ -569,19 +604,19 @@ func (d *dec) functionCall(it *Item) *Error {
 func (d *dec) functionCallOutput(it *Item) *Error {
 	it.Type = ItemFunctionCallOutput
 	var haveCall, haveOutput bool
-	return d.required(func(key []byte) (err *Error) {
+	return d.required(itemNode, ItemFunctionCallOutput, func(key []byte) (err *Error) {
 		switch string(key) {
 		case "call_id":
-			err = d.reqStr(&it.CallID, &haveCall)
+			err = d.reqStrIn(itemCallID, ItemFunctionCallOutput, &it.CallID, &haveCall)
 		case "output":
 			switch k := d.kind(); k {
 			case 'n':
 				d.value()
 				it.Output, it.OutputParts, haveOutput = "", nil, false
 			case '"':
-				it.Output, it.OutputParts, haveOutput = d.str(), nil, true
+				it.Output, it.OutputParts, haveOutput = d.strIn(itemOutput, ItemFunctionCallOutput), nil, true
 			case '[':
-				it.OutputParts, err = d.parts()
+				it.OutputParts, err = d.parts(itemOutput)
 				it.Output, haveOutput = joinText(it.OutputParts), true
 			default:
 				err = d.errType("a string or an array of content parts", k)
@@ -614,9 +649,12 @@ func (p *ContentPart) textOnly() string {
 	return ""
 }
 
-// parts reads an array of content parts (the '[' peeked). The result is non-nil, also when
-// empty.
-func (d *dec) parts() ([]ContentPart, *Error) { return arrayOf(d, d.part) }
+// parts reads an array of content parts (the '[' peeked) at node n of boundTree. The result is
+// non-nil, also when empty.
+func (d *dec) parts(n *boundNode) ([]ContentPart, *Error) {
+	n = n.elem()
+	return arrayOf(d, func(pt *ContentPart) *Error { return d.partIn(n, pt) })
+}
 
 // typedObject opens the next value as an object whose first "type" member chooses its shape
 // (dec.typed): anything but an object is invalid_type, an object without a type is
@@ -636,7 +674,10 @@ func (d *dec) typedObject() (typed, *Error) {
 // part reads one content part. input_text, output_text, summary_text and reasoning_text need
 // "text", refusal needs "refusal" (strings); any other type (input_image, input_file, …) is
 // kept in Raw.
-func (d *dec) part(pt *ContentPart) *Error {
+func (d *dec) part(pt *ContentPart) *Error { return d.partIn(nil, pt) }
+
+// partIn is part for a part at node n of boundTree.
+func (d *dec) partIn(n *boundNode, pt *ContentPart) *Error {
 	t, err := d.typedObject()
 	if err != nil {
 		return err
@@ -656,13 +697,13 @@ func (d *dec) part(pt *ContentPart) *Error {
 		pt.Type, textKey = PartRefusal, "refusal"
 	default:
 		pt.Type = string(t.typ)
-		pt.Raw, err = t.rawRest()
+		pt.Raw, err = t.rawRest(n, "")
 		return err
 	}
 	haveText := false
-	return t.required(func(key []byte) *Error {
+	return t.required(n, "", func(key []byte) *Error {
 		if string(key) == textKey {
-			return t.reqStr(&pt.Text, &haveText)
+			return t.reqStrIn(n.child(textKey), "", &pt.Text, &haveText)
 		}
 		return nil
 	}, []string{textKey}, &haveText)
@@ -673,10 +714,11 @@ func (t *typed) missingType() *Error {
 	return errMissing(string(joinParam([]byte(t.prefix), "type")))
 }
 
-// rawRest reads the rest of t's object, checking its numbers, and returns a compacted copy of
-// the whole object.
-func (t *typed) rawRest() (json.RawMessage, *Error) {
-	if err := t.members(func([]byte) *Error { return nil }); err != nil {
+// rawRest reads the rest of t's object, at node n of boundTree and of type typ, checking its
+// numbers (and its members against n, see membersIn), and returns a compacted copy of the
+// whole object.
+func (t *typed) rawRest(n *boundNode, typ string) (json.RawMessage, *Error) {
+	if _, err := t.membersIn(n, typ, nil); err != nil {
 		return nil, err
 	}
 	return t.raw(), nil
@@ -704,14 +746,14 @@ func (d *dec) tool(tl *Tool) *Error {
 	defer t.done()
 	tl.Type = string(t.typ)
 	if tl.Type != ToolFunction {
-		tl.Raw, err = t.rawRest()
+		tl.Raw, err = t.rawRest(toolNode, tl.Type)
 		return err
 	}
 	haveName := false
-	return t.required(func(key []byte) (err *Error) {
+	return t.required(toolNode, ToolFunction, func(key []byte) (err *Error) {
 		switch string(key) {
 		case "name":
-			err = t.reqStr(&tl.Name, &haveName)
+			err = t.reqStrIn(toolName, ToolFunction, &tl.Name, &haveName)
 		case "description":
 			tl.Description, err = t.optStr()
 		case "parameters":
@@ -749,7 +791,7 @@ func (d *dec) toolChoice() (ToolChoice, *Error) {
 		return t.allowedTools()
 	case ToolFunction:
 	default:
-		tc.Raw, err = t.rawRest()
+		tc.Raw, err = t.rawRest(nil, "")
 		return tc, err
 	}
 	haveName := false
@@ -771,7 +813,7 @@ func (d *dec) toolChoice() (ToolChoice, *Error) {
 func (t *typed) allowedTools() (ToolChoice, *Error) {
 	tc := ToolChoice{Mode: ToolChoiceAuto, Allowed: []string{}}
 	haveTools := false
-	err := t.required(func(key []byte) (err *Error) {
+	err := t.required(nil, "", func(key []byte) (err *Error) {
 		switch string(key) {
 		case "mode":
 			var m *string

@@ -697,3 +697,23 @@ func TestDecodeSteerEchoesWholeInput(t *testing.T) {
 		t.Errorf("a frame that is not JSON gave %+v", sp)
 	}
 }
+
+// hotTurn is the create of a hot WebSocket turn: previous_response_id and one
+// function_call_output of about 4 KB.
+func hotTurn() []byte {
+	return []byte(`{"type":"response.create","model":"gpt-5.6-codex","previous_response_id":"resp_0123456789abcdef0123456789abcdef",` +
+		`"store":false,"stream":true,"input":[{"type":"function_call_output","call_id":"call_Zm9vYmFy","output":"` +
+		strings.Repeat(`total 0 drwxr-xr-x 2 user user 4096 file.txt\n`, 90) + `"}]}`)
+}
+
+// BenchmarkDecodeCreateHotTurn decodes hotTurn, the create of a hot WebSocket turn.
+func BenchmarkDecodeCreateHotTurn(b *testing.B) {
+	frame := hotTurn()
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeClientEvent(context.Background(), frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -179,7 +179,8 @@
 //     1e400 is invalid_type at its path (encoding/json could not decode it later).
 //   - Integer fields accept integral numbers in any notation (5.0, 1e3); fractions and values
 //     beyond ±2^53 are invalid_type. Ranges, enums and lengths are the rows of CreateBounds,
-//     checked after decoding (docs/fields.md); the first violation in document order wins.
+//     checked while decoding (docs/fields.md): a decode error anywhere wins, then the first
+//     violation in document order.
 //   - CreateFields gives every create field's status; its rejected values are
 //     unsupported_parameter, decided in the decoder, so every transport answers alike.
 //   - A null member is the same as an absent one; a required member that is null is missing.

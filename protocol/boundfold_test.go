@@ -1,0 +1,184 @@
+package protocol
+
+import (
+	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// foldCases are creates with several violations, decode errors after violations, and the
+// shapes that checkBounds walks its own way (types that are not strings, types that are not
+// first, members that repeat, members the decoder does not model).
+var foldCases = []string{
+	`{"model":"m","type":5,"temperature":9,"input":[{"role":"user","content":"x","phase":"bad"}]}`,
+	`{"model":"m","type":null,"temperature":9}`,
+	`{"model":"m","type":"x","temperature":9}`,
+	`{"model":"m","temperature":9,"top_p":3,"input":[{"role":"wizard","content":"x"}]}`,
+	`{"model":"m","temperature":9,"max_output_tokens":1.5}`,
+	`{"model":"m","input":[{"role":"user","content":"x","phase":"bad","call_id":""}],"temperature":9}`,
+	`{"model":"m","text":{"type":5,"format":{"type":"bad"}}}`,
+	`{"model":"m","text":{"format":{"type":"bad"},"type":5}}`,
+	`{"model":"m","text":{"format":{"name":"bad name","type":"json_schema"}}}`,
+	`{"model":"m","text":{"format":{"type":5,"name":"bad name"}}}`,
+	`{"model":"m","text":{"format":{"type":"json_schema","name":""},"verbosity":"low"}}`,
+	`{"model":"m","metadata":{"a":"1","a":"1","b":"1","c":"1","d":"1","e":"1","f":"1","g":"1","h":"1","i":"1","j":"1","k":"1","l":"1","m":"1","n":"1","o":"1","p":"1"}}`,
+	`{"model":"m","tool_choice":{"type":"allowed_tools","mode":"auto","tools":[]}}`,
+	`{"model":"m","tool_choice":{"type":"custom","mode":"bad"}}`,
+	`{"model":"m","include":["x",5],"service_tier":"slow"}`,
+	`{"model":"m","input":[{"call_id":"","type":"function_call_output","output":"x"}]}`,
+	`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"a b","name":"ok","arguments":"{}"}]}`,
+	`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"ok","arguments":"{}","role":"bad","phase":"bad"}]}`,
+	`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","detail":"bad","image_url":"x"},{"type":"input_text","text":"x","detail":"bad"}]}]}`,
+	`{"model":"m","input":[{"type":"reasoning","status":"bad","summary":[{"type":"summary_text","text":"x"}],"content":{"[]":{"detail":"bad"}}}]}`,
+	`{"model":"m","input":[{"type":"reasoning","summary":[{"text":1e400}]}]}`,
+	`{"model":"m","input":[{"type":"reasoning","name":"a b","call_id":""}]}`,
+	`{"model":"m","input":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x","annotations":[{"start_index":-1,"end_index":-2}]}]}]}`,
+	`{"model":"m","input":[{"type":"message","role":"assistant","content":[{"type":"refusal","refusal":"x","text":1e400}]}]}`,
+	`{"model":"m","input":[{"role":"user","type":"message","content":[{"text":"x","type":"input_text","detail":"bad"}]}]}`,
+	`{"model":"m","input":[{"content":"x","role":"user","name":"a b","type":"function_call","call_id":"c","arguments":""}]}`,
+	`{"model":"m","tools":[{"type":"function","name":"a b"},{"name":"","type":"function"},{"type":"custom","name":"a b"}]}`,
+	`{"model":"m","tools":[{"type":"function","name":"ok","parameters":{"x":1e400}}],"temperature":9}`,
+	`{"model":"m","temperature":9,"tools":[{"type":"function","name":"ok","name":7}]}`,
+	`{"type":"response.create","model":"m","temperature":9,"input":[{"type":"message","role":"user","content":"x","phase":"bad"}]}`,
+	`{"model":"m","type":"response.create","top_p":-1,"input":"x"}`,
+	`{"type":"response.create","model":"m","reasoning":{"effort":"max","summary":"none"},"input":[{"role":"user","content":[]}],"model2":1}`,
+	`{"type":"response.append","response_id":"r","input":[{"role":"user","content":"x","phase":"bad"}]}`,
+}
+
+// foldSeeds returns the create frames and bodies the differential tests start from: foldCases,
+// the decoder tests' frames, the bound examples (both shapes; without the multi-megabyte ones
+// when small is set) and the JSON objects quoted in the conformance scenarios.
+func foldSeeds(t testing.TB, small bool) []string {
+	seeds := slices.Clone(foldCases)
+	for _, tc := range badFrames {
+		seeds = append(seeds, tc.frame)
+	}
+	seeds = append(seeds, codexCreate, string(typicalCreate()), string(hotTurn()))
+	for _, ex := range BoundExamples() {
+		if small && len(ex.Body) > 4096 {
+			continue
+		}
+		seeds = append(seeds, ex.Body, `{"type":"response.create",`+ex.Body[1:])
+	}
+	return append(seeds, quotedObjects(t, "../conformance")...)
+}
+
+// quotedObjects returns the string literals of the Go files in dir that look like JSON objects
+// with a "model", with %q and %s read as "sim".
+func quotedObjects(t testing.TB, dir string) []string {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err == nil && strings.HasPrefix(s, "{") && strings.Contains(s, `"model"`) {
+				out = append(out, strings.NewReplacer("%q", `"sim"`, "%s", "sim").Replace(s))
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// compareFold decodes data as a frame and as a request body with the bounds checked during the
+// decoding and with checkBounds' second walk, and fails unless both give the same result.
+func compareFold(t *testing.T, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	ev, err := decodeClientEvent(ctx, data, true)
+	refEv, refErr := decodeClientEvent(ctx, data, false)
+	if !reflect.DeepEqual(err, refErr) || !reflect.DeepEqual(ev, refEv) {
+		t.Fatalf("frame %.300s:\n got %+v\nwant %+v", data, err, refErr)
+	}
+	cp, err := decodeCreateParams(ctx, data, true)
+	refCp, refErr := decodeCreateParams(ctx, data, false)
+	if !reflect.DeepEqual(err, refErr) || !reflect.DeepEqual(cp, refCp) {
+		t.Fatalf("body %.300s:\n got %+v\nwant %+v", data, err, refErr)
+	}
+}
+
+// TestBoundsInDecode: on every seed, holding a create to CreateBounds while decoding it gives
+// exactly the decoding and the error of the second walk.
+func TestBoundsInDecode(t *testing.T) {
+	seeds := foldSeeds(t, raceEnabled)
+	if len(seeds) < 200 {
+		t.Fatalf("only %d seeds", len(seeds))
+	}
+	for _, s := range seeds {
+		compareFold(t, []byte(s))
+	}
+}
+
+// TestBoundsInDecodeFindsViolations: the seeds exercise the bounds: many of them fail with a
+// bound's error, and foldCases with the first of several.
+func TestBoundsInDecodeFindsViolations(t *testing.T) {
+	bound := 0
+	for _, s := range foldSeeds(t, true) {
+		_, err := DecodeCreateParams(context.Background(), []byte(s))
+		if err != nil && err.Code != CodeInvalidJSON && err.Code != CodeInvalidType && err.Code != CodeMissingRequiredParameter {
+			bound++
+		}
+	}
+	if bound < 50 {
+		t.Errorf("only %d seeds fail with a bound's error", bound)
+	}
+	_, err := DecodeCreateParams(context.Background(), []byte(foldCases[3]))
+	if err == nil || err.Code != CodeInvalidValue || err.Param != "input[0].role" {
+		t.Errorf("a decode error after two violations: %v", err)
+	}
+	_, err = DecodeCreateParams(context.Background(), []byte(foldCases[5]))
+	if err == nil || err.Code != CodeInvalidValue || err.Param != "input[0].phase" {
+		t.Errorf("three violations: %v, want the first, input[0].phase", err)
+	}
+}
+
+// TestBoundsInDecodeCoversTable pins the rows the decoders check as they read (under input and
+// tools): a new row there must be checked by them (see boundfold.go) before it is added here.
+func TestBoundsInDecodeCoversTable(t *testing.T) {
+	folded := []string{
+		"input", "input[].role", "input[].status", "input[].phase", "input[].content", "input[].content[].text",
+		"input[].content[].refusal", "input[].content[].image_url", "input[].content[].file_data",
+		"input[].content[].detail", "input[].content[].annotations[].start_index",
+		"input[].content[].annotations[].end_index", "input[].summary[].text", "input[].encrypted_content",
+		"input[].call_id", "input[].name", "input[].output", "input[].output[].text", "input[].output[].image_url",
+		"input[].output[].file_data", "input[].output[].detail", "tools[].name",
+	}
+	for _, row := range CreateBounds {
+		if strings.HasPrefix(row.Param, "input") || strings.HasPrefix(row.Param, "tools[]") {
+			if !slices.Contains(folded, row.Param) {
+				t.Errorf("row %s is not known to the decoders' checks", row.Param)
+			}
+			if row.Kind == BoundItems || row.Kind == BoundProperties {
+				t.Errorf("row %s counts members or elements, which the decoders do not", row.Param)
+			}
+		}
+	}
+}
+
+// FuzzBoundsInDecode compares the bounds checked during the decoding with checkBounds' second
+// walk on any input, as a frame and as a request body.
+func FuzzBoundsInDecode(f *testing.F) {
+	for _, s := range foldSeeds(f, true) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(compareFold)
+}

@@ -571,6 +571,7 @@ func upstreamURLs(cfg *serveConfig) []string {
 func newChat(cfg *serveConfig, key string, log *slog.Logger) (sampler.Model, error) {
 	m, err := chat.New(chat.Options{BaseURLs: upstreamURLs(cfg), APIKey: key, Model: cfg.upstreamModel,
 		Timeout: cfg.upstreamTO, Slots: cfg.upstreamSlots, SlotDir: cfg.upstreamSlotDir,
+		SlotFileTTL:   cfg.suspendTimeout + time.Minute, // a file is written while its rollout is suspended
 		SlotSaveBytes: int64(cfg.upstreamSlotBytes), LegacyMaxTokens: cfg.upstreamLegacy, Logger: log,
 		StepTimeout: cfg.upstreamStepTO, MaxOutputTokens: orNoBound(cfg.upstreamTokens)})
 	if err != nil {

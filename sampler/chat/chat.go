@@ -40,6 +40,15 @@ type Options struct {
 	// SlotSaveBytes bounds the bytes of saved slot files per replica, parked rollouts' files
 	// included; the oldest are dropped first (those rollouts are prefilled again). 0 means 1 GiB.
 	SlotSaveBytes int64
+	// SlotFileTTL is the age (since the file's last change) after which a slot file of
+	// Tether's naming (tether-<response id>-<16 hex digits>.bin) in SlotDir is removed,
+	// whoever saved it and whether or not this instance knows it: at New, then at most every
+	// TTL/4 (and once a minute) when a slot is saved. Every file is written while its rollout
+	// is suspended, so set it to the suspend timeout (tether serve uses -suspend-timeout plus
+	// one minute for clock skew); instances sharing SlotDir must use the same. 0 never removes
+	// files it did not save itself: a file whose parked rollout is never resumed stays after
+	// its instance exits.
+	SlotFileTTL time.Duration
 	// LegacyMaxTokens sends max_tokens besides max_completion_tokens.
 	LegacyMaxTokens bool
 	// Client sends the requests. Nil means a client with no overall timeout that keeps up to
@@ -79,6 +88,7 @@ type Model struct {
 	engines []*engine
 	log     *slog.Logger
 	fails   failureCounts
+	sweeper *fileSweeper // nil without SlotDir or SlotFileTTL
 
 	defaultsMu        sync.Mutex // guards temperature and topP
 	temperature, topP *float64   // the engine's defaults (Probe); nil when unknown
@@ -107,6 +117,7 @@ func New(opts Options) (*Model, error) {
 	for _, u := range opts.BaseURLs {
 		m.engines = append(m.engines, newEngine(m, u))
 	}
+	m.startSweeper()
 	return m, nil
 }
 

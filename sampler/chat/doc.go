@@ -76,7 +76,8 @@
 // set Options.SlotDir to that same directory, as they see it, for the new instance to restore
 // the file and remove it afterwards. An instance that reaches the engine under another BaseURL
 // prefills. A file whose rollout is never resumed stays until the instance that parked it drops
-// it under its bound, or, once that instance has exited, until it is removed by hand.
+// it under its bound or, once it is older than Options.SlotFileTTL (the suspend timeout: no
+// suspension waits longer), until any instance sharing the directory sweeps it.
 //
 // # Replicas
 //

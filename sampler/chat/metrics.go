@@ -57,12 +57,14 @@ var (
 	descSlots  = prometheus.NewDesc("tether_upstream_slots_pinned", "Engine slots held by open rollouts (sampling or suspended).", []string{"replica"}, nil)
 	descKV     = prometheus.NewDesc("tether_upstream_kv_total",
 		"Slot KV of suspended rollouts handed on: saved to a file, restored from one, dropped (no save possible, or its file was dropped), or kept in a file for a parked rollout (park).", []string{"replica", "op"}, nil)
+	descSwept = prometheus.NewDesc("tether_upstream_slot_files_swept_total",
+		"Stale slot files removed from the slot directory (older than the slot file TTL: left by an instance that exited, or never resumed).", nil, nil)
 	descKVSec = prometheus.NewDesc("tether_upstream_kv_seconds_total", "Time spent saving and restoring slot KV.", []string{"replica", "op"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *Model) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFailures, descSteps, descCold, descInput, descCached, descUp, descSlots, descKV, descKVSec} {
+	for _, d := range []*prometheus.Desc{descFailures, descSteps, descCold, descInput, descCached, descUp, descSlots, descKV, descKVSec, descSwept} {
 		ch <- d
 	}
 }
@@ -92,6 +94,9 @@ func (m *Model) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descKVSec, prometheus.CounterValue, float64(p.saveNanos.Load())/1e9, e.base, "save")
 			ch <- prometheus.MustNewConstMetric(descKVSec, prometheus.CounterValue, float64(p.restoreNanos.Load())/1e9, e.base, "restore")
 		}
+	}
+	if m.sweeper != nil {
+		counter(descSwept, m.sweeper.removed.Load())
 	}
 	m.fails.mu.Lock()
 	defer m.fails.mu.Unlock()

@@ -172,6 +172,7 @@ func validFileName(name, id string) bool {
 // Without a slot directory, when the engine cannot save or the save fails, l keeps its slot
 // (freed by Close) and the name is "".
 func (p *slotPool) park(l *lease) string {
+	p.eng.m.sweepFiles(time.Now())
 	p.mu.Lock()
 	for l.moving != nil { // its KV is being saved out of its slot right now: wait for the file
 		ch := l.moving

@@ -178,6 +178,7 @@ func (p *slotPool) signalLocked() {
 // saveOut saves victim's KV from slot to its file before slot is reused. On failure the
 // victim's KV is lost and its next step is prefilled again.
 func (p *slotPool) saveOut(ctx context.Context, victim *lease, slot int) {
+	p.eng.m.sweepFiles(time.Now())
 	name, size, err := "", int64(0), error(nil)
 	p.mu.Lock()
 	can := p.dir != "" && !p.noSave

@@ -71,22 +71,108 @@ func (s *ItemSearch) Take(items []protocol.Item) bool {
 	return len(s.Found) < len(s.want)
 }
 
-// FindItems implements ItemFinder by walking owner's responses (their input and output items)
-// once, O(stored items), without changing their recency.
-func (s *Memory) FindItems(_ context.Context, ids []string, owner string) (map[string]protocol.Item, error) {
-	search := NewItemSearch(ids)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for el := s.lru.Front(); el != nil; el = el.Next() {
-		r := el.Value.(*memEntry).r
-		if r.Owner != owner {
-			continue
-		}
-		if !search.Take(r.Input) || !search.Take(r.Response.Output) {
-			break
+// itemKey names an item of an owner's stored responses in Memory's item index.
+type itemKey struct{ owner, id string }
+
+// holders are the entries whose input or output holds an item id: first, and more when
+// several do (a chain's later input repeating an item, or a client's own ids reused).
+type holders struct {
+	first *memEntry
+	more  map[*memEntry]struct{}
+}
+
+// indexLocked adds e's input and output item ids to the item index.
+func (s *Memory) indexLocked(e *memEntry) {
+	for _, items := range [2][]protocol.Item{e.r.Input, e.r.Response.Output} {
+		for i := range items {
+			if items[i].ID == "" {
+				continue
+			}
+			k := itemKey{e.r.Owner, items[i].ID}
+			h, ok := s.items[k]
+			switch {
+			case !ok:
+				s.items[k] = holders{first: e}
+			case h.first == e:
+			default:
+				if h.more == nil {
+					h.more = make(map[*memEntry]struct{})
+					s.items[k] = h
+				}
+				h.more[e] = struct{}{}
+			}
 		}
 	}
-	return search.Found, nil
+}
+
+// unindexLocked removes e from the item index.
+func (s *Memory) unindexLocked(e *memEntry) {
+	for _, items := range [2][]protocol.Item{e.r.Input, e.r.Response.Output} {
+		for i := range items {
+			k := itemKey{e.r.Owner, items[i].ID}
+			h, ok := s.items[k]
+			switch {
+			case !ok:
+			case h.first != e:
+				delete(h.more, e)
+			case len(h.more) == 0:
+				delete(s.items, k)
+			default:
+				for m := range h.more {
+					h.first = m
+					delete(h.more, m)
+					break
+				}
+				if len(h.more) == 0 {
+					h.more = nil
+				}
+				s.items[k] = h
+			}
+		}
+	}
+}
+
+// item returns the first item with id of e's input, else of its output.
+func (e *memEntry) item(id string) (protocol.Item, bool) {
+	for _, items := range [2][]protocol.Item{e.r.Input, e.r.Response.Output} {
+		for i := range items {
+			if items[i].ID == id {
+				return items[i], true
+			}
+		}
+	}
+	return protocol.Item{}, false
+}
+
+// FindItems implements ItemFinder with the store's item index (item id → the entries that
+// hold it, kept by Put, eviction and Delete), without changing recency. When several of
+// owner's responses hold an id, the item comes from the most recently used of them (its input
+// before its output): the copies can differ, as a client may give its input items ids of its
+// own. It costs O(len(ids) + the items of the responses found + the other holders of an id),
+// whatever the store holds.
+func (s *Memory) FindItems(_ context.Context, ids []string, owner string) (map[string]protocol.Item, error) {
+	found := make(map[string]protocol.Item, len(ids))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := found[id]; ok {
+			continue
+		}
+		h, ok := s.items[itemKey{owner, id}]
+		if !ok {
+			continue
+		}
+		best := h.first
+		for e := range h.more {
+			if e.used > best.used {
+				best = e
+			}
+		}
+		if it, ok := best.item(id); ok {
+			found[id] = it
+		}
+	}
+	return found, nil
 }
 
 // FindItems implements ItemFinder under the guard's timeout.

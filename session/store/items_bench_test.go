@@ -95,3 +95,21 @@ func BenchmarkFindItemsRedis(b *testing.B) {
 	fillForFind(b, s)
 	benchFindCases(b, s)
 }
+
+// BenchmarkPutMemory: Put into a full Memory store of 10,000 responses (each Put evicts the
+// least recently used), what the item index adds to.
+func BenchmarkPutMemory(b *testing.B) {
+	s := store.NewMemory(benchResponses, 0)
+	fillForFind(b, s)
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		i++
+		id := fmt.Sprintf("put_%d", i)
+		v := store.Response{Owner: "a", Input: []protocol.Item{{Type: protocol.ItemMessage, ID: "msg_" + id + "_0"}, {Type: protocol.ItemMessage, ID: "msg_" + id + "_1"}}}
+		v.Response = protocol.Response{ID: "resp_" + id, Output: []protocol.Item{{Type: protocol.ItemMessage, ID: "msg_" + id + "_out"}, {Type: protocol.ItemFunctionCall, ID: "fc_" + id}}}
+		if err := s.Put(ctx, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

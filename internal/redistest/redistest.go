@@ -14,15 +14,15 @@ import (
 
 // Server is a redis-server process owned by a test.
 type Server struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	port int
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// Start starts a redis-server for t and stops it in t.Cleanup.
-func Start(t *testing.T) *Server {
+// Start starts a redis-server for t (a test or a benchmark) and stops it in t.Cleanup.
+func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := os.Getenv("TETHER_REDIS_SERVER")
 	if bin == "" {

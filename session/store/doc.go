@@ -25,11 +25,16 @@
 //
 // With the default prefix "tether:":
 //
-//	tether:r:<owner>:<id>  hash: parent, response (JSON, output []), output, input, chain
+//	tether:r:<owner>:<id>  hash: parent, response (JSON, output []), output, input, chain,
+//	                       items (the ids of input and output)
+//	tether:i:<owner>:<item id>  set: the owner's response keys holding the item (the item index)
 //	tether:lru             sorted set: response key → last use (unix µs)
 //	tether:sizes           hash: response key → Size in bytes
 //	tether:bytes           the sum of tether:sizes
 //	tether:clock           the last LRU stamp given out
+//	tether:iclock          the last stamp an indexing build gave out
+//	tether:legacy          how often a stamp of an older build was seen
+//	tether:itemidx         tether:legacy when every stored response was last indexed
 //	tether:quotas          hash: response key → its quota key (per-key quotas only)
 //	tether:q:<quota>       sorted set: a quota key's response keys → last use
 //	tether:qbytes          hash: quota key → the sum of its responses' Size
@@ -48,7 +53,8 @@
 //
 // [FindItems] (the optional [ItemFinder], implemented by Memory, Redis and Guarded) finds
 // input or output items of the owner's stored responses by id, for the item_reference items of
-// a request; there is no item index, so it walks the owner's responses, once for all of them.
+// a request, through an item index (item id → the owner's responses holding it) that Put,
+// eviction, expiry and Delete keep: O(references), whatever the store holds.
 //
 // # Durability before acknowledgement
 //

@@ -56,3 +56,43 @@ func TestFindItems(t *testing.T) {
 		t.Fatalf("nil store: %+v %v", found, err)
 	}
 }
+
+// TestMemoryItemIndexEmpties: the item index forgets every entry that leaves the store
+// (replaced, evicted, deleted), also when several entries hold one id, so it holds nothing
+// once the store does.
+func TestMemoryItemIndexEmpties(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(5, 0)
+	shared := protocol.Item{Type: protocol.ItemMessage, ID: "msg_shared"}
+	for i := range 20 {
+		r := &Response{Owner: fmt.Sprintf("o%d", i%2), Input: []protocol.Item{shared, {Type: protocol.ItemMessage, ID: fmt.Sprintf("msg_%d", i)}},
+			Response: protocol.Response{ID: fmt.Sprintf("resp_%d", i%8), Output: []protocol.Item{shared, {Type: protocol.ItemFunctionCall, ID: fmt.Sprintf("fc_%d", i)}}}}
+		if err := m.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.indexed(); got != m.Len()*3 {
+			t.Fatalf("after Put %d: %d (entry, id) pairs indexed for %d responses, want 3 each", i, got, m.Len())
+		}
+	}
+	if _, err := FindItem(ctx, m, "msg_shared", "o1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		_ = m.Delete(ctx, fmt.Sprintf("resp_%d", i), "o0")
+		_ = m.Delete(ctx, fmt.Sprintf("resp_%d", i), "o1")
+	}
+	if m.Len() != 0 || len(m.items) != 0 {
+		t.Fatalf("%d responses, %d ids indexed after deleting all, want none", m.Len(), len(m.items))
+	}
+}
+
+// indexed counts the (entry, distinct id) pairs of the item index.
+func (s *Memory) indexed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, h := range s.items {
+		n += 1 + len(h.more)
+	}
+	return n
+}

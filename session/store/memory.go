@@ -31,6 +31,8 @@ type Memory struct {
 	lru   *list.List // of *memEntry, most recent at the front
 	bytes int64
 	keys  map[string]*keyUsage // by Response.Quota; deleted when its key holds nothing
+	items map[itemKey]holders  // the item index: the entries whose input or output hold an id
+	clock uint64               // the last memEntry.used given out
 
 	evictedKey, evictedGlobal atomic.Int64
 
@@ -41,6 +43,7 @@ type memEntry struct {
 	r     *Response
 	bytes int64
 	keyEl *list.Element // in keys[r.Quota].lru
+	used  uint64        // when it moved to the front of lru last: a larger one is more recent
 }
 
 // keyUsage is what one quota key holds.
@@ -59,7 +62,7 @@ func NewMemory(maxCount int, maxBytes int64) *Memory {
 		maxBytes = DefaultBytes
 	}
 	return &Memory{maxCount: maxCount, maxBytes: maxBytes, byID: make(map[string]*list.Element), lru: list.New(),
-		keys: make(map[string]*keyUsage)}
+		keys: make(map[string]*keyUsage), items: make(map[itemKey]holders)}
 }
 
 // KeyQuotas is implemented by a store that can bound what each quota key (Response.Quota)
@@ -108,8 +111,11 @@ func (s *Memory) Put(_ context.Context, r *Response) error {
 	if old, ok := s.byID[r.Response.ID]; ok {
 		s.removeLocked(old)
 	}
+	s.clock++
+	e.used = s.clock
 	el := s.lru.PushFront(e)
 	s.byID[r.Response.ID] = el
+	s.indexLocked(e)
 	s.bytes += e.bytes
 	k := s.keys[r.Quota]
 	if k == nil {
@@ -134,6 +140,7 @@ func (s *Memory) removeLocked(el *list.Element) {
 	e := el.Value.(*memEntry)
 	s.lru.Remove(el)
 	delete(s.byID, e.r.Response.ID)
+	s.unindexLocked(e)
 	s.bytes -= e.bytes
 	if k := s.keys[e.r.Quota]; k != nil {
 		k.lru.Remove(e.keyEl)
@@ -153,6 +160,8 @@ func (s *Memory) getLocked(id, owner string) (*Response, bool) {
 	}
 	s.lru.MoveToFront(el)
 	e := el.Value.(*memEntry)
+	s.clock++
+	e.used = s.clock
 	if k := s.keys[e.r.Quota]; k != nil {
 		k.lru.MoveToFront(e.keyEl)
 	}

@@ -40,11 +40,22 @@ type RedisOptions struct {
 //
 //	tether:r:<owner>:<id>  hash: parent (previous_response_id or ""), response (the Response
 //	                       JSON with output []), output, input and, for an append-shape
-//	                       rollout, chain (JSON arrays of items); TTL as RedisOptions.TTL
+//	                       rollout, chain (JSON arrays of items), and items (the distinct ids
+//	                       of input and output, a JSON array); TTL as RedisOptions.TTL
+//	tether:i:<owner>:<item id>
+//	                       set: the owner's response keys whose items hold the id (the item
+//	                       index of FindItems); written and removed by the same scripts as the
+//	                       response, its TTL extended with each holder's, so it lives as long
+//	                       as the longest-lived; an entry left over is passed over
 //	tether:lru             sorted set: response key → last use (unix µs, strictly increasing)
 //	tether:sizes           hash: response key → Size in bytes
 //	tether:bytes           string: the sum of tether:sizes
 //	tether:clock           string: the last stamp given out (unix µs)
+//	tether:iclock          string: the last stamp given out by a build that keeps the item
+//	                       index; tether:clock differs from it after an older build's stamp
+//	tether:legacy          string: how many times a stamp of an older build was noticed
+//	tether:itemidx         string: tether:legacy as it was when a walk that indexed every
+//	                       stored response started; the index is complete while they are equal
 //	tether:p:<owner>:<id>  string: a parked rollout (Parker), with its own TTL, outside the
 //	                       bounds and the LRU
 //	tether:b:<owner>:<id>  string: a background response's record (BackgroundKeeper), and
@@ -74,8 +85,7 @@ type RedisOptions struct {
 type Redis struct {
 	c      *redis.Client
 	o      RedisOptions
-	common []string // the bookkeeping keys: lru, sizes, bytes, clock, quotas, qbytes
-	qsets  string   // the prefix of the per-key sorted sets
+	common []string // the bookkeeping keys: lru, sizes, bytes, clock, quotas, qbytes, iclock, legacy, itemidx
 	ttlArg int64    // milliseconds, 0 = none
 
 	keyCount int   // per Response.Quota; 0: none
@@ -114,8 +124,8 @@ func NewRedis(ctx context.Context, url string, o RedisOptions) (*Redis, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	s := &Redis{c: c, o: o, qsets: o.Prefix + "q:"}
-	for _, k := range []string{"lru", "sizes", "bytes", "clock", "quotas", "qbytes"} {
+	s := &Redis{c: c, o: o}
+	for _, k := range []string{"lru", "sizes", "bytes", "clock", "quotas", "qbytes", "iclock", "legacy", "itemidx"} {
 		s.common = append(s.common, o.Prefix+k)
 	}
 	if o.TTL > 0 {
@@ -179,7 +189,7 @@ func (s *Redis) keys(id, owner string) []string {
 
 // args are the scripts' first arguments (luaCommon) followed by more.
 func (s *Redis) args(more ...any) []any {
-	return append([]any{s.ttlArg, s.qsets}, more...)
+	return append([]any{s.ttlArg, s.o.Prefix}, more...)
 }
 
 // maxFullRounds bounds the evictions of one Put at maxmemory; ctx bounds their time.
@@ -217,9 +227,13 @@ func (s *Redis) Put(ctx context.Context, r *Response) error {
 	if s.keyCount > 0 || s.keyBytes > 0 {
 		quota = url.QueryEscape(r.Quota)
 	}
+	items, err := json.Marshal(itemIDs(r))
+	if err != nil {
+		return err
+	}
 	size := Size(r)
 	keys := s.keys(r.Response.ID, r.Owner)
-	args := s.args(parent, resp, output, input, chain, size, s.o.MaxResponses, s.o.MaxBytes, quota, s.keyCount, s.keyBytes)
+	args := s.args(parent, resp, output, input, chain, size, s.o.MaxResponses, s.o.MaxBytes, quota, s.keyCount, s.keyBytes, items)
 	for range maxFullRounds {
 		v, err := putScript.Run(ctx, s.c, keys, args...).Int64Slice()
 		if err == nil && len(v) == 2 {

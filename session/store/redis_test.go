@@ -59,19 +59,30 @@ func TestRedisKeyLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resp string
+	var resp, item string
 	for _, k := range keys {
 		if strings.HasPrefix(k, "tether:r:") {
 			resp = k
 		}
+		if strings.HasPrefix(k, "tether:i:") {
+			item = k
+		}
 	}
 	// The owner id appears as given: the key_id of the server's access log.
-	if len(keys) != 5 || resp != "tether:r:3f2c9a0b1d4e5f60:resp_1" {
-		t.Fatalf("keys = %v, want tether:r:<owner>:resp_1, tether:lru, tether:sizes, tether:bytes, tether:clock", keys)
+	if len(keys) != 7 || resp != "tether:r:3f2c9a0b1d4e5f60:resp_1" || item != "tether:i:3f2c9a0b1d4e5f60:msg_1" {
+		t.Fatalf("keys = %v, want tether:r:<owner>:resp_1, tether:i:<owner>:msg_1, tether:lru, tether:sizes, tether:bytes, tether:clock, tether:iclock", keys)
 	}
-	ttl, err := c.PTTL(ctx, resp).Result()
-	if err != nil || ttl <= store.DefaultTTL-store.DefaultTTL/100 || ttl > store.DefaultTTL {
-		t.Fatalf("PTTL = %v, %v; want about %v", ttl, err, store.DefaultTTL)
+	for _, k := range []string{resp, item} {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil || ttl <= store.DefaultTTL-store.DefaultTTL/100 || ttl > store.DefaultTTL {
+			t.Fatalf("PTTL %s = %v, %v; want about %v", k, ttl, err, store.DefaultTTL)
+		}
+	}
+	if m, err := c.SMembers(ctx, item).Result(); err != nil || len(m) != 1 || m[0] != resp {
+		t.Fatalf("%s holds %v, %v; want the response key", item, m, err)
+	}
+	if v, err := c.HGet(ctx, resp, "items").Result(); err != nil || v != `["msg_1"]` {
+		t.Fatalf("items field = %q, %v", v, err)
 	}
 }
 
@@ -135,7 +146,7 @@ func TestRedisHonoursContextDeadline(t *testing.T) {
 }
 
 // TestRedisFindItem: items of the owner's stored responses are found by id, one or several in one
-// walk; another owner's are not.
+// call; another owner's are not.
 func TestRedisFindItem(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
@@ -144,7 +155,7 @@ func TestRedisFindItem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i := range 300 { // more than one SCAN batch
+	for i := range 300 { // more than one batch of the first miss's walk
 		r := &store.Response{Owner: "a", Input: []protocol.Item{{Type: protocol.ItemMessage, ID: fmt.Sprintf("msg_%d", i), Role: "user",
 			Content: []protocol.ContentPart{{Type: "input_text", Text: "hi"}}}}}
 		r.Response = protocol.Response{ID: fmt.Sprintf("resp_%d", i), Status: protocol.ResponseCompleted,
@@ -165,7 +176,7 @@ func TestRedisFindItem(t *testing.T) {
 	if _, err := store.FindItem(ctx, s, "fc_nope", "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown item: %v", err)
 	}
-	// Several ids in one walk, across SCAN batches: the found ones only.
+	// Several ids in one call: the found ones only.
 	found, err := store.FindItems(ctx, s, []string{"fc_0", "msg_150", "fc_299", "fc_0", "fc_nope"}, "a")
 	if err != nil || len(found) != 3 || found["fc_299"].ID != "fc_299" || found["msg_150"].ID != "msg_150" {
 		t.Fatalf("several ids: %+v %v", found, err)

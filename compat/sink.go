@@ -188,7 +188,8 @@ func (s *rolloutSink) Ended(e session.Ending) {
 	}
 	ps := s.cur
 	if e.Err != nil && e.Status != protocol.ResponseFailed {
-		s.cur = nil // the client is gone
+		s.cur = nil // the client is gone: nothing is sent, but a store:true response is stored
+		s.persistGone(ps, e)
 		s.owner.ended(ps)
 		return
 	}
@@ -201,6 +202,22 @@ func (s *rolloutSink) Ended(e session.Ending) {
 	s.begin()
 	output := e.Output[min(s.outBase, len(e.Output)):]
 	s.finish(ps, e.Status, e.Reason, e.Error, output, e.StepUsage, e.Context, nil, false)
+}
+
+// persistGone stores the segment ps that its client's disconnect ended (e.Err set) as it
+// ended, incomplete with its output so far, when it is store:true: a client that saw its
+// response.created finds it with GET /v1/responses/{id}, as the append shape's rollouts are
+// stored. Nothing is sent and the connection keeps nothing: it is closing.
+func (s *rolloutSink) persistGone(ps *pendingSegment, e session.Ending) {
+	if !s.begun {
+		return // never announced: the client never saw its id
+	}
+	usage := e.StepUsage
+	if ps.warmup {
+		usage = protocol.Usage{}
+	}
+	final := protocol.Finish(ps.resp, e.Status, e.Reason, e.Error, e.Output[min(s.outBase, len(e.Output)):], usage, time.Now().Unix())
+	_ = s.owner.conn.Persist(&final, ps.input, nil) // a failed write has nobody to tell; the store counts it
 }
 
 // finish stores a store:true segment, then sends its terminal event and records it for

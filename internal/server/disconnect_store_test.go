@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +62,73 @@ func TestDisconnectedRolloutIsStored(t *testing.T) {
 	}
 	if n := s.store.Errors(); n != 0 {
 		t.Fatalf("store errors = %d, want 0", n)
+	}
+}
+
+// respID matches a Response id in an SSE line.
+var respID = regexp.MustCompile(`"id":"(resp_[0-9a-f]+)"`)
+
+// A store:true public-shape response that its client's disconnect ends while it samples, over a
+// WebSocket or a streamed POST, is stored incomplete (cancelled), as the append shape's is: GET
+// /v1/responses/{id} finds the id the client saw in response.created.
+func TestDisconnectedPublicResponseIsStored(t *testing.T) {
+	for _, via := range []string{"websocket", "sse"} {
+		t.Run(via, func(t *testing.T) {
+			st := &ctxStore{Memory: store.NewMemory(0, 0), puts: make(chan error, 16)}
+			m := newGateModel()
+			s, url := testServer(t, Options{Store: st, StoreTimeout: 10 * time.Second, Model: m})
+			var id string
+			if via == "websocket" {
+				c := wstest.Dial(t, url, nil)
+				c.Send(map[string]any{"type": "response.create", "model": "sim", "input": "cut me off", "store": true})
+				fs := c.Until("response.created")
+				id = fs[len(fs)-1].Str("response", "id")
+				<-m.entered // sampling, held at the gate
+				_ = c.C.Close(websocket.StatusNormalClosure, "")
+			} else {
+				base := "http" + strings.TrimSuffix(strings.TrimPrefix(url, "ws"), "/v1/responses")
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/responses",
+					strings.NewReader(`{"model":"sim","input":"cut me off","store":true,"stream":true}`))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sc := bufio.NewScanner(resp.Body)
+				for id == "" && sc.Scan() {
+					if sub := respID.FindStringSubmatch(sc.Text()); sub != nil {
+						id = sub[1]
+					}
+				}
+				if id == "" {
+					t.Fatalf("no response id in the stream: %v", sc.Err())
+				}
+				<-m.entered
+				cancel()
+				resp.Body.Close()
+			}
+			select {
+			case err := <-st.puts:
+				if err != nil {
+					t.Fatalf("the disconnected response's write: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the disconnected response was never written")
+			}
+			r, err := st.Memory.Get(context.Background(), id, "")
+			if err != nil {
+				t.Fatalf("stored %s: %v", id, err)
+			}
+			if r.Response.Status != "incomplete" || r.Response.IncompleteDetails == nil || r.Response.IncompleteDetails.Reason != "cancelled" {
+				t.Fatalf("stored %s as %s %v", id, r.Response.Status, r.Response.IncompleteDetails)
+			}
+			if len(r.Input) != 1 || r.Input[0].Text() != "cut me off" {
+				t.Fatalf("stored input %+v", r.Input)
+			}
+			if n := s.store.Errors(); n != 0 {
+				t.Fatalf("store errors = %d, want 0", n)
+			}
+		})
 	}
 }

@@ -205,12 +205,13 @@ func (s *rolloutSink) Ended(e session.Ending) {
 }
 
 // persistGone stores the segment ps that its client's disconnect ended (e.Err set) as it
-// ended, incomplete with its output so far, when it is store:true: a client that saw its
-// response.created finds it with GET /v1/responses/{id}, as the append shape's rollouts are
-// stored. Nothing is sent and the connection keeps nothing: it is closing.
+// ended, incomplete with its output so far, when it is store:true and its client saw its
+// response.created (a WebSocket or SSE stream; not a JSON POST, answered 499): that client
+// finds it with GET /v1/responses/{id}, as the append shape's rollouts are stored. Nothing
+// is sent and the connection keeps nothing: it is closing.
 func (s *rolloutSink) persistGone(ps *pendingSegment, e session.Ending) {
-	if !s.begun {
-		return // never announced: the client never saw its id
+	if _, ok := ps.emitter.(*collector); !s.begun || ok {
+		return // never announced, or a JSON POST's: the client never saw its id
 	}
 	usage := e.StepUsage
 	if ps.warmup {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/session/store"
 )
 
@@ -130,5 +131,35 @@ func TestDisconnectedPublicResponseIsStored(t *testing.T) {
 				t.Fatalf("store errors = %d, want 0", n)
 			}
 		})
+	}
+}
+
+// A non-streamed POST whose client hangs up while it samples never showed its id to anyone:
+// it is answered 499 and not stored.
+func TestHungUpJSONPostIsNotStored(t *testing.T) {
+	st := &ctxStore{Memory: store.NewMemory(0, 0), puts: make(chan error, 16)}
+	m := newGateModel()
+	s, url := testServer(t, Options{Store: st, StoreTimeout: 10 * time.Second, Model: m})
+	base := "http" + strings.TrimSuffix(strings.TrimPrefix(url, "ws"), "/v1/responses")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/responses",
+		strings.NewReader(`{"model":"sim","input":"cut me off","store":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-m.entered
+	cancel()
+	<-done
+	// the handler records 499 once it has returned, after its rollout ended
+	waitFor(t, func() bool { return s.httpErrors.snapshot()[protocol.CodeClientClosed] == 1 })
+	select {
+	case err := <-st.puts:
+		t.Fatalf("a response nobody saw was written (err %v)", err)
+	default:
 	}
 }

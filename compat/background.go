@@ -317,7 +317,7 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 	}
 	if max := h.Budget.Max(); max > 0 && h.Budget.InUse() >= max {
 		res.Release()
-		h.fail(w, session.OverloadedError("the server's memory budget is in use"))
+		h.fail(w, session.BudgetFullError("another background response"))
 		return
 	}
 	sess := h.Session

@@ -54,7 +54,7 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 	if err == nil {
 		size = session.ItemsBytes(window)
 		if !res.Cover(session.DecodeCost(body) + compactCost(size)) {
-			err = session.OverloadedError("the server's memory budget is in use")
+			err = session.BudgetFullError("this compaction")
 		}
 	}
 	if err != nil {

@@ -165,7 +165,7 @@ func (h *HTTP) ReadBody(w http.ResponseWriter, r *http.Request) (body []byte, _ 
 		return nil, nil, bodyTooLarge(max)
 	case !res.Cover(session.DecodeCost(body)):
 		res.Release()
-		return nil, nil, session.OverloadedError("the server's memory budget for requests being decoded is in use")
+		return nil, nil, session.BudgetFullError("this request body")
 	}
 	return body, res, nil
 }
@@ -341,7 +341,7 @@ func (h *HTTP) stored(w http.ResponseWriter, r *http.Request, id, owner string) 
 func (h *HTTP) writeCounted(w http.ResponseWriter, r *http.Request, size int64, encode func() ([]byte, error)) {
 	n := session.DecodeFactor * size
 	if !h.Budget.TryReserve(n) {
-		WriteError(w, session.OverloadedError("the server's memory budget is in use"))
+		WriteError(w, session.BudgetFullError("this answer"))
 		return
 	}
 	defer h.Budget.Release(n)
@@ -438,13 +438,8 @@ func (h *HTTP) InputItems(w http.ResponseWriter, r *http.Request, id, owner stri
 	h.writeCounted(w, r, session.ItemsBytes(list.Data), func() ([]byte, error) { return json.Marshal(list) })
 }
 
-// WriteError writes the HTTP error body {"error":{"message","type","param","code"}} with the
-// error's status.
-func WriteError(w http.ResponseWriter, e *protocol.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.HTTPStatus())
-	_, _ = w.Write(protocol.AppendHTTPError(nil, e))
-}
+// WriteError writes e as the HTTP answer: protocol.WriteHTTPError.
+func WriteError(w http.ResponseWriter, e *protocol.Error) { protocol.WriteHTTPError(w, e) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)

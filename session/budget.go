@@ -218,7 +218,7 @@ func (b *Budget) AdmitBody(key string, n int64) (*Reservation, error) {
 	r := &Reservation{b: b, key: key, slot: b.requests != nil}
 	if !r.Cover(n * DecodeFactor) {
 		r.Release()
-		return nil, OverloadedError("the server's memory budget for requests being decoded is in use")
+		return nil, BudgetFullError("this request body")
 	}
 	return r, nil
 }
@@ -265,6 +265,14 @@ func (r *Reservation) Release() {
 		r.b.giveShare(r.key, 1, 0)
 		r.slot = false
 	}
+}
+
+// BudgetFullError is the server_overloaded error (503) for work that the server-wide memory
+// budget has no room for; what names the work ("this frame", "this request body", …) and the
+// message says what holds the budget, so that a client knows whether a retry can succeed.
+func BudgetFullError(what string) *protocol.Error {
+	return OverloadedError("the server's memory budget has no room for " + what +
+		": it is held by the requests, rollouts and kept responses in memory, a suspended rollout's share until it ends")
 }
 
 // OverloadedError is the server_overloaded error (503): the server-wide memory budget or the

@@ -64,7 +64,7 @@ func (c *Conn) reserveLocked(add int64) error {
 		c.dropEndedLocked(key, e)
 	}
 	if !c.opts.Budget.TryReserve(add) {
-		return OverloadedError("the server's memory budget is in use")
+		return BudgetFullError("this rollout's new items")
 	}
 	return nil
 }

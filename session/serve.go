@@ -67,7 +67,7 @@ func (c *Conn) readError(err error) (stop bool, _ error) {
 			"Binary frames are not supported: send each event as one JSON text frame."))
 		return false, nil
 	case errors.Is(err, ErrOverloaded):
-		_ = c.WriteError(OverloadedError("the server's memory budget has no room for this frame: it is held by the requests, rollouts and kept responses in memory, a suspended rollout's share until it ends or parks"))
+		_ = c.WriteError(BudgetFullError("this frame"))
 		return false, nil
 	case errors.Is(err, ErrFrameTooLarge):
 		_ = c.CloseWith(FrameTooLargeError(c.opts.maxFrame()))

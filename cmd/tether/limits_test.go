@@ -75,6 +75,23 @@ func call(t *testing.T, method, url, key, body string) (int, map[string]any) {
 	return resp.StatusCode, m
 }
 
+// overloadedAnswer posts body to url, whose server's memory budget is full, and checks that
+// the 503 says what it had no room for and what holds the budget, and asks the client to
+// retry after a second.
+func overloadedAnswer(t *testing.T, url, body string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(string(b), "no room for this request body: it is held by the requests, rollouts and kept responses") {
+		t.Fatalf("POST %s with the budget full: %d, Retry-After %q, %s", url, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+}
+
 // errCode is the error code of an error body.
 func errCode(m map[string]any) string {
 	e, _ := m["error"].(map[string]any)
@@ -453,6 +470,7 @@ func TestLimitMaxMemory(t *testing.T) {
 				t.Fatalf("%s while %s holds the budget: %d %v", v.path, r.path, code, m)
 			}
 		}
+		overloadedAnswer(t, base+bodyRoutes[0].path, bodyRoutes[0].body)
 		stalled.Close()
 		waitUntil(t, "the budget released", func() bool { return metric(t, base, "", "tether_memory_budget_bytes") == slotBytes(t, base) })
 		for _, v := range bodyRoutes {

@@ -285,12 +285,8 @@ func errorJSON(e *protocol.Error) []byte {
 	return b
 }
 
-// WriteError writes e in OpenAI's error envelope with e.Status.
-func WriteError(w http.ResponseWriter, e *protocol.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(protocol.AppendHTTPError(nil, e))
-}
+// WriteError writes e in OpenAI's error envelope: protocol.WriteHTTPError.
+func WriteError(w http.ResponseWriter, e *protocol.Error) { protocol.WriteHTTPError(w, e) }
 
 // ServeSlots serves GET /slots: the slots' state as a JSON array (llama.cpp's endpoint, with
 // Tether's fields id, is_processing, n_items and n_bytes).

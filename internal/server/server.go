@@ -684,8 +684,4 @@ func (s *Server) fail(w http.ResponseWriter, e *protocol.Error) {
 	writeHTTPError(w, e)
 }
 
-func writeHTTPError(w http.ResponseWriter, e *protocol.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(protocol.AppendHTTPError(nil, e))
-}
+func writeHTTPError(w http.ResponseWriter, e *protocol.Error) { protocol.WriteHTTPError(w, e) }

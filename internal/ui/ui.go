@@ -126,11 +126,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, e *protocol.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(protocol.AppendHTTPError(nil, e))
-}
+func writeError(w http.ResponseWriter, e *protocol.Error) { protocol.WriteHTTPError(w, e) }
 
 // bearer returns the request's API key ("" when none), which the race's client sends on.
 func bearer(r *http.Request) string {

@@ -1,0 +1,16 @@
+package protocol
+
+import "net/http"
+
+// WriteHTTPError answers an HTTP request with e: the body of AppendHTTPError, status
+// e.HTTPStatus(), Content-Type application/json. A server_overloaded error (503) also gets
+// "Retry-After: 1", which the OpenAI SDKs wait before their retry.
+func WriteHTTPError(w http.ResponseWriter, e *Error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.Code == CodeOverloaded {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(e.HTTPStatus())
+	_, _ = w.Write(AppendHTTPError(nil, e))
+}

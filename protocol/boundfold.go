@@ -16,9 +16,6 @@ import "strconv"
 // (dec.bs, copied to the decoders of sub-values).
 type boundState struct {
 	err *Error // the first violation in document order
-	// off: the top-level "type" of a request body is neither a string nor null, and no bound
-	// applies (checkBounds does not walk an object whose type it cannot read)
-	off bool
 }
 
 // startBounds makes d, about to read a create, hold it to CreateBounds when fold is set.
@@ -31,7 +28,7 @@ func (d *dec) startBounds(fold bool) {
 
 // boundResult is the violation to report once the create d read has decoded, or nil.
 func (d *dec) boundResult() *Error {
-	if d.bs == nil || d.bs.off {
+	if d.bs == nil {
 		return nil
 	}
 	return d.bs.err
@@ -70,7 +67,7 @@ func (n *boundNode) elem() *boundNode {
 }
 
 // checking reports whether d holds what it reads at node n to its rows.
-func (d *dec) checking(n *boundNode) bool { return n != nil && d.bs != nil && !d.bs.off }
+func (d *dec) checking(n *boundNode) bool { return n != nil && d.bs != nil }
 
 // note keeps err as the create's bound violation unless an earlier one was kept.
 func (d *dec) note(err *Error) {
@@ -184,16 +181,6 @@ func (d *dec) noteMember(key []byte, start int) {
 	if n := boundTree.child(string(key)); d.checking(n) {
 		d.noteValue(start, n, "")
 	}
-}
-
-// typeMember reads past the top-level "type" of a create, which no bound constrains. One that
-// is neither a string nor null (in a request body, which ignores it) turns checking off, as
-// checkBounds checks nothing in an object whose type is not a string.
-func (d *dec) typeMember() *Error {
-	if k := d.kind(); d.bs != nil && k != '"' && k != 'n' {
-		d.bs.off = true
-	}
-	return d.skip()
 }
 
 // strIn reads the string token that is next (a syntax error gives ""), notes its violation of

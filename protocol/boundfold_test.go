@@ -50,6 +50,61 @@ var foldCases = []string{
 	`{"model":"m","type":"response.create","top_p":-1,"input":"x"}`,
 	`{"type":"response.create","model":"m","reasoning":{"effort":"max","summary":"none"},"input":[{"role":"user","content":[]}],"model2":1}`,
 	`{"type":"response.append","response_id":"r","input":[{"role":"user","content":"x","phase":"bad"}]}`,
+	`{"model":"m","type":true,"temperature":9}`,
+	`{"model":"m","type":{"type":"x"},"temperature":9}`,
+	`{"model":"m","temperature":9,"type":[]}`,
+	`{"type":"response.create","model":"m","text":{"type":[1],"format":{"type":"json_schema","name":"a b"}}}`,
+	`{"model":"m","text":{"type":false,"format":{"type":{},"name":""}}}`,
+	`{"model":"m","text":{"format":{"type":[],"type":"json_schema","name":""}}}`,
+	`{"model":"m","input":[{"type":5,"role":"user","content":"x","phase":"bad"}],"temperature":9}`,
+	`{"model":"m","input":[{"role":"user","content":[{"text":"x","type":true,"detail":"bad"}]}]}`,
+	`{"model":"m","tools":[{"name":"a b","type":{}}]}`,
+	`{"model":"m","tool_choice":{"type":[],"mode":"bad"},"temperature":9}`,
+	`{"model":"m","tool_choice":{"type":"allowed_tools","tools":[{"type":5}]},"temperature":9}`,
+}
+
+// TestBoundsTypeNotAString: a "type" that is neither a string nor null turns no bound off. Where
+// the decoder ignores it (a request body's top level, text, text.format) the other members are
+// checked as in an object without a type; where it chooses a shape (a frame, items, content
+// parts, tools, tool_choice) the decoder's invalid_type is the answer. Both paths agree.
+func TestBoundsTypeNotAString(t *testing.T) {
+	for _, tc := range []struct {
+		data        string
+		frame       bool // decoded as a frame, else as a request body
+		code, param string
+	}{
+		{`{"model":"m","type":5,"temperature":9,"input":"hi"}`, false, CodeDecimalAboveMax, "temperature"},
+		{`{"model":"m","type":true,"temperature":9,"input":"hi"}`, false, CodeDecimalAboveMax, "temperature"},
+		{`{"model":"m","type":{},"temperature":9,"input":"hi"}`, false, CodeDecimalAboveMax, "temperature"},
+		{`{"model":"m","type":[],"temperature":9,"input":"hi"}`, false, CodeDecimalAboveMax, "temperature"},
+		{`{"model":"m","temperature":9,"type":[5]}`, false, CodeDecimalAboveMax, "temperature"},
+		{`{"type":{"type":"response.create"},"model":"m","input":[{"role":"user","content":"x","phase":"bad"}]}`, false, CodeInvalidValue, "input[0].phase"},
+		{`{"type":5,"model":"m","temperature":9}`, true, CodeInvalidType, "type"},
+		{`{"model":"m","temperature":9,"type":[]}`, true, CodeInvalidType, "type"},
+		{`{"model":"m","text":{"type":5,"format":{"type":"bad"}}}`, false, CodeInvalidValue, "text.format.type"},
+		{`{"type":"response.create","model":"m","text":{"format":{"type":"json_schema","name":"a b","schema":{}},"type":{}}}`, true, CodeInvalidValue, "text.format.name"},
+		{`{"model":"m","text":{"type":null,"format":{"type":"json_schema","name":"","schema":{}}}}`, false, CodeStringBelowMinLength, "text.format.name"},
+		{`{"model":"m","text":{"format":{"type":5,"name":""}}}`, false, CodeInvalidType, "text.format"},
+		{`{"model":"m","text":{"format":{"name":"","type":[]}}}`, false, CodeInvalidType, "text.format"},
+		{`{"model":"m","temperature":9,"input":[{"type":5,"role":"user","content":"x"}]}`, false, CodeInvalidType, "input[0].type"},
+		{`{"model":"m","temperature":9,"input":[{"role":"user","content":[{"text":"x","type":true}]}]}`, false, CodeInvalidType, "input[0].content[0].type"},
+		{`{"model":"m","temperature":9,"input":[{"type":"function_call_output","call_id":"c","output":[{"type":{}}]}]}`, false, CodeInvalidType, "input[0].output[0].type"},
+		{`{"model":"m","temperature":9,"tools":[{"name":"a b","type":{}}]}`, false, CodeInvalidType, "tools[0].type"},
+		{`{"model":"m","temperature":9,"tool_choice":{"type":[]}}`, false, CodeInvalidType, "tool_choice.type"},
+		{`{"model":"m","temperature":9,"tool_choice":{"type":"allowed_tools","tools":[{"type":5}]}}`, false, CodeInvalidType, "tool_choice.tools[0].type"},
+	} {
+		for _, fold := range []bool{true, false} {
+			var err *Error
+			if tc.frame {
+				_, err = decodeClientEvent(context.Background(), []byte(tc.data), fold)
+			} else {
+				_, err = decodeCreateParams(context.Background(), []byte(tc.data), fold)
+			}
+			if err == nil || err.Code != tc.code || err.Param != tc.param {
+				t.Errorf("%s (frame %v, fold %v): %v, want %s %s", tc.data, tc.frame, fold, err, tc.code, tc.param)
+			}
+		}
+	}
 }
 
 // foldSeeds returns the create frames and bodies the differential tests start from: foldCases,

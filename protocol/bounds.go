@@ -266,9 +266,16 @@ func (d *dec) boundsObject(n *boundNode) *Error {
 		d.open()
 		return d.boundsMembers(n, 0, "")
 	}
+	start := d.offset()
 	t, err := d.typed()
 	if err != nil {
-		return nil // the decoder reports a type that is not a string
+		// A "type" that is neither a string nor null: the readers refuse it where it chooses
+		// a shape (items, content parts, tools, tool_choice) and ignore it elsewhere (a request
+		// body, text, text.format), so the object is checked as one without a type.
+		o := newDec(d.data[start:d.d.InputOffset()], d.param(), d.noun)
+		defer o.release()
+		o.open()
+		return o.boundsMembers(n, 0, "")
 	}
 	defer t.done()
 	own, count := "", 0

@@ -197,8 +197,8 @@ func (d *dec) create(seen keySet) (*CreateParams, *Error) {
 			}
 		}()
 		switch string(key) {
-		case "type":
-			err = d.typeMember()
+		case "type": // a request body's is ignored, whatever its kind; a frame's was judged by typed
+			err = d.skip()
 		case "model":
 			cp.Model, err = d.strOrNull()
 			haveModel = cp.Model != ""

@@ -196,9 +196,9 @@
 //     a create knows the rows of CreateFields (the Responses API's create request plus what
 //     real clients send: generate, stream_id, event_id, client_metadata); response.append
 //     knows type, response_id, input and event_id; response.cancel and response.processed
-//     know type, response_id and event_id. "type" in a POST body is accepted and ignored.
-//     Unknown members of nested objects (items, content parts, tools) are ignored (new
-//     client releases must not break us); they are not echoed.
+//     know type, response_id and event_id. "type" in a POST body is accepted and ignored,
+//     whatever its kind. Unknown members of nested objects (items, content parts, tools) are
+//     ignored (new client releases must not break us); they are not echoed.
 //   - Arrays decode to non-nil slices, also when empty, so input: [] differs from no input.
 //   - A frame that is not valid UTF-8 is answered invalid_json (JSON text and WebSocket text
 //     frames must be UTF-8); the connection stays usable.

@@ -242,6 +242,11 @@ func TestBadFrames(t *testing.T) {
 		{`{"type":"response.create","model":"m","max_output_tokens":"ten"}`, 400, "invalid_type", "max_output_tokens"},
 		{`{"type":"response.create","model":"m","input":[{"role":"wizard","content":"hi"}]}`, 400, "invalid_value", "input[0].role"},
 		{`{"type":"response.create","model":"m","temperature":1e400}`, 400, "invalid_type", "temperature"},
+		{`{"type":"response.create","model":"m","temperature":9}`, 400, "decimal_above_max_value", "temperature"},
+		{`{"type":5,"model":"m","temperature":9}`, 400, "invalid_type", "type"},
+		{`{"type":true,"model":"m","temperature":9}`, 400, "invalid_type", "type"},
+		{`{"model":"m","type":{},"temperature":9}`, 400, "invalid_type", "type"},
+		{`{"model":"m","temperature":9,"type":[]}`, 400, "invalid_type", "type"},
 		{`{"type":"response.create","model":"m","background":true}`, 400, "unsupported_parameter", "background"},
 		{`{"type":"response.create","model":"m","stream_id":""}`, 400, "invalid_stream_id", "stream_id"},
 		{`{"type":"response.create","model":"m","stream_id":"a b"}`, 400, "invalid_stream_id", "stream_id"},
@@ -267,6 +272,23 @@ func TestBadFrames(t *testing.T) {
 	fs := rollout(t, c, create("after the bad frames", nil), nil)
 	if fs[len(fs)-1].Type() != "response.completed" {
 		t.Fatalf("socket unusable after bad frames")
+	}
+}
+
+// TestCreateBodyTypeIgnored: a POST /v1/responses body's "type" member is ignored whatever its
+// kind, and the body is held to the create's bounds all the same.
+func TestCreateBodyTypeIgnored(t *testing.T) {
+	_, url := testServer(t, Options{})
+	for _, typ := range []string{`5`, `true`, `{}`, `[]`, `"foo"`, `null`, `"response.create"`} {
+		code, body := do(t, "POST", httpURL(url, "/v1/responses"), "", `{"model":"sim","type":`+typ+`,"temperature":9,"input":"hi"}`)
+		e, _ := body["error"].(map[string]any)
+		if code != 400 || e["code"] != "decimal_above_max_value" || e["param"] != "temperature" {
+			t.Errorf("type %s, temperature 9: %d %v, want 400 decimal_above_max_value temperature", typ, code, body)
+		}
+		code, body = do(t, "POST", httpURL(url, "/v1/responses"), "", `{"model":"sim","type":`+typ+`,"temperature":1,"input":"hi"}`)
+		if code != 200 || body["status"] != "completed" {
+			t.Errorf("type %s, temperature 1: %d %v, want 200 completed", typ, code, body)
+		}
 	}
 }
 

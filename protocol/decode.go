@@ -42,6 +42,8 @@ var (
 //     metadata over its limits: invalid_value.
 //   - a top-level member the event does not have ("temprature"): unknown_parameter, Param
 //     the member.
+//   - a value outside CreateBounds (a create's, and the input items of a response.append, which
+//     are held to the create's bounds of input items): the bound's code, Param the value's path.
 //
 // Members are checked in document order; missing required fields are reported after the walk.
 // A member repeated in the top-level object of response.create, response.append,
@@ -98,8 +100,11 @@ func decodeClientEvent(ctx context.Context, data []byte, fold bool) (ClientEvent
 			t.startBounds(fold)
 			ev.Create, err = t.create(seen)
 			bounds = t.boundResult()
-		case EventAppend:
-			err = t.append(&ev, seen)
+		case EventAppend: // its input items are held to the create's bounds of input items
+			t.startBounds(fold)
+			if err = t.append(&ev, seen); err == nil {
+				err = t.boundResult()
+			}
 		case EventCancel, EventProcessed:
 			err = t.responseIDOnly(&ev, seen)
 		case EventSteer:
@@ -112,8 +117,11 @@ func decodeClientEvent(ctx context.Context, data []byte, fold bool) (ClientEvent
 		}
 		return err
 	})
-	if err == nil && ev.Type == EventCreate {
+	switch {
+	case err == nil && ev.Type == EventCreate:
 		err = finishCreate(fold, bounds, data, ev.Create)
+	case err == nil && ev.Type == EventAppend && !fold:
+		err = checkBounds(data) // the reference: its input is at the create's "input"
 	}
 	switch {
 	case err == nil:

@@ -123,6 +123,15 @@ func TestParallelCallsRejectedThenGoodAppend(t *testing.T) {
 	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
 		map[string]any{"type": "function_call_output", "call_id": "call_nope", "output": "x"}}})
 	c.ExpectError(400, "tool_call_not_found", "input")
+	// Appended items are held to a create's bounds of input items: rejected, nothing applied.
+	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": ids[1], "output": "14:05"},
+		map[string]any{"type": "function_call_output", "call_id": ids[0], "output": "18C"},
+		map[string]any{"type": "message", "role": "assistant", "phase": "draft", "content": "x"}}})
+	c.ExpectError(400, "invalid_value", "input[2].phase")
+	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": strings.Repeat("c", 65), "output": "x"}}})
+	c.ExpectError(400, "string_above_max_length", "input[0].call_id")
 	// Both, in reverse order: resumes.
 	c.Send(map[string]any{"type": "response.append", "response_id": rid, "input": []any{
 		map[string]any{"type": "function_call_output", "call_id": ids[1], "output": "14:05"},

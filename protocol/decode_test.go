@@ -717,3 +717,29 @@ func BenchmarkDecodeCreateHotTurn(b *testing.B) {
 		}
 	}
 }
+
+// TestFormatMemberTypes: a text.format, or its type or name, of the wrong JSON type is named
+// by its param in the wording of every other invalid_type, not by the JSON library's error.
+func TestFormatMemberTypes(t *testing.T) {
+	cases := []struct{ format, param, msg string }{
+		{`5`, "text.format", "Invalid type for 'text.format': expected an object, but got a number."},
+		{`"text"`, "text.format", "Invalid type for 'text.format': expected an object, but got a string."},
+		{`[]`, "text.format", "Invalid type for 'text.format': expected an object, but got an array."},
+		{`{"type":5}`, "text.format.type", "Invalid type for 'text.format.type': expected a string, but got a number."},
+		{`{"type":{}}`, "text.format.type", "Invalid type for 'text.format.type': expected a string, but got an object."},
+		{`{"type":"json_schema","name":true,"schema":{}}`, "text.format.name", "Invalid type for 'text.format.name': expected a string, but got a boolean."},
+	}
+	for _, c := range cases {
+		body := `{"model":"m","input":"hi","text":{"format":` + c.format + `}}`
+		_, err := DecodeCreateParams(context.Background(), []byte(body))
+		if err == nil || err.Code != CodeInvalidType || err.Param != c.param || err.Message != c.msg {
+			t.Errorf("%s: got %+v, want invalid_type %s %q", c.format, err, c.param, c.msg)
+		}
+	}
+	for _, ok := range []string{`null`, `{"type":null}`, `{"type":"text"}`, `{"type":"json_schema","name":"n","schema":{}}`} {
+		body := `{"model":"m","input":"hi","text":{"format":` + ok + `}}`
+		if _, err := DecodeCreateParams(context.Background(), []byte(body)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Field statuses of CreateFields.
@@ -156,18 +158,30 @@ func checkFormat(raw json.RawMessage) *Error {
 		return nil
 	}
 	var f struct {
-		Type   string          `json:"type"`
-		Name   *string         `json:"name"`
+		Type   json.RawMessage `json:"type"`
+		Name   json.RawMessage `json:"name"`
 		Schema json.RawMessage `json:"schema"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return Errorf(400, CodeInvalidType, "text.format", "Invalid 'text.format': %v.", err)
 	}
-	if f.Type != "json_schema" {
+	for _, m := range []struct {
+		param string
+		v     json.RawMessage
+	}{{"text.format.type", f.Type}, {"text.format.name", f.Name}} {
+		if len(m.v) > 0 && m.v[0] != '"' && string(m.v) != "null" {
+			return Errorf(400, CodeInvalidType, m.param, "Invalid type for '%s': expected a string, but got %s.", m.param, kindName(jsontext.Kind(m.v[0])))
+		}
+	}
+	var typ string
+	if len(f.Type) > 0 && f.Type[0] == '"' {
+		_ = json.Unmarshal(f.Type, &typ) // a string token: no error
+	}
+	if typ != "json_schema" {
 		return nil
 	}
 	switch {
-	case f.Name == nil:
+	case len(f.Name) == 0 || string(f.Name) == "null":
 		return errMissing("text.format.name")
 	case len(f.Schema) == 0 || string(f.Schema) == "null":
 		return errMissing("text.format.schema")

@@ -1,6 +1,11 @@
 package protocol
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
 
 // A create is held to CreateBounds while it is decoded, in the same walk: the readers of input
 // items, content parts and tools check the values they read against the nodes of boundTree and
@@ -82,6 +87,9 @@ func (n *boundNode) checkToken(tok []byte, d *dec, typ string) *Error {
 	if len(tok) == 0 || len(n.rows) == 0 {
 		return nil
 	}
+	if err := n.checkKind(tok, d, typ); err != nil {
+		return err
+	}
 	switch tok[0] {
 	case '"':
 		if n.lengthOnly(tok) {
@@ -96,6 +104,47 @@ func (n *boundNode) checkToken(tok []byte, d *dec, typ string) *Error {
 		return nil // the decoder reports numbers out of range
 	}
 	return n.checkNumber(f, d, typ)
+}
+
+// checkKind checks that the scalar token tok is of the JSON type n's rows bound: a string for
+// an enum, pattern or length, a number for a range; a mismatch is invalid_type, and null passes
+// (an unset member). The decoders refuse a wrong type on the members they model first; this
+// refuses it on the members they carry through unread (an item's phase, a part's detail or
+// image_url), which no row checked at all.
+func (n *boundNode) checkKind(tok []byte, d *dec, typ string) *Error {
+	got := jsontext.Kind('0')
+	switch tok[0] {
+	case 'n':
+		return nil
+	case '"', 't', 'f':
+		got = jsontext.Kind(tok[0])
+	}
+	for _, b := range n.rows {
+		if !applies(b, typ) {
+			continue
+		}
+		want := ""
+		switch b.Kind {
+		case BoundEnum, BoundPattern, BoundLength:
+			if got != '"' {
+				want = "a string"
+			}
+		case BoundInteger:
+			if got != '0' {
+				want = "an integer"
+			}
+		case BoundDecimal:
+			if got != '0' {
+				want = "a number"
+			}
+		}
+		if want != "" {
+			param := d.param()
+			return &Error{Status: 400, Type: TypeInvalidRequest, Code: CodeInvalidType, Param: param,
+				Message: fmt.Sprintf("Invalid type for '%s': expected %s, but got %s.", param, want, kindName(got))}
+		}
+	}
+	return nil
 }
 
 // walk moves past the next value as skip does, with skip's errors, and notes the first

@@ -237,3 +237,54 @@ func FuzzBoundsInDecode(f *testing.F) {
 	}
 	f.Fuzz(compareFold)
 }
+
+// TestBoundsKindOfCarriedMembers: a member the decoders carry through unread (an item's phase,
+// a part's detail, image_url or file_data, a reasoning item's encrypted_content, an
+// annotation's index) that has a bound gets invalid_type when its JSON type is not the bound's,
+// in a create and in an append, in both walks; null passes.
+func TestBoundsKindOfCarriedMembers(t *testing.T) {
+	img := func(m string) string {
+		return `{"type":"message","role":"user","content":[{"type":"input_image","image_url":"https://x/y.png",` + m + `}]}`
+	}
+	for _, tc := range []struct{ item, param, msg string }{
+		{`{"type":"message","role":"assistant","phase":5,"content":"x"}`, "input[0].phase", "expected a string, but got a number"},
+		{`{"type":"message","role":"assistant","phase":true,"content":"x"}`, "input[0].phase", "expected a string, but got a boolean"},
+		{img(`"detail":5`), "input[0].content[0].detail", "expected a string, but got a number"},
+		{`{"type":"message","role":"user","content":[{"type":"input_image","image_url":false}]}`, "input[0].content[0].image_url", "expected a string, but got a boolean"},
+		{`{"type":"message","role":"user","content":[{"type":"input_file","file_data":7}]}`, "input[0].content[0].file_data", "expected a string, but got a number"},
+		{`{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":5}`, "input[0].encrypted_content", "expected a string, but got a number"},
+		{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x","annotations":[{"type":"url_citation","start_index":"0","end_index":0,"url":"u","title":"t"}]}]}`,
+			"input[0].content[0].annotations[0].start_index", "expected an integer, but got a string"},
+	} {
+		bodies := map[string]bool{
+			`{"model":"m","input":[` + tc.item + `]}`: false,
+			`{"type":"response.append","response_id":"resp_1","input":[` + tc.item + `]}`: true,
+		}
+		for body, frame := range bodies {
+			for _, fold := range []bool{true, false} {
+				var err *Error
+				if frame {
+					_, err = decodeClientEvent(context.Background(), []byte(body), fold)
+				} else {
+					_, err = decodeCreateParams(context.Background(), []byte(body), fold)
+				}
+				want := "Invalid type for '" + tc.param + "': " + tc.msg + "."
+				if err == nil || err.Code != CodeInvalidType || err.Param != tc.param || err.Message != want {
+					t.Errorf("%s (fold %v): %v, want %q", body, fold, err, want)
+				}
+			}
+		}
+	}
+	for _, item := range []string{
+		`{"type":"message","role":"assistant","phase":null,"content":"x"}`,
+		img(`"detail":null`),
+		img(`"detail":"low"`),
+	} {
+		body := `{"model":"m","input":[` + item + `]}`
+		for _, fold := range []bool{true, false} {
+			if _, err := decodeCreateParams(context.Background(), []byte(body), fold); err != nil {
+				t.Errorf("%s (fold %v): %v", body, fold, err)
+			}
+		}
+	}
+}

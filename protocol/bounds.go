@@ -249,13 +249,12 @@ func (d *dec) bounds(n *boundNode, typ string) *Error {
 		return d.boundsObject(n)
 	case '[':
 		return d.boundsArray(n, typ)
-	case '"', '0':
-		return n.checkToken(d.value(), d, typ)
 	default:
-		if d.value() == nil {
+		tok := d.value()
+		if tok == nil {
 			return errSyntax
 		}
-		return nil
+		return n.checkToken(tok, d, typ)
 	}
 }
 

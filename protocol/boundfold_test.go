@@ -257,7 +257,7 @@ func TestBoundsKindOfCarriedMembers(t *testing.T) {
 			"input[0].content[0].annotations[0].start_index", "expected an integer, but got a string"},
 	} {
 		bodies := map[string]bool{
-			`{"model":"m","input":[` + tc.item + `]}`: false,
+			`{"model":"m","input":[` + tc.item + `]}`:                                     false,
 			`{"type":"response.append","response_id":"resp_1","input":[` + tc.item + `]}`: true,
 		}
 		for body, frame := range bodies {

@@ -213,12 +213,17 @@ func (s *rolloutSink) persistGone(ps *pendingSegment, e session.Ending) {
 	if _, ok := ps.emitter.(*collector); !s.begun || ok {
 		return // never announced, or a JSON POST's: the client never saw its id
 	}
-	usage := e.StepUsage
+	final := ps.final(e.Status, e.Reason, e.Error, e.Output[min(s.outBase, len(e.Output)):], e.StepUsage, time.Now().Unix())
+	_ = s.owner.conn.Persist(&final, ps.input, nil) // a failed write has nobody to tell; the store counts it
+}
+
+// final is ps's terminal Response (protocol.Finish); a warm-up samples nothing and reports no
+// usage.
+func (ps *pendingSegment) final(status, reason string, rerr *protocol.ResponseError, output []protocol.Item, usage protocol.Usage, now int64) protocol.Response {
 	if ps.warmup {
 		usage = protocol.Usage{}
 	}
-	final := protocol.Finish(ps.resp, e.Status, e.Reason, e.Error, e.Output[min(s.outBase, len(e.Output)):], usage, time.Now().Unix())
-	_ = s.owner.conn.Persist(&final, ps.input, nil) // a failed write has nobody to tell; the store counts it
+	return protocol.Finish(ps.resp, status, reason, rerr, output, usage, now)
 }
 
 // finish stores a store:true segment, then sends its terminal event and records it for
@@ -226,19 +231,16 @@ func (s *rolloutSink) persistGone(ps *pendingSegment, e session.Ending) {
 // (store_unavailable), its parent is kept, and a suspended rollout behind it is cancelled.
 func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *protocol.ResponseError,
 	output []protocol.Item, usage protocol.Usage, chain []protocol.Item, pending []string, suspended bool) {
-	if ps.warmup {
-		usage = protocol.Usage{}
-	}
 	if bg, ok := ps.emitter.(*bgRun); ok && status == protocol.ResponseIncomplete && reason == protocol.ReasonCancelled && bg.cancelled() {
 		status, reason = protocol.ResponseCancelled, "" // POST /v1/responses/{id}/cancel
 	}
 	now := time.Now().Unix()
-	final := protocol.Finish(ps.resp, status, reason, rerr, output, usage, now)
+	final := ps.final(status, reason, rerr, output, usage, now)
 	r := s.owner
 	storeFailed := false
 	if !r.conn.Persist(&final, ps.input, nil) {
 		status, storeFailed = protocol.ResponseFailed, true
-		final = protocol.Finish(ps.resp, status, "", session.StoreFailed(), output, usage, now)
+		final = ps.final(status, "", session.StoreFailed(), output, usage, now)
 	}
 	seg := ps.seg
 	seg.chain = chain

@@ -77,10 +77,7 @@ func (c *Context) append(ctx context.Context, items []protocol.Item, known func(
 		}
 	})
 	if err != nil {
-		c.tokens = c.tokens[:start]
-		if c.hashed > start {
-			c.hashed = 0 // hash again from the start next time
-		}
+		c.tokens = c.tokens[:start] // never hashed: Fingerprint hashed at most tokens[:start]
 		return err
 	}
 	for i := range items {

@@ -57,6 +57,28 @@
 // the next step; one that finds the step ended at complete tool calls is held (SteerPending after
 // Suspended) and its input follows the next Resume's outputs. At most MaxPendingSteers wait.
 //
+// # What other goroutines may do to a rollout
+//
+// Only the rollout's goroutine changes its state; other goroutines reach it in four ways, each
+// of which the loop takes in at a point of its own choosing:
+//
+//   - Resume is a message with a reply: the suspended loop takes it from its inbox, checks it
+//     and answers, so the caller learns at once whether the input was accepted.
+//   - Cancel and the owner's context end the loop through its context, which the model's step
+//     sees as well.
+//   - Steer appends to a mailbox (a slice under its own mutex, bounded by MaxPendingSteers)
+//     and cuts the running step's context. It cannot be a message with a reply: the loop is
+//     inside the model's step, maybe for seconds, while the caller must know at once whether
+//     the steer was taken (ErrTooManySteers, ErrEnded, ErrParked).
+//   - KeepAlive is the one call that runs a Sink method off the loop: during a long step the
+//     loop is blocked in the model and cannot send anything itself. Every Sink call holds one
+//     mutex, so the keepalive's event is ordered with the step's own events (sequence_number
+//     stays gapless), and KeepAlive only tries that mutex, so it never waits for an event
+//     being written.
+//
+// Park is a request the loop acts on while suspended (a wake-up channel); the suspend timer
+// and the park timer are the loop's own.
+//
 // Events: for a message, output_item.added (status in_progress, content []),
 // content_part.added (empty output_text), output_text.delta…, output_text.done,
 // content_part.done, output_item.done (status completed); for a call, output_item.added

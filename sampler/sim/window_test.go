@@ -13,7 +13,7 @@ import (
 )
 
 // windowed opens a context of a model whose window is window tokens.
-func windowed(t *testing.T, set *Settings, window int) *Context {
+func windowed(t testing.TB, set *Settings, window int) *Context {
 	t.Helper()
 	c, err := openContext(context.Background(), set, window)
 	if err != nil {

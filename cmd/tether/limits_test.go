@@ -600,9 +600,10 @@ func TestLimitMaxRolloutBytes(t *testing.T) {
 
 // TestLimitStoredGetCounted: GET of a large stored response counts its encoding in
 // -max-memory while it is written: a client that does not read holds it, and a second GET is
-// refused 503 server_overloaded until the first connection is gone.
+// refused 503 server_overloaded until the first connection is gone. The sim has no context
+// window here: the 7 MiB of instructions are 1.8M tokens, past the default -model-context.
 func TestLimitStoredGetCounted(t *testing.T) {
-	base := limitServer(t, "-max-frame", "8MiB", "-max-memory", "40MiB", "-model-speed", "instant")
+	base := limitServer(t, "-max-frame", "8MiB", "-max-memory", "40MiB", "-model-speed", "instant", "-model-context", "0")
 	b, _ := json.Marshal(map[string]any{"model": "sim", "input": "x", "store": true, "instructions": strings.Repeat("i", 7<<20)})
 	code, m := call(t, "POST", base+"/v1/responses", "", string(b))
 	if code != 200 {

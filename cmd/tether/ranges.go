@@ -96,6 +96,7 @@ var flagRanges = map[string]map[string]flagRange{
 		"hold":       nonNegative(""),
 	},
 	"serve": {
+		"model-context":              between(0, 1<<30, " (0: no window)"),
 		"max-frame":                  sizeAtLeast(1<<10, ""),
 		"max-connection-age":         nonNegative(" (0: none)"),
 		"suspend-timeout":            positive(" (e.g. 10m)"),

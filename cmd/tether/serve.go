@@ -28,6 +28,7 @@ import (
 type serveConfig struct {
 	addr              string
 	speed             string
+	modelContext      int
 	maxFrame          byteSize
 	maxAge            time.Duration
 	suspendTimeout    time.Duration
@@ -92,6 +93,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	c.keyStoredBytes.bytes = true
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8787", "listen address")
 	fs.StringVar(&c.speed, "model-speed", "1000", "sim preset: instant, 65, 1000 or 4000 (decode tokens/s; a step also waits its time to first token and its uncached prompt at 20× that rate, so a prompt of millions of tokens takes minutes: instant to test large inputs)")
+	fs.IntVar(&c.modelContext, "model-context", defaultModelContext, "the sim's context window in tokens of its rendered context: input that would take a conversation past it ends the response failed with context_length_exceeded, found after tokenizing at most the window's worth of it, and output that fills it ends the response incomplete (context_length_exceeded) (0 = no window)")
 	fs.Var(&c.maxFrame, "max-frame", "largest client frame / POST body (e.g. 32MiB)")
 	fs.DurationVar(&c.maxAge, "max-connection-age", 60*time.Minute, "WebSocket connection age limit (0 = none)")
 	fs.DurationVar(&c.suspendTimeout, "suspend-timeout", 10*time.Minute, "how long a suspended rollout waits for input")
@@ -155,7 +157,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 // serveGroups orders 'tether serve -h': the essentials first, then the upstream engine's
 // flags, the limits, the tuning, and what is for operators and demos.
 var serveGroups = []flagGroup{
-	{"Essentials", []string{"addr", "api-keys", "backend", "upstream", "upstream-api-key-file", "store", "model-speed", "config"}},
+	{"Essentials", []string{"addr", "api-keys", "backend", "upstream", "upstream-api-key-file", "store", "model-speed", "model-context", "config"}},
 	{"Upstream engine (-backend chat or responses)", []string{"upstream-model", "upstream-slots", "upstream-slot-dir", "upstream-slot-bytes",
 		"upstream-timeout", "upstream-step-timeout", "upstream-max-output-tokens", "upstream-legacy-max-tokens"}},
 	{"Limits", []string{"max-frame", "max-memory", "max-connections", "max-http-connections",
@@ -520,6 +522,12 @@ func openStore(ctx context.Context, cfg *serveConfig) (store.Store, error) {
 // admission queue (tether_sampling_waiting). Raise it to what the upstream serves at once.
 const defaultResponsesMaxSampling = 64
 
+// defaultModelContext is -model-context's default: the sim's context window, in tokens
+// (1 Mi, about the largest windows of OpenAI's models). It bounds what one request can make
+// the sim tokenize (a long item referenced many times by item_reference, say) to about what a
+// real engine's context would, well above what the tests, the bench and the soak build.
+const defaultModelContext = 1 << 20
+
 // newModel returns the backend that -backend names.
 func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Model, error) {
 	if err := checkBackend(cfg); err != nil {
@@ -527,7 +535,7 @@ func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Mode
 	}
 	switch cfg.backend {
 	case "sim":
-		return sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true}), nil
+		return sim.NewSim(sim.SimOptions{Speed: speed, Realtime: true, ContextWindow: cfg.modelContext}), nil
 	case "chat":
 		key, err := upstreamKey(cfg)
 		if err != nil {

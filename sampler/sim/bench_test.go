@@ -120,11 +120,38 @@ func commandOutput(n int, seed uint64) string {
 
 // BenchmarkRenderToolOutput renders one 2 KiB tool output, the new input of a hot turn, a
 // different one each time: cold with the segment cache emptied before each, warm with the
-// cache holding what the earlier outputs left (the words recur, the numbers mostly).
+// cache holding what the earlier outputs left (the words recur, the numbers mostly). The
+// window-* runs append it, warm, to a context of a million tokens: without a context window
+// (none), or 1,500 tokens short of its window (watched: the output's byte bound passes the
+// window, so every chunk is counted against it).
 func BenchmarkRenderToolOutput(b *testing.B) {
 	outs := make([][]protocol.Item, 1024)
 	for i := range outs {
 		outs[i] = []protocol.Item{toolOutput("call_1", commandOutput(2048, uint64(i)))}
+	}
+	for _, watched := range []bool{false, true} {
+		b.Run(map[bool]string{false: "window-none", true: "window-watched"}[watched], func(b *testing.B) {
+			const size = 1 << 20
+			window := 0
+			if watched {
+				window = size
+			}
+			c := windowed(b, nil, window)
+			c.tokens = make([]uint32, size-1500, size)
+			base := len(c.tokens)
+			if watched && c.limit(maxTokens(outs[0])) == 0 {
+				b.Fatal("the output's bound fits: the render is not watched")
+			}
+			b.SetBytes(2048)
+			i := 0
+			for b.Loop() {
+				if err := c.Append(context.Background(), outs[i%len(outs)]...); err != nil {
+					b.Fatal(err)
+				}
+				c.tokens, c.items = c.tokens[:base], c.items[:0]
+				i++
+			}
+		})
 	}
 	for _, cold := range []bool{true, false} {
 		b.Run(map[bool]string{true: "cold", false: "warm"}[cold], func(b *testing.B) {

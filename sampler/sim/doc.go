@@ -108,6 +108,60 @@
 // With SimOptions.Realtime the sim sleeps on that clock (timers honouring ctx, so
 // testing/synctest drives it); otherwise it never sleeps and reports StepResult.ModelTime.
 //
+// # Context window
+//
+// SimOptions.ContextWindow (tether serve -model-context, 1,048,576 by default there; 0 = none)
+// gives the sim a context window in its own tokens: the rendered context, instructions,
+// items, their markers and the model's output included. Without it an input was bounded by
+// bytes only (-max-rollout-bytes): sixty item_references to one stored MiB made one 3 KB
+// create tokenize 60 MB.
+//
+// What a client sees. Input that would take a rollout's context past the window fails the
+// rollout: its response ends failed with error {code: "context_length_exceeded", message
+// naming the window}, output [] and zero usage; over HTTP without stream that is a 200 with the
+// failed Response, on a stream response.created, response.in_progress, then response.failed.
+// The sampler reports it as every backend's refused input (the *protocol.Error is 400,
+// invalid_request_error, param input; its code and message become the Response's error), which
+// is how the chat backend already reports an engine that refuses a prompt over its context
+// (llama-server's 400 "exceeds the available context size" → failed, invalid_prompt).
+// OpenAI's API refuses such input with the same code: a 400 error {type:
+// invalid_request_error, code: context_length_exceeded, param: input} without a stream, and on
+// a stream response.created, response.in_progress and then an error event with that code. The
+// sim keeps Tether's one way of reporting a model's refusal after response.created: a
+// response.failed, which a client already handles and GET /v1/responses/{id} can show, rather
+// than an error event with no terminal Response. The check runs where the tokens are counted,
+// in the rollout's first step (or warm-up), not before the rollout starts: knowing an input's
+// tokens takes tokenizing it.
+//
+// A step whose output fills the window ends incomplete with reason context_length_exceeded
+// (protocol.ReasonContextLength), as the chat backend reports an engine's context that filled
+// while it generated (finish_reason "length" short of max_output_tokens); max_output_tokens,
+// when it comes first, ends it as before.
+//
+// Where it holds. Every path that adds tokens counts them against the window: a create, a
+// continuation on the hot path (the context grows each turn), a cold continuation (the chain
+// rebuilt in one step), a warm-up (generate:false prefills), instructions (NewContext's
+// render), a compaction item (expanded into items before the rollout starts) and an unparked
+// session (its tokens come from the parked state, the window from the Sim that unparks it). A
+// refused continuation ends its rollout, as an engine's refusal does through the chat
+// backend: the rollout is not left suspended with input it could not take. Its context is as
+// it was before the refused items (nothing of them is kept), and the response it continued
+// stays whole in the store: a continuation of it that fits is answered, on the cold path.
+//
+// Cost. The check must not cost what it guards against. A render is watched only when the
+// items could pass the window: a token of o200k_base holds at least one byte of its text
+// (FuzzRender checks it), so an item renders to at most its text's bytes plus its markers and
+// header (maxTokens; an unmodelled item's raw JSON counts 3 tokens a byte, the most its
+// decoded strings can hold). When the context's tokens plus that bound fit, the render runs
+// exactly as without a window. Otherwise every chunk of text (at most 2048 bytes) is counted as
+// it is tokenized, and the render stops after the chunk that passes the window: a refused input
+// costs at most the window's worth of tokenizing and one chunk, however large it is (the sixty
+// references to one MiB stop after about a MiB), and nothing of it is kept. The check is a
+// comparison per chunk, so a turn costs O(its new tokens) as before (BenchmarkRenderToolOutput,
+// window-watched). Bytes cannot refuse an input before it is tokenized: a token may hold up
+// to 128 bytes, and DEL renders to no token at all, so no byte count is a lower bound of
+// tokens below 128 times the window.
+//
 // # Caveats
 //
 //   - tool_choice "required" (or a named function) calls in every step, as the API does: an

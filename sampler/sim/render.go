@@ -27,6 +27,10 @@ type Context struct {
 	lastUserText  string // text of the last user message
 	rendered      int    // items rendered (instructions excluded)
 
+	// window is the model's context window in tokens (0: none): a render that would take the
+	// context past it stops as soon as it does, and adds nothing (windowError).
+	window int
+
 	// The FNV-64a hash of tokens[:hashed], continued by Fingerprint: a final answer hashes
 	// only the tokens added since the last one.
 	hash   uint64
@@ -37,31 +41,70 @@ type Context struct {
 // when they are not empty, and no items. Long instructions are tokenized in a heavy-work slot
 // (protocol.CPUSlot) and stop, with ctx's error, when ctx ends before or while they are.
 func NewContext(ctx context.Context, settings *sampler.Settings) (*Context, error) {
-	c := &Context{calls: make(map[string]struct{})}
+	return openContext(ctx, settings, 0)
+}
+
+// openContext is NewContext for a model whose context window is window tokens (0: none):
+// instructions that would pass it are a windowError, found without tokenizing more than the
+// window's worth of them.
+func openContext(ctx context.Context, settings *sampler.Settings, window int) (*Context, error) {
+	c := &Context{calls: make(map[string]struct{}), window: window}
 	if settings != nil && settings.Instructions != "" {
-		err := render(ctx, len(settings.Instructions), func(st *stopper) {
+		n := len(settings.Instructions)
+		err := render(ctx, n, c.limit(n+len(protocol.RoleSystem)+3), func(st *stopper) {
 			c.tokens = renderText(c.tokens, protocol.RoleSystem, settings.Instructions, st)
+			st.full(len(c.tokens))
 		})
+		if err == nil && c.over() {
+			err = errWindow
+		}
 		if err != nil {
-			return nil, err
+			return nil, c.failed(err)
 		}
 	}
 	return c, nil
 }
 
+// limit is the token count a render of at most bound more tokens must be stopped past: the
+// context window when the render could pass it, else 0 (the render runs unwatched).
+func (c *Context) limit(bound int) int {
+	if c.window > 0 && len(c.tokens)+bound > c.window {
+		return c.window
+	}
+	return 0
+}
+
+// over reports whether the context has passed its window.
+func (c *Context) over() bool { return c.window > 0 && len(c.tokens) > c.window }
+
+// failed returns the error of a render that stopped with err: err, or windowError's
+// *protocol.Error for errWindow.
+func (c *Context) failed(err error) error {
+	if err == errWindow {
+		return windowError(c.window)
+	}
+	return err
+}
+
 // Append adds items to the context and renders only them. A MiB of text or more is tokenized
 // in a heavy-work slot (protocol.CPUSlot), and when ctx ends before or while it is, Append
-// returns ctx's error and the context is as it was.
+// returns ctx's error and the context is as it was. A Context from NewContext has no context
+// window.
 func (c *Context) Append(ctx context.Context, items ...protocol.Item) error {
 	return c.append(ctx, items, nil)
 }
 
 // append adds items; known, when not nil, appends the render of an item it already has (the
 // model's own output) and reports whether it did, so the item is not encoded again. What it
-// appends must be appendItem's render. When ctx ends first, nothing is added.
+// appends must be appendItem's render. When ctx ends first, nothing is added. When the items
+// would take the context past its window, nothing is added either and the error is
+// windowError's: the render stops after the first chunk of text that passes the window, so a
+// huge input costs no more than the window's worth of tokenizing. Whether the window must be
+// watched at all is settled first from the items' bytes (maxTokens): an input whose bound
+// fits renders exactly as without a window.
 func (c *Context) append(ctx context.Context, items []protocol.Item, known func(dst []uint32, it *protocol.Item) ([]uint32, bool)) error {
 	start := len(c.tokens)
-	err := render(ctx, textBytes(items), func(st *stopper) {
+	err := render(ctx, textBytes(items), c.limit(maxTokens(items)), func(st *stopper) {
 		for i := range items {
 			it := &items[i]
 			ok := false
@@ -71,14 +114,17 @@ func (c *Context) append(ctx context.Context, items []protocol.Item, known func(
 			if !ok {
 				c.tokens = appendItem(c.tokens, it, st)
 			}
-			if st.stopped() {
+			if st.full(len(c.tokens)) || st.stopped() {
 				return
 			}
 		}
 	})
+	if err == nil && c.over() {
+		err = errWindow // the bound was wrong: the window holds all the same
+	}
 	if err != nil {
 		c.tokens = c.tokens[:start] // never hashed: Fingerprint hashed at most tokens[:start]
-		return err
+		return c.failed(err)
 	}
 	for i := range items {
 		c.rendered++
@@ -91,16 +137,21 @@ func (c *Context) append(ctx context.Context, items []protocol.Item, known func(
 // render runs fill, the tokenizing of about n bytes of text. From protocol.HeavyBytes on,
 // that is heavy work: it waits for a heavy-work slot (protocol.CPUSlot) and fill gets a
 // stopper that ends it between chunks once ctx has ended; render then returns ctx's error
-// (and fill's tokens are partial). Below, fill gets a nil stopper and runs whole.
-func render(ctx context.Context, n int, fill func(st *stopper)) error {
+// (and fill's tokens are partial). With limit > 0 fill gets a stopper that also ends it
+// between chunks once the render holds more than limit tokens; render then returns errWindow.
+// Else, below HeavyBytes, fill gets a nil stopper and runs whole.
+func render(ctx context.Context, n, limit int, fill func(st *stopper)) error {
 	release, err := protocol.CPUSlot(ctx, n)
 	if err != nil {
 		return err
 	}
 	defer release()
 	var st *stopper
-	if n >= protocol.HeavyBytes {
-		st = &stopper{ctx: ctx}
+	switch {
+	case n >= protocol.HeavyBytes:
+		st = &stopper{ctx: ctx, limit: limit}
+	case limit > 0:
+		st = &stopper{limit: limit}
 	}
 	fill(st)
 	return st.error()
@@ -111,11 +162,13 @@ const stopEvery = 64 << 10
 
 // stopper ends a long tokenizing once its context has ended: encode looks at the context
 // every stopEvery bytes, between the chunks appendEncoded cuts a text into (a chunk takes
-// microseconds). A nil *stopper never stops.
+// microseconds). With a limit it also ends it after the first chunk (or item) that takes the
+// render past limit tokens. A nil *stopper never stops.
 type stopper struct {
-	ctx   context.Context
-	since int   // bytes tokenized since the last look
-	err   error // the context's error, once it has stopped
+	ctx   context.Context // nil: never looked at
+	limit int             // tokens the render must not pass (0: none)
+	since int             // bytes tokenized since the last look
+	err   error           // the context's error, or errWindow, once it has stopped
 }
 
 // encode is appendEncoded(dst, s) until st stops; once it has, it appends nothing more.
@@ -129,14 +182,30 @@ func (st *stopper) encode(dst []uint32, s string) []uint32 {
 	return appendEncodedUntil(dst, s, st.more)
 }
 
-// more counts n more bytes tokenized and, every stopEvery bytes, looks at the context: false
-// once it has ended.
-func (st *stopper) more(n int) bool {
+// more counts n more bytes tokenized, the render now holding tokens tokens: false once they
+// pass the limit, or (it looks every stopEvery bytes) once the context has ended.
+func (st *stopper) more(n, tokens int) bool {
+	if st.full(tokens) {
+		return false
+	}
+	if st.ctx == nil {
+		return true
+	}
 	if st.since += n; st.since >= stopEvery {
 		st.since = 0
 		st.err = st.ctx.Err()
 	}
 	return st.err == nil
+}
+
+// full stops st with errWindow when tokens, the render's length, pass its limit, and reports
+// whether it did. A nil *stopper is never full.
+func (st *stopper) full(tokens int) bool {
+	if st == nil || st.limit <= 0 || tokens <= st.limit {
+		return false
+	}
+	st.err = errWindow
+	return true
 }
 
 // stopped reports whether st has stopped.
@@ -359,6 +428,27 @@ func rawTexts(raw []byte) []string {
 			valueDone()
 		}
 	}
+}
+
+// maxTokens bounds how many tokens rendering items appends. A token of o200k_base holds at
+// least one byte of its text (FuzzRender checks it), so a text renders to at most its length
+// in tokens; an item adds its three markers, its header (its role, or at most as long as its
+// type) and a function_call's space; a part that is not text renders as "[type]"; and the
+// strings of an unmodelled item's raw JSON decode to at most 3 bytes per byte (an invalid
+// byte becomes U+FFFD).
+func maxTokens(items []protocol.Item) int {
+	n := 0
+	for i := range items {
+		it := &items[i]
+		n += 4 + len(it.Type) + len(it.Role) + len(it.Name) + len(it.Arguments) + len(it.Output) + 3*len(it.Raw)
+		for j := range it.Content {
+			n += len(it.Content[j].Text) + len(it.Content[j].Type) + 2
+		}
+		for j := range it.OutputParts {
+			n += len(it.OutputParts[j].Text)
+		}
+	}
+	return n
 }
 
 // textBytes is about how many bytes of text rendering items tokenizes: their texts, names,

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -169,6 +170,17 @@ func FuzzRender(f *testing.F) {
 		checkChunks(t, s)
 		items := []protocol.Item{userMsg(s), toolOutput("c", s)}
 		full := RenderItems(nil, items)
+		// The context window's byte bound: a token holds at least one byte of text.
+		if n := countTokens(s); n > len(s) {
+			t.Fatalf("%d tokens for %d bytes", n, len(s))
+		}
+		call := protocol.Item{Type: protocol.ItemFunctionCall, Name: s, Arguments: s}
+		raw := protocol.Item{Type: "reasoning", Raw: []byte(`{"type":"reasoning","text":` + rawJSONString(s) + `}`)}
+		for _, it := range append(slices.Clone(items), call, raw) {
+			if n, bound := len(RenderItems(nil, []protocol.Item{it})), maxTokens([]protocol.Item{it}); n > bound {
+				t.Fatalf("a %s item renders to %d tokens, over its bound of %d", it.Type, n, bound)
+			}
+		}
 		c := newContext(t, nil)
 		appendTo(t, c, items[0])
 		appendTo(t, c, items[1])
@@ -176,6 +188,23 @@ func FuzzRender(f *testing.F) {
 			t.Fatal("incremental render differs")
 		}
 	})
+}
+
+// rawJSONString is s as a JSON string that keeps its bytes as they are where JSON allows (an
+// invalid UTF-8 byte too, which a decoder reads as U+FFFD: 3 bytes of text from 1).
+func rawJSONString(s string) string {
+	b := []byte{'"'}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, fmt.Sprintf("\\u%04x", c)...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
 }
 
 func BenchmarkRenderWhitespace(b *testing.B) {

@@ -151,7 +151,7 @@ func (ss *session) renderGenerated(dst []uint32, it *protocol.Item) ([]uint32, b
 // Open implements sampler.Model. The session renders the instructions at once; items are
 // rendered as Prefill and Sample receive them, each only once.
 func (s *Sim) Open(ctx context.Context, info sampler.RolloutInfo) (sampler.ModelSession, error) {
-	c, err := NewContext(ctx, info.Settings)
+	c, err := openContext(ctx, info.Settings, max(s.opts.ContextWindow, 0))
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (s *Sim) Unpark(_ context.Context, info sampler.RolloutInfo, state []byte, 
 	if n <= 0 || len(rest)%4 != 0 || prefilled > uint64(len(rest)/4) {
 		return nil, fmt.Errorf("%w: %d bytes do not hold a rendered context", ErrBadState, len(state))
 	}
-	c := &Context{calls: make(map[string]struct{}), tokens: make([]uint32, len(rest)/4)}
+	c := &Context{calls: make(map[string]struct{}), tokens: make([]uint32, len(rest)/4), window: max(s.opts.ContextWindow, 0)}
 	for i := range c.tokens {
 		c.tokens[i] = binary.LittleEndian.Uint32(rest[4*i:])
 	}

@@ -93,6 +93,11 @@ type SimOptions struct {
 	// Realtime makes the sim sleep for its cost model's time (demos, the server). When false
 	// the sim never sleeps and only reports StepResult.ModelTime (the bench, tests).
 	Realtime bool
+	// ContextWindow is the model's context window in tokens of its rendered context
+	// (instructions, items and their markers, output), 0 for none. Input that would take a
+	// rollout's context past it fails the rollout (CodeContextLengthExceeded), and a step
+	// whose output fills it ends incomplete (protocol.ReasonContextLength). Negative is none.
+	ContextWindow int
 }
 
 // Sim is the deterministic simulated model: no weights, its output a pure
@@ -160,6 +165,10 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 		cost:     speed.Cost(),
 		realtime: s.opts.Realtime && speed != SpeedInstant,
 		budget:   req.Settings.MaxOutputTokens,
+		room:     -1,
+	}
+	if w := req.Context.window; w > 0 {
+		st.room = max(w-req.Context.Len(), 0)
 	}
 	prefill := req.Context.Len() - req.Cached
 	if prefill < 0 {
@@ -179,6 +188,9 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 	}
 	calls := planCalls(req, &p)
 	limit := synthLimit(st.budget)
+	if st.room >= 0 {
+		limit = min(limit, synthLimit(max(st.room, 1)))
+	}
 	for i, t := range calls {
 		marker := "tether-call-" + strconv.Itoa(req.Context.Calls()+i+1)
 		info := req.tool(t)
@@ -430,6 +442,7 @@ type simStep struct {
 	start      time.Time
 	due        time.Duration // model time of the next emission, from start
 	budget     int           // max output tokens of the step, 0 = unlimited
+	room       int           // tokens the context window has left for the output, -1 = unlimited
 	generated  int
 	incomplete string
 }
@@ -480,8 +493,7 @@ func (st *simStep) stream(text string, emit func(string) error, ids *[]uint32) e
 		return true
 	}
 	encodePieces(text, func(id uint32, size int) bool {
-		if st.budget > 0 && st.generated >= st.budget {
-			st.incomplete = protocol.ReasonMaxOutputTokens
+		if st.full() {
 			return false
 		}
 		if n > 0 && utf8.RuneStart(text[pos]) && (n >= maxDeltaTokens || text[pos] == ' ' || text[pos] == '\n') {
@@ -509,14 +521,28 @@ func (st *simStep) stream(text string, emit func(string) error, ids *[]uint32) e
 	return err
 }
 
+// full reports whether the step may generate no more tokens, and then sets st.incomplete: its
+// budget (max_output_tokens) is spent, or the context window is full (context_length_exceeded,
+// as an engine reports a context it filled).
+func (st *simStep) full() bool {
+	switch {
+	case st.budget > 0 && st.generated >= st.budget:
+		st.incomplete = protocol.ReasonMaxOutputTokens
+	case st.room >= 0 && st.generated >= st.room:
+		st.incomplete = protocol.ReasonContextLength
+	default:
+		return false
+	}
+	return true
+}
+
 // streamTokens generates n tokens without emitting them (a call's name, whose tokens the
 // session knows): the step's budget as stream's, and one wait for their model time at the end
 // (stream(name, nil, nil) waits at each delta boundary, which ends at the same time).
 func (st *simStep) streamTokens(n int) error {
 	made := 0
 	for ; made < n; made++ {
-		if st.budget > 0 && st.generated >= st.budget {
-			st.incomplete = protocol.ReasonMaxOutputTokens
+		if st.full() {
 			break
 		}
 		st.generated++

@@ -55,14 +55,15 @@ var encodeStats struct {
 func appendEncoded(dst []uint32, s string) []uint32 { return appendEncodedUntil(dst, s, nil) }
 
 // appendEncodedUntil is appendEncoded that, after each chunk, asks more (when not nil) with the
-// chunk's length in bytes whether to go on; it stops between two chunks when more says no.
-func appendEncodedUntil(dst []uint32, s string, more func(n int) bool) []uint32 {
+// chunk's length in bytes and len(dst) whether to go on; it stops between two chunks when more
+// says no.
+func appendEncodedUntil(dst []uint32, s string, more func(n, tokens int) bool) []uint32 {
 	encodeChunksUntil(s, func(chunk string) bool {
 		encodeChunk(chunk, func(t token) bool {
 			dst = append(dst, t.id())
 			return true
 		})
-		return more == nil || more(len(chunk))
+		return more == nil || more(len(chunk), len(dst))
 	})
 	return dst
 }

@@ -128,8 +128,9 @@
 // invalid_request_error, code: context_length_exceeded, param: input} without a stream, and on
 // a stream response.created, response.in_progress and then an error event with that code. The
 // sim keeps Tether's one way of reporting a model's refusal after response.created: a
-// response.failed, which a client already handles and GET /v1/responses/{id} can show, rather
-// than an error event with no terminal Response. The check runs where the tokens are counted,
+// response.failed, which every client already handles (a failed Response is not stored, so
+// GET /v1/responses/{id} does not find it), rather than an error event with no terminal
+// Response. The check runs where the tokens are counted,
 // in the rollout's first step (or warm-up), not before the rollout starts: knowing an input's
 // tokens takes tokenizing it.
 //

@@ -64,7 +64,7 @@ var CreateFields = []FieldStatus{
 	{"user", FieldEchoed, "Echoed (the caller's label)."},
 	{"generate", FieldRejected, "false on an append-shape connection, or present over HTTP; false on a public WebSocket is a warm-up."},
 	{"stream_id", FieldHonoured, "WebSocket lane (both shapes): its own FIFO, events carry it; invalid_stream_id when empty, over 256 characters or outside [A-Za-z0-9_.-]; websocket_stream_limit_reached past -max-lanes; rejected over HTTP (unsupported_parameter)."},
-	{"event_id", FieldEchoed, "WebSocket: the client's correlation id; not echoed, nothing to do."},
+	{"event_id", FieldEchoed, "WebSocket: the client's correlation id, a string or null (another kind is invalid_type); not echoed, nothing to do."},
 	{"client_metadata", FieldEchoed, "Codex's client-side map (trace headers); accepted, not used."},
 	{"conversation", FieldRejected, "not null (no conversation objects)."},
 	{"prompt", FieldRejected, "not null (no prompt templates)."},

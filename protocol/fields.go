@@ -3,6 +3,10 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -95,9 +99,28 @@ func errUnsupported(param string) *Error {
 	return Errorf(400, CodeUnsupportedParameter, param, "Unsupported parameter: '%s' is not supported by this server.", clip(param))
 }
 
-// checkCreate applies the rules of CreateFields that need the decoded request: rejected values,
-// tool_choice against tools, and text.format.
+// CheckModelName refuses a model name holding a control character (Unicode Cc: U+0000–U+001F,
+// U+007F–U+009F), which names no model: 404 model_not_found with param model, as an unknown
+// model is refused, the name shown Go-quoted (escaped) in the message, never raw. Other names
+// are nil: which models exist is the backend's to say.
+func CheckModelName(model string) *Error {
+	i := strings.IndexFunc(model, unicode.IsControl)
+	if i < 0 {
+		return nil
+	}
+	r, _ := utf8.DecodeRuneInString(model[i:])
+	return Errorf(404, CodeModelNotFound, "model",
+		"The model %s does not exist: a model name holds no control characters (this one has U+%04X at byte %d). GET /v1/models lists the models.",
+		strconv.Quote(clip(model)), r, i)
+}
+
+// checkCreate applies the rules of CreateFields that need the decoded request: a model name
+// with a control character (CheckModelName), rejected values, tool_choice against tools, and
+// text.format.
 func checkCreate(cp *CreateParams) *Error {
+	if err := CheckModelName(cp.Model); err != nil {
+		return err
+	}
 	if cp.TopLogprobs != nil && *cp.TopLogprobs > 0 {
 		return Errorf(400, CodeUnsupportedParameter, "top_logprobs", "Unsupported parameter: 'top_logprobs' greater than 0; this server returns no logprobs.")
 	}

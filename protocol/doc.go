@@ -146,7 +146,8 @@
 //	  or the connection's live rollouts hold too much
 //	create/append over the per-rollout memory cap       400    rollout_too_large                    input
 //	upgrade over the connection cap, or a request on a  503    too_many_connections                 null
-//	  connection over -max-http-connections (HTTP)
+//	  connection over -max-http-connections (HTTP;
+//	  with Retry-After: 1)
 //	POST body over -max-frame (HTTP; by its             413    request_body_too_large               null
 //	  Content-Length before anything is read)
 //	POST body not received within -read-timeout         408    request_timeout                      null

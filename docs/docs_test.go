@@ -239,3 +239,34 @@ func TestGoSnippetsAreExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestNpmInstallsOutsideTheCheckout checks that every `npm i`/`npm install` of a code block in the
+// Markdown first leaves the checkout (a `cd` earlier in the block, or a `--prefix`): run where a
+// reader stands, in the checkout, it would fill it with node_modules. And in case one does,
+// .gitignore keeps node_modules out of git.
+func TestNpmInstallsOutsideTheCheckout(t *testing.T) {
+	for _, f := range markdown(t) {
+		in, left := false, false
+		for i, line := range strings.Split(read(t, f), "\n") {
+			s := strings.TrimSpace(line)
+			switch {
+			case strings.HasPrefix(s, "```"):
+				in, left = !in, false
+			case !in:
+			case strings.HasPrefix(s, "cd "), strings.Contains(s, "&& cd "):
+				left = true
+			case (strings.HasPrefix(s, "npm i ") || strings.HasPrefix(s, "npm install ")) && !left && !strings.Contains(s, "--prefix"):
+				t.Errorf("%s:%d: %q runs in the reader's directory (the checkout): cd to a scratch directory first", f, i+1, s)
+			}
+		}
+	}
+	ignored := false
+	for _, line := range strings.Split(read(t, ".gitignore"), "\n") {
+		if l := strings.TrimSpace(line); l == "node_modules" || l == "node_modules/" {
+			ignored = true
+		}
+	}
+	if !ignored {
+		t.Error(".gitignore does not list node_modules/")
+	}
+}

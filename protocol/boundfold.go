@@ -87,7 +87,7 @@ func (n *boundNode) checkToken(tok []byte, d *dec, typ string) *Error {
 	if len(tok) == 0 || len(n.rows) == 0 {
 		return nil
 	}
-	if err := n.checkKind(tok, d, typ); err != nil {
+	if err := n.checkKind(tokenKind(tok), d, typ); err != nil {
 		return err
 	}
 	switch tok[0] {
@@ -106,18 +106,23 @@ func (n *boundNode) checkToken(tok []byte, d *dec, typ string) *Error {
 	return n.checkNumber(f, d, typ)
 }
 
-// checkKind checks that the scalar token tok is of the JSON type n's rows bound: a string for
+// tokenKind is the JSON kind of the scalar token tok: '"', 't', 'f', 'n' or '0' for a number.
+func tokenKind(tok []byte) jsontext.Kind {
+	switch tok[0] {
+	case '"', 't', 'f', 'n':
+		return jsontext.Kind(tok[0])
+	}
+	return '0'
+}
+
+// checkKind checks that a value of JSON kind got is of the type n's rows bound: a string for
 // an enum, pattern or length, a number for a range; a mismatch is invalid_type, and null passes
 // (an unset member). The decoders refuse a wrong type on the members they model first; this
 // refuses it on the members they carry through unread (an item's phase, a part's detail or
 // image_url), which no row checked at all.
-func (n *boundNode) checkKind(tok []byte, d *dec, typ string) *Error {
-	got := jsontext.Kind('0')
-	switch tok[0] {
-	case 'n':
+func (n *boundNode) checkKind(got jsontext.Kind, d *dec, typ string) *Error {
+	if got == 'n' {
 		return nil
-	case '"', 't', 'f':
-		got = jsontext.Kind(tok[0])
 	}
 	for _, b := range n.rows {
 		if !applies(b, typ) {
@@ -147,12 +152,28 @@ func (n *boundNode) checkKind(tok []byte, d *dec, typ string) *Error {
 	return nil
 }
 
+// checkComposite checks an object or an array, of kind got, at n: where n bounds a scalar
+// and has no node below it (an item's phase, a part's detail), the value is of the wrong type.
+// A node with nodes below it (input, content, output, tool_choice) takes composite values.
+func (n *boundNode) checkComposite(got jsontext.Kind, d *dec, typ string) *Error {
+	if len(n.children) != 0 {
+		return nil
+	}
+	return n.checkKind(got, d, typ)
+}
+
 // walk moves past the next value as skip does, with skip's errors, and notes the first
 // violation of the rows of n and of the nodes below it (none when d checks nothing at n).
 // typ is the "type" of the object holding the value.
 func (d *dec) walk(n *boundNode, typ string) *Error {
 	if !d.checking(n) {
 		return d.skip()
+	}
+	if k := d.kind(); k == '{' || k == '[' {
+		if err := n.checkComposite(k, d, typ); err != nil {
+			d.note(err)
+			return d.skip()
+		}
 	}
 	switch d.kind() {
 	case '{':

@@ -255,6 +255,23 @@ func TestBoundsKindOfCarriedMembers(t *testing.T) {
 		{`{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":5}`, "input[0].encrypted_content", "expected a string, but got a number"},
 		{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x","annotations":[{"type":"url_citation","start_index":"0","end_index":0,"url":"u","title":"t"}]}]}`,
 			"input[0].content[0].annotations[0].start_index", "expected an integer, but got a string"},
+		// An object or an array where a scalar is bound: the walks used to descend into it
+		// (no member of it has a bound) and accept it.
+		{`{"type":"message","role":"assistant","phase":{},"content":"x"}`, "input[0].phase", "expected a string, but got an object"},
+		{`{"type":"message","role":"assistant","phase":["commentary"],"content":"x"}`, "input[0].phase", "expected a string, but got an array"},
+		{img(`"detail":[]`), "input[0].content[0].detail", "expected a string, but got an array"},
+		{img(`"detail":{"x":1}`), "input[0].content[0].detail", "expected a string, but got an object"},
+		{`{"type":"message","role":"user","content":[{"type":"input_image","image_url":{"url":"https://x/y.png"}}]}`, "input[0].content[0].image_url", "expected a string, but got an object"},
+		{`{"type":"message","role":"user","content":[{"type":"input_file","file_data":[]}]}`, "input[0].content[0].file_data", "expected a string, but got an array"},
+		{`{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":{}}`, "input[0].encrypted_content", "expected a string, but got an object"},
+		{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x","annotations":[{"type":"url_citation","start_index":0,"end_index":[1],"url":"u","title":"t"}]}]}`,
+			"input[0].content[0].annotations[0].end_index", "expected an integer, but got an array"},
+		{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x","annotations":[{"type":"url_citation","start_index":{},"end_index":0,"url":"u","title":"t"}]}]}`,
+			"input[0].content[0].annotations[0].start_index", "expected an integer, but got an object"},
+		{`{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"https://x/y.png","detail":{}}]}`,
+			"input[0].output[0].detail", "expected a string, but got an object"},
+		{`{"type":"function_call_output","call_id":"c","output":[{"type":"input_file","file_data":["x"]}]}`,
+			"input[0].output[0].file_data", "expected a string, but got an array"},
 	} {
 		bodies := map[string]bool{
 			`{"model":"m","input":[` + tc.item + `]}`:                                     false,
@@ -279,6 +296,9 @@ func TestBoundsKindOfCarriedMembers(t *testing.T) {
 		`{"type":"message","role":"assistant","phase":null,"content":"x"}`,
 		img(`"detail":null`),
 		img(`"detail":"low"`),
+		// composite values where the bound's node has members of its own stay the readers'
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}`,
+		`{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}`,
 	} {
 		body := `{"model":"m","input":[` + item + `]}`
 		for _, fold := range []bool{true, false} {

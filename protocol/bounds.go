@@ -244,6 +244,12 @@ func checkBounds(data []byte) *Error {
 // bounds checks the next value against node n (its rows and the nodes below it) and moves
 // past it. typ is the "type" of the object holding the value.
 func (d *dec) bounds(n *boundNode, typ string) *Error {
+	switch k := d.kind(); k {
+	case '{', '[':
+		if err := n.checkComposite(k, d, typ); err != nil {
+			return err
+		}
+	}
 	switch d.kind() {
 	case '{':
 		return d.boundsObject(n)

@@ -276,12 +276,14 @@ func (d *dec) create(seen keySet) (*CreateParams, *Error) {
 				err = Errorf(400, CodeUnsupportedParameter, "prompt_cache_retention",
 					"Unsupported value: 'prompt_cache_retention' '%s'; this server keeps its cache in memory only ('in-memory').", clip(*v))
 			}
+		case "event_id":
+			err = d.eventID()
 		case "conversation", "prompt", "context_management", "moderation", "prompt_cache_options":
 			if !d.null() {
 				err = errUnsupported(string(key))
 			}
 		default:
-			// Rows of CreateFields without a case (event_id, client_metadata) are accepted
+			// Rows of CreateFields without a case (client_metadata) are accepted
 			// and skipped; any other member is unknown.
 			if !createField(key) {
 				err = errUnknown(string(key))
@@ -304,7 +306,9 @@ func (d *dec) append(ev *ClientEvent, seen keySet) *Error {
 	haveInput := false
 	err := d.frame(seen, func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type", "event_id": // skipped
+		case "type": // skipped
+		case "event_id":
+			err = d.eventID()
 		case "response_id":
 			ev.ResponseID, err = d.strOrNull()
 		case "input":
@@ -338,7 +342,9 @@ func (d *dec) append(ev *ClientEvent, seen keySet) *Error {
 func (d *dec) responseIDOnly(ev *ClientEvent, seen keySet) *Error {
 	err := d.frame(seen, func(key []byte) (err *Error) {
 		switch string(key) {
-		case "type", "event_id": // skipped
+		case "type": // skipped
+		case "event_id":
+			err = d.eventID()
 		case "response_id":
 			ev.ResponseID, err = d.strOrNull()
 		default:
@@ -350,6 +356,20 @@ func (d *dec) responseIDOnly(ev *ClientEvent, seen keySet) *Error {
 		return errMissing("response_id")
 	}
 	return err
+}
+
+// eventID reads a client event's event_id, the client's correlation id, which nothing uses: a
+// string or null; another kind is invalid_type.
+func (d *dec) eventID() *Error {
+	switch k := d.kind(); k {
+	case '"', 'n':
+		if d.value() == nil {
+			return errSyntax
+		}
+		return nil
+	default:
+		return d.errType("a string", k)
+	}
 }
 
 // optEnum reads a string from values, or null (nil).

@@ -127,6 +127,9 @@
 //	continuation leaving a call without output          400    missing_tool_output                  input
 //	two outputs for one call                            400    duplicate_tool_output                input
 //	append/cancel: unknown response                     404    response_not_found                   response_id
+//	model name holding a control character (U+0000-    404    model_not_found                      model
+//	  U+001F, U+007F-U+009F); GET /v1/models/{model}
+//	  of a model not listed (HTTP)
 //	append to a response that is not suspended          409    response_not_suspended               response_id
 //	binary frame                                        400    unsupported_frame                    null
 //	frame over -max-frame (then close 1009)             413    websocket_message_too_large          null
@@ -143,7 +146,8 @@
 //	  or the connection's live rollouts hold too much
 //	create/append over the per-rollout memory cap       400    rollout_too_large                    input
 //	upgrade over the connection cap, or a request on a  503    too_many_connections                 null
-//	  connection over -max-http-connections (HTTP)
+//	  connection over -max-http-connections (HTTP;
+//	  with Retry-After: 1)
 //	POST body over -max-frame (HTTP; by its             413    request_body_too_large               null
 //	  Content-Length before anything is read)
 //	POST body not received within -read-timeout         408    request_timeout                      null

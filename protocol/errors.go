@@ -87,6 +87,10 @@ const (
 	CodeRolloutLimit = "rollout_limit_reached"
 	// CodeRolloutTooLarge: a create or append over the per-rollout memory cap. 400, param input.
 	CodeRolloutTooLarge = "rollout_too_large"
+	// CodeModelNotFound: a model no backend serves: GET /v1/models/{model} of a model not
+	// listed, a model name holding a control character (CheckModelName), a chat upstream's 404.
+	// 404, param model.
+	CodeModelNotFound = "model_not_found"
 	// CodeTooManyConnections: an upgrade over the connection cap. 503 (HTTP).
 	CodeTooManyConnections = "too_many_connections"
 	// CodeBodyTooLarge: a POST body over -max-frame. 413 (HTTP).

@@ -3,6 +3,10 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -64,7 +68,7 @@ var CreateFields = []FieldStatus{
 	{"user", FieldEchoed, "Echoed (the caller's label)."},
 	{"generate", FieldRejected, "false on an append-shape connection, or present over HTTP; false on a public WebSocket is a warm-up."},
 	{"stream_id", FieldHonoured, "WebSocket lane (both shapes): its own FIFO, events carry it; invalid_stream_id when empty, over 256 characters or outside [A-Za-z0-9_.-]; websocket_stream_limit_reached past -max-lanes; rejected over HTTP (unsupported_parameter)."},
-	{"event_id", FieldEchoed, "WebSocket: the client's correlation id; not echoed, nothing to do."},
+	{"event_id", FieldEchoed, "WebSocket: the client's correlation id, a string or null (another kind is invalid_type); not echoed, nothing to do."},
 	{"client_metadata", FieldEchoed, "Codex's client-side map (trace headers); accepted, not used."},
 	{"conversation", FieldRejected, "not null (no conversation objects)."},
 	{"prompt", FieldRejected, "not null (no prompt templates)."},
@@ -95,9 +99,28 @@ func errUnsupported(param string) *Error {
 	return Errorf(400, CodeUnsupportedParameter, param, "Unsupported parameter: '%s' is not supported by this server.", clip(param))
 }
 
-// checkCreate applies the rules of CreateFields that need the decoded request: rejected values,
-// tool_choice against tools, and text.format.
+// CheckModelName refuses a model name holding a control character (Unicode Cc: U+0000–U+001F,
+// U+007F–U+009F), which names no model: 404 model_not_found with param model, as an unknown
+// model is refused, the name shown Go-quoted (escaped) in the message, never raw. Other names
+// are nil: which models exist is the backend's to say.
+func CheckModelName(model string) *Error {
+	i := strings.IndexFunc(model, unicode.IsControl)
+	if i < 0 {
+		return nil
+	}
+	r, _ := utf8.DecodeRuneInString(model[i:])
+	return Errorf(404, CodeModelNotFound, "model",
+		"The model %s does not exist: a model name holds no control characters (this one has U+%04X at byte %d). GET /v1/models lists the models.",
+		strconv.Quote(clip(model)), r, i)
+}
+
+// checkCreate applies the rules of CreateFields that need the decoded request: a model name
+// with a control character (CheckModelName), rejected values, tool_choice against tools, and
+// text.format.
 func checkCreate(cp *CreateParams) *Error {
+	if err := CheckModelName(cp.Model); err != nil {
+		return err
+	}
 	if cp.TopLogprobs != nil && *cp.TopLogprobs > 0 {
 		return Errorf(400, CodeUnsupportedParameter, "top_logprobs", "Unsupported parameter: 'top_logprobs' greater than 0; this server returns no logprobs.")
 	}

@@ -3,12 +3,13 @@ package protocol
 import "net/http"
 
 // WriteHTTPError answers an HTTP request with e: the body of AppendHTTPError, status
-// e.HTTPStatus(), Content-Type application/json. A server_overloaded error (503) also gets
-// "Retry-After: 1", which the OpenAI SDKs wait before their retry.
+// e.HTTPStatus(), Content-Type application/json. A server_overloaded or too_many_connections
+// error (503) also gets "Retry-After: 1", which the OpenAI SDKs wait before their retry.
 func WriteHTTPError(w http.ResponseWriter, e *Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if e.Code == CodeOverloaded {
+	switch e.Code {
+	case CodeOverloaded, CodeTooManyConnections: // a full server: worth a retry in a second
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(e.HTTPStatus())

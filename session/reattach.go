@@ -191,9 +191,10 @@ func (c *Conn) shareParked(h *rollout, v *parkedRollout) bool {
 // before h's suspend timeout (another instance claimed it: its client reattached there) h is
 // forgotten here and response_not_found (404) is returned; a copy that has expired with the
 // suspend timeout is not needed. A store failure is store_unavailable (503), the rollout
-// staying as it is, unless the rollout is to end (cancelled, timed out): it then ends
-// regardless, and a copy left behind expires at the suspend timeout. It holds c.mu for one
-// store round trip, under the store's timeout.
+// staying as it is, cancelled or not: a rollout that ended here while its copy stayed in the
+// store could be resumed from there by another connection once the store answers again.
+// Only a rollout whose suspend timeout has passed ends regardless: its copy expires with it.
+// It holds c.mu for one store round trip, under the store's timeout.
 func (c *Conn) takeBackLocked(h *rollout) error {
 	deadline := h.parked.Rollout.Deadline
 	expired := !deadline.IsZero() && !time.Now().Before(deadline)
@@ -209,7 +210,7 @@ func (c *Conn) takeBackLocked(h *rollout) error {
 		c.forgetStoredLocked(h)
 		c.log.Debug("a rollout parked to the store was claimed elsewhere", "key", h.key)
 		return notFoundError(h.key)
-	case errors.Is(err, store.ErrNotFound), expired || h.cancelled:
+	case errors.Is(err, store.ErrNotFound), expired:
 		h.inStore = false
 		return nil
 	}

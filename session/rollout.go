@@ -364,7 +364,9 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 
 // Cancel ends the rollout key with reason (incomplete). Errors: response_not_found (404, also
 // for a parked rollout another instance claimed from the store), response_already_completed
-// (409) for a rollout that has ended, those of continuing a parked rollout.
+// (409) for a rollout that has ended, those of continuing a parked rollout: among them
+// store_unavailable (503) when its copy in the shared store cannot be claimed back, the
+// rollout then staying parked and not cancelled (a cancel may be sent again).
 // A key that is not on this connection is claimed from the store as by Resume, then ended.
 func (c *Conn) Cancel(key, reason string) error {
 	c.mu.Lock()
@@ -390,6 +392,11 @@ func (c *Conn) Cancel(key, reason string) error {
 	}
 	h.cancelled, h.cancelWhy = true, reason // a rollout parking now is cancelled once parked
 	r, err := c.liveLocked(h)
+	if err != nil && h.parked != nil {
+		// Still parked (its copy in the store could not be claimed back: store_unavailable):
+		// not cancelled, and a later cancel may try again.
+		h.cancelled, h.cancelWhy = false, ""
+	}
 	c.mu.Unlock()
 	if err != nil {
 		return err // claimed by another instance meanwhile (404), or it could not be continued

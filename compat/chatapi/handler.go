@@ -130,6 +130,9 @@ func decodeRequest(ctx context.Context, body []byte) (*chatwire.Request, *protoc
 	if perr := checkRanges(&req); perr != nil {
 		return nil, perr
 	}
+	if perr := protocol.CheckModelName(req.Model); perr != nil {
+		return nil, perr
+	}
 	switch {
 	case req.Model == "":
 		return nil, protocol.Errorf(http.StatusBadRequest, protocol.CodeMissingRequiredParameter, "model", "Missing required parameter: 'model'.")

@@ -260,6 +260,12 @@ func TestBadFrames(t *testing.T) {
 		{`{"type":"response.create","model":"m","stream_id":""}`, 400, "invalid_stream_id", "stream_id"},
 		{`{"type":"response.create","model":"m","stream_id":"a b"}`, 400, "invalid_stream_id", "stream_id"},
 		{`{"type":"response.create","model":"m","generate":false}`, 400, "unsupported_parameter", "generate"},
+		// a carried member of a bounded scalar given as an object or an array
+		{`{"type":"response.create","model":"m","input":[{"type":"message","role":"assistant","phase":{},"content":"x"}]}`, 400, "invalid_type", "input[0].phase"},
+		{`{"type":"response.append","response_id":"resp_x","input":[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"https://x/y.png","detail":[]}]}]}`, 400, "invalid_type", "input[0].content[0].detail"},
+		// event_id, the client's correlation id, is a string
+		{`{"type":"response.create","model":"m","input":"hi","event_id":{}}`, 400, "invalid_type", "event_id"},
+		{`{"type":"response.cancel","response_id":"resp_x","event_id":5}`, 400, "invalid_type", "event_id"},
 		{`{"type":"response.append","input":[]}`, 400, "missing_required_parameter", "response_id"},
 		{`{"type":"response.append","response_id":"resp_x","input":[]}`, 404, "response_not_found", "response_id"},
 		{`{"type":"response.cancel","response_id":"resp_x"}`, 404, "response_not_found", "response_id"},

@@ -105,6 +105,12 @@ func (c *rawConn) get(path string) {
 
 // response reads one response and returns its status and body.
 func (c *rawConn) response() (int, string) {
+	code, _, body := c.responseHeader()
+	return code, body
+}
+
+// responseHeader reads one response and returns its status, header and body.
+func (c *rawConn) responseHeader() (int, http.Header, string) {
 	c.t.Helper()
 	resp, err := http.ReadResponse(c.r, nil)
 	if err != nil {
@@ -112,7 +118,7 @@ func (c *rawConn) response() (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 // closed reports whether the server closed the connection (EOF or reset on read).
@@ -198,8 +204,8 @@ func TestHTTPConnectionBoundKeepsHealthz(t *testing.T) {
 	}
 	p := dialRaw(t, addr)
 	p.get("/v1/responses/resp_x")
-	if code, body := p.response(); code != 503 || !strings.Contains(body, "too_many_connections") {
-		t.Fatalf("request over the bound: %d %s", code, body)
+	if code, h, body := p.responseHeader(); code != 503 || !strings.Contains(body, "too_many_connections") || h.Get("Retry-After") != "1" {
+		t.Fatalf("request over the bound: %d Retry-After %q %s", code, h.Get("Retry-After"), body)
 	}
 	if !p.closed() {
 		t.Fatal("a reserve connection stays open after its 503")

@@ -68,6 +68,10 @@ func modelsError(err error) *protocol.Error {
 // getModel answers GET /v1/models/{model}: the Model object, or 404 model_not_found.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request, _ string) {
 	id := r.PathValue("model")
+	if perr := protocol.CheckModelName(id); perr != nil {
+		writeHTTPError(w, perr)
+		return
+	}
 	list, err := s.models(r.Context())
 	if err != nil {
 		writeHTTPError(w, modelsError(err))
@@ -79,7 +83,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, _ string) {
 			return
 		}
 	}
-	writeHTTPError(w, protocol.Errorf(http.StatusNotFound, "model_not_found", "model",
+	writeHTTPError(w, protocol.Errorf(http.StatusNotFound, protocol.CodeModelNotFound, "model",
 		"The model '%s' does not exist on this server (GET /v1/models lists them).", id))
 }
 

@@ -92,6 +92,10 @@ func TestConnectionCap(t *testing.T) {
 	if err == nil || resp == nil || resp.StatusCode != 503 {
 		t.Fatalf("want 503 over the cap, got %v %v", resp, err)
 	}
+	// As every other 503 of a full server, it says when to try again.
+	if got := resp.Header.Get("Retry-After"); got != "1" {
+		t.Errorf("503 too_many_connections: Retry-After %q, want \"1\"", got)
+	}
 }
 
 func TestRolloutLimit(t *testing.T) {

@@ -32,7 +32,9 @@ func sharedRedis(t *testing.T) (func(Options) (*Server, string), *redis.Client) 
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		opts.Store = st
-		opts.StoreTimeout = 5 * time.Second
+		if opts.StoreTimeout == 0 {
+			opts.StoreTimeout = 5 * time.Second
+		}
 		if opts.SuspendTimeout == 0 {
 			opts.SuspendTimeout = time.Minute
 		}

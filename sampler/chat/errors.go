@@ -17,7 +17,7 @@ const CodeInvalidPrompt = "invalid_prompt"
 
 // CodeModelNotFound is the response.failed error code of a step the upstream answered 404: it
 // does not serve the request's model (GET /v1/models lists those it does).
-const CodeModelNotFound = "model_not_found"
+const CodeModelNotFound = protocol.CodeModelNotFound
 
 // statusError maps an upstream reply other than 200 to the step's error (package doc,
 // "Failures").

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/session"
+)
+
+// cancelled sends response.cancel of id on c and checks that the rollout ends cancelled there.
+func cancelled(t *testing.T, c *wstest.Client, id string) {
+	t.Helper()
+	c.Send(map[string]any{"type": "response.cancel", "response_id": id})
+	fs := c.Until("response.incomplete")
+	if last := fs[len(fs)-1]; last.Str("response", "id") != id || last.Str("response", "incomplete_details", "reason") != "cancelled" {
+		t.Fatalf("cancel of %s: %v", id, last)
+	}
+}
+
+// TestCancelOfARolloutParkedToTheStore: a reattaching client's rollout that -park-after has
+// written to a shared Redis, then cancelled, leaves nothing in Redis and cannot be resumed
+// anywhere: cancelled on its own connection (the copy is claimed back before the rollout ends)
+// and cancelled from another instance after its connection dropped (the claim of the cancel
+// takes it). The drop itself leaves the copy, for the rest of the suspend timeout: that is
+// what reattachment is for.
+func TestCancelOfARolloutParkedToTheStore(t *testing.T) {
+	start, rc := sharedRedis(t)
+	a, aURL := start(Options{Limits: session.Limits{ParkAfter: 20 * time.Millisecond, ParkUnstored: true}})
+	_, bURL := start(Options{})
+	for _, stored := range []bool{true, false} {
+		// Cancelled on its own connection.
+		ca := dialAs(t, aURL, "", true)
+		copies := a.Metrics().StoreCopies.Load()
+		id, call, _ := suspendCalls(t, ca, stored)
+		waitFor(t, func() bool { return a.Metrics().StoreCopies.Load() == copies+1 })
+		if keys := parkedKeys(t, rc); len(keys) != 1 || !strings.HasSuffix(keys[0], ":"+id) {
+			t.Fatalf("store %v: parked keys %v, want %s's", stored, keys, id)
+		}
+		cancelled(t, ca, id)
+		if keys := parkedKeys(t, rc); len(keys) != 0 {
+			t.Fatalf("store %v: cancelled on its connection, parked keys left in Redis: %v", stored, keys)
+		}
+		cb := dialAs(t, bURL, "", true)
+		appendTo(cb, id, call)
+		cb.ExpectError(http.StatusNotFound, "response_not_found", "response_id")
+
+		// Its connection drops: the copy stays, with the rest of the suspend timeout.
+		id, call, _ = suspendCalls(t, ca, stored)
+		waitFor(t, func() bool { return a.Metrics().StoreCopies.Load() == copies+2 })
+		ca.C.CloseNow()
+		waitFor(t, func() bool { return a.Metrics().AppendConns.Load() == 0 && a.Metrics().Parked.Load() == 0 })
+		keys := parkedKeys(t, rc)
+		if len(keys) != 1 || !strings.HasSuffix(keys[0], ":"+id) {
+			t.Fatalf("store %v: after the drop, parked keys %v, want %s's", stored, keys, id)
+		}
+		if ttl := rc.PTTL(context.Background(), keys[0]).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("store %v: the copy's ttl is %v, want the rest of the suspend timeout", stored, ttl)
+		}
+		// Cancelled from another instance: the cancel claims it; nothing is left to resume.
+		cancelled(t, cb, id)
+		if keys := parkedKeys(t, rc); len(keys) != 0 {
+			t.Fatalf("store %v: cancelled from B, parked keys left in Redis: %v", stored, keys)
+		}
+		cc := dialAs(t, aURL, "", true)
+		appendTo(cc, id, call)
+		cc.ExpectError(http.StatusNotFound, "response_not_found", "response_id")
+		cc.C.CloseNow()
+		cb.C.CloseNow()
+	}
+}
+
+// TestCancelWhileTheStoreFails: a cancel of a rollout whose copy is in a shared Redis, while
+// Redis does not answer within -store-timeout (CLIENT PAUSE of writes), is refused with 503
+// store_unavailable and the rollout stays suspended, here and in Redis. It used to end here
+// (response.failed, its Response not stored) while its copy stayed in Redis for the rest of the
+// suspend timeout: once Redis answered, an append on another instance resumed it, with the
+// sequence_number of the terminal event its client had already seen. Once Redis answers, the
+// cancel goes through, nothing is left in Redis, and the rollout resumes nowhere.
+func TestCancelWhileTheStoreFails(t *testing.T) {
+	start, rc := sharedRedis(t)
+	a, aURL := start(Options{StoreTimeout: 200 * time.Millisecond, Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
+	_, bURL := start(Options{})
+	ca := dialAs(t, aURL, "", true)
+	id, call, _ := suspendCalls(t, ca, true)
+	waitFor(t, func() bool { return a.Metrics().StoreCopies.Load() == 1 })
+	ctx := context.Background()
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ca.Send(map[string]any{"type": "response.cancel", "response_id": id})
+	ca.ExpectError(http.StatusServiceUnavailable, "store_unavailable", "")
+	if err := rc.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if keys := parkedKeys(t, rc); len(keys) != 1 || !strings.HasSuffix(keys[0], ":"+id) {
+		t.Fatalf("after the refused cancel, parked keys %v, want %s's", keys, id)
+	}
+	if n := a.Metrics().Parked.Load(); n != 1 {
+		t.Fatalf("after the refused cancel, A holds %d parked rollouts, want 1", n)
+	}
+	cancelled(t, ca, id)
+	if keys := parkedKeys(t, rc); len(keys) != 0 {
+		t.Fatalf("cancelled, parked keys left in Redis: %v", keys)
+	}
+	cb := dialAs(t, bURL, "", true)
+	appendTo(cb, id, call)
+	cb.ExpectError(http.StatusNotFound, "response_not_found", "response_id")
+}

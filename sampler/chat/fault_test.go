@@ -184,3 +184,55 @@ func TestFaultEngineBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultEngineAbsurdUsage: an engine that reports impossible usage (a negative count,
+// counts near the int64 limit) does not reach the client as such nor wrap Tether's counters:
+// each figure of a step is taken between 0 and 2^31-1, and the per-replica token counters
+// stay non-negative over several steps.
+func TestFaultEngineAbsurdUsage(t *testing.T) {
+	es := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"+
+			"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"+
+			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9000000000000000000,\"completion_tokens\":-5,"+
+			"\"prompt_tokens_details\":{\"cached_tokens\":9000000000000000001}}}\n\n"+
+			"data: [DONE]\n\n")
+	}))
+	t.Cleanup(es.Close)
+	m := newModel(t, chat.Options{BaseURLs: []string{es.URL + "/v1"}})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	const most = 1<<31 - 1
+	for range 3 {
+		resp, err := http.Post(front+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":"hi","store":false}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Status string
+			Usage  struct {
+				InputTokens        int `json:"input_tokens"`
+				OutputTokens       int `json:"output_tokens"`
+				TotalTokens        int `json:"total_tokens"`
+				InputTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"input_tokens_details"`
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := r.Usage
+		if r.Status != "completed" || u.InputTokens < 0 || u.InputTokens > most || u.OutputTokens < 0 || u.OutputTokens > most ||
+			u.InputTokensDetails.CachedTokens < 0 || u.InputTokensDetails.CachedTokens > u.InputTokens {
+			t.Fatalf("%s, usage %+v", r.Status, u)
+		}
+	}
+	for _, name := range []string{"tether_upstream_input_tokens_total", "tether_upstream_cached_tokens_total"} {
+		if v := modelCounter(t, m, name); v < 0 || v > 3*most {
+			t.Fatalf("%s = %v after 3 steps", name, v)
+		}
+	}
+}

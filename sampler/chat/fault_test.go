@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
 	"github.com/tetherd/tether/sampler/chat"
@@ -235,4 +237,44 @@ func TestFaultEngineAbsurdUsage(t *testing.T) {
 			t.Fatalf("%s = %v after 3 steps", name, v)
 		}
 	}
+}
+
+// TestFaultEngine500KeepsReplica: an engine's HTTP 500 is its failure on that one request (a
+// llama-server answers 500 to a conversation whose tool call arguments are not JSON, which a
+// client may send): the step fails, but the replica stays in placement, where a refused
+// connection or a 502/503/504 would take it out.
+func TestFaultEngine500KeepsReplica(t *testing.T) {
+	es := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON","type":"server_error"}}`)
+	}))
+	t.Cleanup(es.Close)
+	m := newModel(t, chat.Options{BaseURLs: []string{es.URL + "/v1"}})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	if r := create(t, front, `{"model":"m","input":"hi","store":false}`); r.Status != "failed" || r.Error == nil || r.Error.Code != "server_error" {
+		t.Fatalf("%s %+v", r.Status, r.Error)
+	}
+	if up := modelGauge(t, m, "tether_upstream_up"); up != 1 {
+		t.Fatalf("tether_upstream_up = %v after an HTTP 500", up)
+	}
+}
+
+// modelGauge reads the model's gauge name, summed over its replicas.
+func modelGauge(t *testing.T, m *chat.Model, name string) float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, mm := range mf.GetMetric() {
+				sum += mm.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }

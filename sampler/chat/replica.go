@@ -59,8 +59,8 @@ func (e *engine) usable(now time.Time) bool {
 	return !e.down || !now.Before(e.retryAt)
 }
 
-// failed records a failure of the replica itself (it could not be reached, or answered 5xx):
-// it is taken out of placement for its backoff.
+// failed records a failure of the replica itself (it could not be reached, or answered 502,
+// 503 or 504): it is taken out of placement for its backoff.
 func (e *engine) failed(err error) {
 	e.failures.Add(1)
 	e.mu.Lock()

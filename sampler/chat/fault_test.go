@@ -2,10 +2,12 @@ package chat_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,4 +279,49 @@ func modelGauge(t *testing.T, m *chat.Model, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestFaultEngineFewerSlots: a replica that was not checked at start (it was down) and then
+// comes up with fewer slots than Options.Slots takes no step: llama-server would take an
+// id_slot past its last slot modulo its slot count, so two rollouts would share a slot. Its
+// steps go to the other replica, and it is out of placement; with only that replica, the step
+// fails naming the cause.
+func TestFaultEngineFewerSlots(t *testing.T) {
+	engine := func(slots int, steps *atomic.Int64) *httptest.Server {
+		es := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if r.URL.Path == "/props" {
+				_, _ = fmt.Fprintf(w, `{"total_slots":%d}`, slots)
+				return
+			}
+			steps.Add(1)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"+
+				"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n"+
+				"data: [DONE]\n\n")
+		}))
+		t.Cleanup(es.Close)
+		return es
+	}
+	var small, full atomic.Int64
+	few, four := engine(2, &small), engine(4, &full)
+
+	// Not probed: both replicas were down when the model started.
+	m := newModel(t, chat.Options{BaseURLs: []string{few.URL + "/v1", four.URL + "/v1"}, Slots: 4})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	for range 4 {
+		if r := create(t, front, `{"model":"m","input":"hi","store":false}`); r.Status != "completed" {
+			t.Fatalf("%s %+v", r.Status, r.Error)
+		}
+	}
+	if small.Load() != 0 || full.Load() != 4 {
+		t.Fatalf("steps: %d on the replica with 2 slots, %d on the one with 4", small.Load(), full.Load())
+	}
+
+	m = newModel(t, chat.Options{BaseURLs: []string{few.URL + "/v1"}, Slots: 4})
+	_, front = servertest.Start(t, server.Options{Model: m})
+	r := create(t, front, `{"model":"m","input":"hi","store":false}`)
+	if r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "fewer slots than -upstream-slots") || small.Load() != 0 {
+		t.Fatalf("%s %+v, %d steps", r.Status, r.Error, small.Load())
+	}
 }

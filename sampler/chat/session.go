@@ -151,6 +151,13 @@ func (s *session) move(ctx context.Context) {
 func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.StepResult, unreached bool, err error) {
 	e := s.eng
 	slot := -1
+	if s.lease != nil && !e.slotsChecked.Load() {
+		if err := e.checkSlots(ctx); err != nil {
+			s.m.failure(e, "slots", err)
+			e.failed(err)
+			return res, true, err
+		}
+	}
 	if s.lease != nil {
 		if slot, err = e.slots.acquire(ctx, s.lease); err != nil {
 			return res, false, err

@@ -46,7 +46,9 @@
 // reopens its session from that state (Unparker) instead of taking the context in again. Park
 // runs on the rollout's goroutine, so a Resume, a Cancel or the suspend timer that races it
 // either wins (the rollout stays live) or finds it parked (Resume: ErrParked). Rollouts of a
-// Model without Unparker, or whose Sink has no ParkSink, stay live.
+// Model without Unparker, or whose Sink has no ParkSink, stay live. A rollout that ends
+// without reopening its parked session (cancelled, timed out, its connection closed) hands
+// the state to the Model's ParkedDropper, if it has one, to release what it holds outside.
 //
 // # Steering
 //

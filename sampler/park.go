@@ -30,6 +30,16 @@ type Unparker interface {
 	Unpark(ctx context.Context, info RolloutInfo, state []byte, fed []protocol.Item) (ModelSession, error)
 }
 
+// ParkedDropper is an optional interface of an Unparker: DropParked releases what a parked
+// session's state holds outside Tether's memory (the chat backend: the engine slot file its KV
+// was saved to) when the rollout of Response id ends without reopening the session from it:
+// cancelled, timed out or closed while parked, or unparked and ended before its next step.
+// It is called at most once per state, from the rollout's goroutine, never for a state that
+// was handed on (parked again, or to the shared store). It must not block for long.
+type ParkedDropper interface {
+	DropParked(id string, state []byte)
+}
+
 // ParkSink is an optional interface of a Sink: a rollout can park only when its Sink has it.
 // Parked is called instead of Ended, last, from the rollout's goroutine, when the rollout
 // parks; the Sink then owns p (hand it to Unpark to continue the rollout, once).
@@ -156,6 +166,20 @@ func (r *Rollout) tryPark(pending []string) bool {
 		Model:           state,
 	}
 	return true
+}
+
+// dropModelState gives the parked session state that the ending rollout never reopened to its
+// Model's ParkedDropper; a panic there is the backend's and is not propagated.
+func (r *Rollout) dropModelState() {
+	state := r.modelState
+	r.reopen, r.modelState = false, nil
+	d, ok := r.cfg.Model.(ParkedDropper)
+	if !ok || state == nil {
+		return
+	}
+	var err error
+	defer recoverPanic(&err)
+	d.DropParked(r.cfg.ID, state)
 }
 
 // parkModel runs the session's Park; a panic is an error.

@@ -273,6 +273,9 @@ func (r *Rollout) Run() {
 			e.Err = err
 		}
 	}
+	if r.reopen {
+		r.dropModelState() // unparked and ended before its session was reopened
+	}
 	e.Output = r.output[:len(r.output):len(r.output)]
 	e.Usage = r.usage
 	e.Context = r.context()

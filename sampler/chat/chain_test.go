@@ -51,6 +51,10 @@ func (p *proxy) requests() []chatwire.Request {
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasSuffix(r.URL.Path, "/chat/completions") { // e.g. the slot check's GET /props
+		p.next.ServeHTTP(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	var req chatwire.Request
 	_ = json.Unmarshal(body, &req)

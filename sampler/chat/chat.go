@@ -23,7 +23,8 @@ type Options struct {
 	APIKey string
 	// Model replaces the client's model name in upstream requests when non-empty.
 	Model string
-	// Timeout is the longest silence from the upstream within one sampling step. 0 means 5m.
+	// Timeout is the longest silence from the upstream within one sampling step, and the
+	// longest a slot save or restore may take when shorter than 30 s. 0 means 5m.
 	Timeout time.Duration
 	// Slots is the number of slots of each replica that Tether owns (llama.cpp -np): every
 	// request names one (id_slot) and a suspended rollout keeps its slot until another rollout

@@ -51,7 +51,11 @@
 // step. Files are removed when restored or when the rollout ends, and bounded in total bytes
 // (Options.SlotSaveBytes; the oldest go first). Without a slot directory, or when the engine
 // cannot save, the rollout gives up its slot and its next step is prefilled again: its
-// cached_tokens say so. When all N slots are sampling, a step waits for one. With 0, slot
+// cached_tokens say so. When all N slots are sampling, a step waits for one. A replica's slot
+// count (llama.cpp GET /props, total_slots) is checked by Model.Probe, and before the first step
+// on a replica Probe could not check or that failed since: one with fewer than N slots takes no
+// step (out of placement, as a failed replica; llama-server would take an id_slot past its last
+// slot modulo its slot count, so two rollouts would share one). With 0, slot
 // choice is the engine's (vLLM's automatic prefix caching, OpenAI's prompt caching).
 //
 // # Parking
@@ -83,10 +87,12 @@
 //
 // Options.BaseURLs may name several replicas of one engine. A rollout is placed when it opens on
 // the least loaded replica (steps in flight plus rollouts placed) and all its steps go there.
-// A replica that refuses or drops a request, or answers 5xx, is out of placement for a backoff
-// (0.5 s doubling to 30 s; /health is asked before it takes a new rollout again); a step that
-// could not reach its replica, and later steps of rollouts placed there, go to another replica
-// with the whole conversation (prefilled there; cached_tokens say so). Nothing is lost. Per
+// A replica that cannot be reached (refused, reset, silent before it answers), or answers 502,
+// 503 or 504, is out of placement for a backoff (0.5 s doubling to 30 s; /health is asked
+// before it takes a new rollout again); a step that could not reach its replica, and later
+// steps of rollouts placed there, go to another replica with the whole conversation
+// (prefilled there; cached_tokens say so). Nothing is lost. Another 5xx, or a stream cut off
+// after the engine answered, fails that step only; the replica stays in placement. Per
 // replica, Model (a prometheus.Collector) exports steps, failures by kind, health, slots held,
 // reported prompt and cached tokens, and KV saves and restores.
 //

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,27 +45,57 @@ func (m *Model) Models(ctx context.Context) ([]string, error) {
 // answer /props (vLLM, OpenAI, one that is down now) is not checked.
 func (m *Model) Probe(ctx context.Context) error {
 	for _, e := range m.engines {
-		var props struct {
-			TotalSlots int `json:"total_slots"`
-			Defaults   struct {
-				Params struct {
-					Temperature *float64 `json:"temperature"`
-					TopP        *float64 `json:"top_p"`
-				} `json:"params"`
-			} `json:"default_generation_settings"`
-		}
+		var props engineProps
 		if err := e.getJSON(ctx, e.base+"/props", &props); err != nil {
 			continue
 		}
 		if m.opts.Slots > 0 && props.TotalSlots > 0 && m.opts.Slots > props.TotalSlots {
 			return fmt.Errorf("-upstream-slots %d: the engine at %s has %d slots (llama-server -np)", m.opts.Slots, e.base, props.TotalSlots)
 		}
+		e.slotsChecked.Store(true)
 		m.defaultsMu.Lock()
 		if m.temperature == nil {
 			m.temperature, m.topP = float32Value(props.Defaults.Params.Temperature), float32Value(props.Defaults.Params.TopP)
 		}
 		m.defaultsMu.Unlock()
 	}
+	return nil
+}
+
+// engineProps is what Tether reads of llama.cpp's GET /props.
+type engineProps struct {
+	TotalSlots int `json:"total_slots"`
+	Defaults   struct {
+		Params struct {
+			Temperature *float64 `json:"temperature"`
+			TopP        *float64 `json:"top_p"`
+		} `json:"params"`
+	} `json:"default_generation_settings"`
+}
+
+// errTooFewSlots is the cause of a step refused by a replica that has fewer slots than
+// Options.Slots (checkSlots).
+var errTooFewSlots = errors.New("the upstream engine has fewer slots than -upstream-slots (llama-server -np)")
+
+// checkSlots checks, before a step, the slot count of a replica that Probe has not checked
+// (it was down at start, or has been down since): llama-server takes an id_slot past its last
+// slot as that id modulo its slot count, so two rollouts would share one slot. It returns an
+// error wrapping errTooFewSlots when the replica has fewer slots than Options.Slots. A replica
+// without /props (404, 405, 501) has nothing to check; one that does not answer it, or answers
+// another error, is checked before a later step.
+func (e *engine) checkSlots(ctx context.Context) error {
+	var props engineProps
+	err := e.getJSON(ctx, e.base+"/props", &props)
+	var status *statusCodeError
+	switch {
+	case errors.As(err, &status) && (status.code == http.StatusNotFound || status.code == http.StatusMethodNotAllowed ||
+		status.code == http.StatusNotImplemented): // no /props: not llama-server
+	case err != nil:
+		return nil
+	case props.TotalSlots > 0 && props.TotalSlots < e.m.opts.Slots:
+		return fmt.Errorf("%w: it has %d, -upstream-slots is %d", errTooFewSlots, props.TotalSlots, e.m.opts.Slots)
+	}
+	e.slotsChecked.Store(true)
 	return nil
 }
 
@@ -110,10 +141,18 @@ func (e *engine) getJSON(ctx context.Context, url string, v any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, upstreamMessage(resp.Body))
+		return &statusCodeError{resp.StatusCode, fmt.Sprintf("GET %s: HTTP %d: %s", url, resp.StatusCode, upstreamMessage(resp.Body))}
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
 }
+
+// statusCodeError is getJSON's error for an answer other than 200.
+type statusCodeError struct {
+	code int
+	msg  string
+}
+
+func (e *statusCodeError) Error() string { return e.msg }
 
 // float32Value rounds an engine's float32 setting sent as a float64 (0.800000011920929) to the
 // shortest decimal that is the same float32 (0.8).

@@ -13,6 +13,7 @@ import (
 	"github.com/tetherd/tether/internal/llamatest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
+	"github.com/tetherd/tether/internal/wstest"
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/chat"
@@ -229,6 +230,53 @@ func TestEngineParkThroughServer(t *testing.T) {
 	}
 	if servertest.Metric(t, front, "tether_unparks_total") != 1 {
 		t.Fatal("no unpark counted")
+	}
+}
+
+// TestEngineParkedRolloutEnds ends parked tool rollouts on a real llama-server without
+// resuming them, by response.cancel and by closing the connection: each ends, and its slot
+// file goes with it (none is left in the slot directory for the sweep) and no slot is held.
+func TestEngineParkedRolloutEnds(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 2, Seed: llamatest.ToolSeed, NoCacheRAM: true, SlotSave: true})
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.URL() + "/v1"}, Slots: 2, SlotDir: eng.SlotDir()})
+	if err := m.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, front := servertest.Start(t, server.Options{Model: m, Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
+	// parked starts the tool rollout on c and waits until it is parked with its KV in a file.
+	parked := func(t *testing.T, c *wstest.Client) string {
+		t.Helper()
+		c.Send(toolCreate())
+		fs := c.Until("response.done", "response.completed", "response.incomplete", "response.failed")
+		done := fs[len(fs)-1]
+		if done.Type() != "response.done" {
+			t.Skipf("the model did not call the tool (%s)", done.Type())
+		}
+		eventually(t, "the rollout parked with its KV in a file", func() bool {
+			return servertest.Metric(t, front, `tether_rollouts{state="parked"}`) == 1 && len(dirFiles(t, eng.SlotDir())) == 1
+		})
+		return done.Str("response_id")
+	}
+	for _, end := range []string{"cancel", "close"} {
+		t.Run(end, func(t *testing.T) {
+			c := dialAppend(t, front)
+			id := parked(t, c)
+			if end == "cancel" {
+				c.Send(map[string]any{"type": "response.cancel", "response_id": id})
+				if last := c.Until("response.incomplete", "response.failed"); last[len(last)-1].Type() != "response.incomplete" {
+					t.Fatalf("cancelled: %v", last[len(last)-1])
+				}
+			} else {
+				c.C.CloseNow()
+			}
+			eventually(t, "the rollout ended", func() bool {
+				return servertest.Metric(t, front, `tether_rollouts{state="parked"}`) == 0 && servertest.Metric(t, front, `tether_rollouts{state="suspended"}`) == 0
+			})
+			eventually(t, "its slot file removed", func() bool { return len(dirFiles(t, eng.SlotDir())) == 0 })
+			if m.Pinned() != 0 {
+				t.Fatalf("%d slots held", m.Pinned())
+			}
+		})
 	}
 }
 

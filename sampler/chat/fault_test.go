@@ -2,12 +2,16 @@ package chat_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/servertest"
@@ -182,5 +186,142 @@ func TestFaultEngineBounded(t *testing.T) {
 				t.Fatalf("the engine served %d bytes (stopped by the reader: %v)", run.bytes, run.stopped)
 			}
 		})
+	}
+}
+
+// TestFaultEngineAbsurdUsage: an engine that reports impossible usage (a negative count,
+// counts near the int64 limit) does not reach the client as such nor wrap Tether's counters:
+// each figure of a step is taken between 0 and 2^31-1, and the per-replica token counters
+// stay non-negative over several steps.
+func TestFaultEngineAbsurdUsage(t *testing.T) {
+	es := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"+
+			"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"+
+			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9000000000000000000,\"completion_tokens\":-5,"+
+			"\"prompt_tokens_details\":{\"cached_tokens\":9000000000000000001}}}\n\n"+
+			"data: [DONE]\n\n")
+	}))
+	t.Cleanup(es.Close)
+	m := newModel(t, chat.Options{BaseURLs: []string{es.URL + "/v1"}})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	const most = 1<<31 - 1
+	for range 3 {
+		resp, err := http.Post(front+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":"hi","store":false}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Status string
+			Usage  struct {
+				InputTokens        int `json:"input_tokens"`
+				OutputTokens       int `json:"output_tokens"`
+				TotalTokens        int `json:"total_tokens"`
+				InputTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"input_tokens_details"`
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := r.Usage
+		if r.Status != "completed" || u.InputTokens < 0 || u.InputTokens > most || u.OutputTokens < 0 || u.OutputTokens > most ||
+			u.InputTokensDetails.CachedTokens < 0 || u.InputTokensDetails.CachedTokens > u.InputTokens {
+			t.Fatalf("%s, usage %+v", r.Status, u)
+		}
+	}
+	for _, name := range []string{"tether_upstream_input_tokens_total", "tether_upstream_cached_tokens_total"} {
+		if v := modelCounter(t, m, name); v < 0 || v > 3*most {
+			t.Fatalf("%s = %v after 3 steps", name, v)
+		}
+	}
+}
+
+// TestFaultEngine500KeepsReplica: an engine's HTTP 500 is its failure on that one request (a
+// llama-server answers 500 to a conversation whose tool call arguments are not JSON, which a
+// client may send): the step fails, but the replica stays in placement, where a refused
+// connection or a 502/503/504 would take it out.
+func TestFaultEngine500KeepsReplica(t *testing.T) {
+	es := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON","type":"server_error"}}`)
+	}))
+	t.Cleanup(es.Close)
+	m := newModel(t, chat.Options{BaseURLs: []string{es.URL + "/v1"}})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	if r := create(t, front, `{"model":"m","input":"hi","store":false}`); r.Status != "failed" || r.Error == nil || r.Error.Code != "server_error" {
+		t.Fatalf("%s %+v", r.Status, r.Error)
+	}
+	if up := modelGauge(t, m, "tether_upstream_up"); up != 1 {
+		t.Fatalf("tether_upstream_up = %v after an HTTP 500", up)
+	}
+}
+
+// modelGauge reads the model's gauge name, summed over its replicas.
+func modelGauge(t *testing.T, m *chat.Model, name string) float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, mm := range mf.GetMetric() {
+				sum += mm.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestFaultEngineFewerSlots: a replica that was not checked at start (it was down) and then
+// comes up with fewer slots than Options.Slots takes no step: llama-server would take an
+// id_slot past its last slot modulo its slot count, so two rollouts would share a slot. Its
+// steps go to the other replica, and it is out of placement; with only that replica, the step
+// fails naming the cause.
+func TestFaultEngineFewerSlots(t *testing.T) {
+	engine := func(slots int, steps *atomic.Int64) *httptest.Server {
+		es := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if r.URL.Path == "/props" {
+				_, _ = fmt.Fprintf(w, `{"total_slots":%d}`, slots)
+				return
+			}
+			steps.Add(1)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"+
+				"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n"+
+				"data: [DONE]\n\n")
+		}))
+		t.Cleanup(es.Close)
+		return es
+	}
+	var small, full atomic.Int64
+	few, four := engine(2, &small), engine(4, &full)
+
+	// Not probed: both replicas were down when the model started.
+	m := newModel(t, chat.Options{BaseURLs: []string{few.URL + "/v1", four.URL + "/v1"}, Slots: 4})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	for range 4 {
+		if r := create(t, front, `{"model":"m","input":"hi","store":false}`); r.Status != "completed" {
+			t.Fatalf("%s %+v", r.Status, r.Error)
+		}
+	}
+	if small.Load() != 0 || full.Load() != 4 {
+		t.Fatalf("steps: %d on the replica with 2 slots, %d on the one with 4", small.Load(), full.Load())
+	}
+
+	m = newModel(t, chat.Options{BaseURLs: []string{few.URL + "/v1"}, Slots: 4})
+	_, front = servertest.Start(t, server.Options{Model: m})
+	r := create(t, front, `{"model":"m","input":"hi","store":false}`)
+	if r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "fewer slots than -upstream-slots") || small.Load() != 0 {
+		t.Fatalf("%s %+v, %d steps", r.Status, r.Error, small.Load())
 	}
 }

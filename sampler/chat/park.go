@@ -16,10 +16,12 @@ import (
 	"github.com/tetherd/tether/sampler"
 )
 
-// This file parks a session (sampler.ParkableSession) and reopens it (sampler.Unparker): the
-// parked state is a small JSON value; the messages are rebuilt from the items the session was
-// fed, and the engine KV, when the session held a slot and the engine can save, waits in a
-// slot file for the next step.
+// This file parks a session (sampler.ParkableSession), reopens it (sampler.Unparker) or drops
+// its state (sampler.ParkedDropper): the parked state is a small JSON value; the messages are
+// rebuilt from the items the session was fed, and the engine KV, when the session held a slot
+// and the engine can save, waits in a slot file for the next step.
+
+var _ sampler.ParkedDropper = (*Model)(nil)
 
 // ErrBadState is wrapped by Model.Unpark's error for a state that Park did not write, or
 // that does not fit the items it is given.
@@ -113,6 +115,18 @@ func (m *Model) Unpark(ctx context.Context, info sampler.RolloutInfo, state []by
 		m.dropParkedFile(old, st.KV)
 	}
 	return s, nil
+}
+
+// DropParked implements sampler.ParkedDropper: the slot file of a parked session whose rollout
+// ended without resuming it is removed (through the pool that keeps it, as on Unpark to
+// another replica). A state Park did not write, or whose file is not one of rollout id's, is
+// ignored.
+func (m *Model) DropParked(id string, state []byte) {
+	var st parkState
+	if json.Unmarshal(state, &st) != nil || st.V != parkVersion || st.KV == "" || !validFileName(st.KV, id) {
+		return
+	}
+	m.dropParkedFile(m.replica(st.Replica), st.KV)
 }
 
 // replica returns the replica whose BaseURL is api, or nil.

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -162,4 +166,44 @@ func dirFiles(t *testing.T, dir string) []string {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestChainStalledSlotSaveBounded: an engine that stops answering (kill -STOP) while a
+// session parks holds the slot save no longer than Options.Timeout: Park returns, without a
+// file, well within the 30 s a save may take on a live engine; the rollout that parks (and a
+// response.cancel waiting for it) is not held for those 30 s.
+func TestChainStalledSlotSaveBounded(t *testing.T) {
+	stalled := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"+
+			"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n"+
+			"data: [DONE]\n\n")
+	})
+	mux.HandleFunc("/slots/", func(w http.ResponseWriter, r *http.Request) {
+		select { // a stalled engine: no answer until the client gives up
+		case <-r.Context().Done():
+		case <-stalled:
+		}
+	})
+	es := httptest.NewServer(mux)
+	t.Cleanup(func() { close(stalled); es.Close() })
+	const timeout = 200 * time.Millisecond
+	m := newModel(t, chat.Options{BaseURLs: []string{es.URL + "/v1"}, Slots: 1, SlotDir: t.TempDir(), Timeout: timeout})
+	s, err := m.Open(t.Context(), sampler.RolloutInfo{ID: "resp_stalled", Settings: &sampler.Settings{Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := []protocol.Item{userItem("hello")}
+	sample(t, s, &sampler.Step{Input: first, Context: first})
+	start := time.Now()
+	state := park(t, s)
+	if took := time.Since(start); took > 10*timeout {
+		t.Fatalf("the park waited %v for a stalled engine (-upstream-timeout %v)", took, timeout)
+	}
+	if f := kvFile(t, state); f != "" {
+		t.Fatalf("a failed save named a file: %s", f)
+	}
 }

@@ -21,6 +21,10 @@ type engine struct {
 	steps    atomic.Int64 // sampling steps in flight
 	rollouts atomic.Int64 // open rollouts placed here
 
+	// slotsChecked: the replica's slot count was checked against Options.Slots (Probe, or
+	// checkSlots before a step); cleared when it fails, since it may come back restarted.
+	slotsChecked atomic.Bool
+
 	mu        sync.Mutex // guards the health fields below
 	down      bool
 	retryAt   time.Time     // while down: when the replica may be tried again
@@ -59,10 +63,11 @@ func (e *engine) usable(now time.Time) bool {
 	return !e.down || !now.Before(e.retryAt)
 }
 
-// failed records a failure of the replica itself (it could not be reached, or answered 5xx):
-// it is taken out of placement for its backoff.
+// failed records a failure of the replica itself (it could not be reached, or answered 502,
+// 503 or 504): it is taken out of placement for its backoff.
 func (e *engine) failed(err error) {
 	e.failures.Add(1)
+	e.slotsChecked.Store(false)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.down {

@@ -147,10 +147,17 @@ func (s *session) move(ctx context.Context) {
 }
 
 // step sends one request to the session's replica. unreached reports a failure before the
-// engine answered (refused, reset, 5xx): the step may be sent to another replica.
+// engine answered (refused, reset, 502/503/504): the step may be sent to another replica.
 func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.StepResult, unreached bool, err error) {
 	e := s.eng
 	slot := -1
+	if s.lease != nil && !e.slotsChecked.Load() {
+		if err := e.checkSlots(ctx); err != nil {
+			s.m.failure(e, "slots", err)
+			e.failed(err)
+			return res, true, err
+		}
+	}
 	if s.lease != nil {
 		if slot, err = e.slots.acquire(ctx, s.lease); err != nil {
 			return res, false, err
@@ -195,12 +202,17 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		err := statusError(resp)
 		s.m.failure(e, fmt.Sprintf("http_%d", resp.StatusCode), err)
 		if resp.StatusCode >= 500 {
-			e.failed(err)
 			// 502, 503 and 504 say the engine behind a gateway did not take the request (or
-			// is not ready): another replica may serve the step. A 500 is the engine's own
-			// failure on this request and is not sent again.
-			return res, resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
-				resp.StatusCode == http.StatusGatewayTimeout, err
+			// is not ready): the replica is out of placement for its backoff and another
+			// replica may serve the step. A 500 (or another 5xx) is the engine's own failure on
+			// this request, which a client can cause (llama-server answers 500 to tool call
+			// arguments that are not JSON): it is not sent again, and the replica stays.
+			unreached := resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
+				resp.StatusCode == http.StatusGatewayTimeout
+			if unreached {
+				e.failed(err)
+			}
+			return res, unreached, err
 		}
 		return res, false, err
 	}

@@ -273,10 +273,16 @@ func fileName(id string) string {
 // errNoSlotSave is returned by slotAction when the engine has no slot save path.
 var errNoSlotSave = errors.New("the engine cannot save slots (start llama-server with --slot-save-path)")
 
+// slotActionTimeout bounds a slot save or restore on an engine that answers; Options.Timeout
+// (the silence a step may meet) bounds it when shorter, so that a stalled engine holds a
+// parking rollout, or a step waiting for a slot, no longer than it holds a step.
+const slotActionTimeout = 30 * time.Second
+
 // slotAction runs POST /slots/{slot}?action={action} with {"filename": name} on the engine
-// and returns the bytes it reports written (save) or read (restore).
+// and returns the bytes it reports written (save) or read (restore). It takes at most
+// slotActionTimeout or Options.Timeout, the shorter.
 func (e *engine) slotAction(ctx context.Context, slot int, action, name string) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(slotActionTimeout, e.m.opts.Timeout))
 	defer cancel()
 	body, _ := json.Marshal(map[string]string{"filename": name})
 	url := fmt.Sprintf("%s/slots/%d?action=%s", e.base, slot, action)

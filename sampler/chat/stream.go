@@ -218,7 +218,17 @@ func (r *reader) toolCall(tc *chatwire.ToolCall) error {
 	return r.out.Arguments(tc.Function.Arguments)
 }
 
-// usage records the chunk's usage and llama.cpp timings, when present.
+// maxStepTokens bounds each token count an engine reports for one step: no context is
+// larger, and sums over a rollout's steps (and the replica counters) cannot wrap.
+const maxStepTokens = 1<<31 - 1
+
+// tokenCount is an engine's reported count n taken between 0 and maxStepTokens.
+func tokenCount(n int) int {
+	return min(max(n, 0), maxStepTokens)
+}
+
+// usage records the chunk's usage and llama.cpp timings, when present: each count between 0
+// and maxStepTokens, cached tokens at most the input tokens.
 func (r *reader) usage(c *chatwire.Chunk) {
 	if u := c.Usage; u != nil {
 		r.res.InputTokens, r.res.OutputTokens = u.PromptTokens, u.CompletionTokens
@@ -234,7 +244,8 @@ func (r *reader) usage(c *chatwire.Chunk) {
 			r.res.CachedTokens = t.CacheN
 		}
 	}
-	r.res.CachedTokens = protocol.CachedTokens(r.res.CachedTokens, r.res.InputTokens)
+	r.res.InputTokens, r.res.OutputTokens = tokenCount(r.res.InputTokens), tokenCount(r.res.OutputTokens)
+	r.res.CachedTokens = protocol.CachedTokens(tokenCount(r.res.CachedTokens), r.res.InputTokens)
 }
 
 // unmarshalChunk decodes one upstream chunk, in a heavy-work slot when it is large; ctx's

@@ -325,3 +325,30 @@ func TestFaultEngineFewerSlots(t *testing.T) {
 		t.Fatalf("%s %+v, %d steps", r.Status, r.Error, small.Load())
 	}
 }
+
+// TestFaultEngineMalformedChunkNamed: a chunk the engine sends malformed fails the step with a
+// message in the wire's terms (the member and what it holds, or where the JSON breaks), never
+// Go's type or struct field names.
+func TestFaultEngineMalformedChunkNamed(t *testing.T) {
+	for _, tc := range []struct{ chunk, says string }{
+		{`{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":1e30}}}`,
+			"usage.prompt_tokens_details.cached_tokens holds number 1e30, not an integer"},
+		{`{"choices":[{"index":0,"delta":{"content":5}}]}`, "choices.delta.content holds number, not a string"},
+		{`{"choices":[{"index":0,"delta":{"content":"x"}}`, "not valid JSON"},
+		{`[1,2]`, "it is array, not an object"},
+	} {
+		es := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: "+tc.chunk+"\n\ndata: [DONE]\n\n")
+		}))
+		m := newModel(t, chat.Options{BaseURLs: []string{es.URL + "/v1"}})
+		_, front := servertest.Start(t, server.Options{Model: m})
+		r := create(t, front, `{"model":"m","input":"hi","store":false}`)
+		if r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, tc.says) ||
+			strings.Contains(r.Error.Message, "Go ") || strings.Contains(r.Error.Message, "struct") {
+			t.Errorf("%s: %s %+v; want failed naming %q", tc.chunk, r.Status, r.Error, tc.says)
+		}
+		es.Close()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
@@ -111,7 +112,7 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 			if ctx.Err() != nil {
 				return r.res, err
 			}
-			return r.res, fmt.Errorf("the upstream engine sent a malformed chunk: %v", err)
+			return r.res, fmt.Errorf("the upstream engine sent a malformed chunk: %s", chunkProblem(err))
 		}
 		if err := r.chunk(&c); err != nil {
 			if errors.Is(err, sampler.ErrMaxOutputTokens) {
@@ -246,6 +247,42 @@ func (r *reader) usage(c *chatwire.Chunk) {
 	}
 	r.res.InputTokens, r.res.OutputTokens = tokenCount(r.res.InputTokens), tokenCount(r.res.OutputTokens)
 	r.res.CachedTokens = protocol.CachedTokens(tokenCount(r.res.CachedTokens), r.res.InputTokens)
+}
+
+// chunkProblem says what is wrong with a chunk json.Unmarshal refused, in the wire's terms
+// (the member's path and what it holds), never Go's type names.
+func chunkProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("%s holds %s, not %s", te.Field, te.Value, jsonKind(te.Type))
+	case errors.As(err, &te):
+		return fmt.Sprintf("it is %s, not an object", te.Value)
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON (at byte %d)", se.Offset)
+	}
+	return "not valid JSON"
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer that fits " + t.Kind().String()
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
 }
 
 // unmarshalChunk decodes one upstream chunk, in a heavy-work slot when it is large; ctx's

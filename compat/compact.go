@@ -62,8 +62,12 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		return
 	}
 	writeEncoded(w, r, size, func() ([]byte, error) {
+		item, err := h.Session.Compaction.Compact(window)
+		if err != nil {
+			return nil, err
+		}
 		return json.Marshal(&CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
-			CreatedAt: time.Now().Unix(), Output: []protocol.Item{h.Session.Compaction.Compact(window)}})
+			CreatedAt: time.Now().Unix(), Output: []protocol.Item{item}})
 	})
 }
 

@@ -349,9 +349,10 @@ func (h *HTTP) writeCounted(w http.ResponseWriter, r *http.Request, size int64, 
 }
 
 // writeEncoded runs encode, the encoding of an answer of about size bytes to r, in a
-// heavy-work slot (protocol.CPUSlot) and writes its text as a 200 JSON answer, or a 500
-// server_error when it fails. The slot is given back before the write, which waits for the
-// client. A client that goes away while the answer waits for a slot is recorded as
+// heavy-work slot (protocol.CPUSlot) and writes its text as a 200 JSON answer; a
+// *protocol.Error from encode (the request's own, found while encoding) is answered as it
+// is, any other error as a 500 server_error. The slot is given back before the write, which
+// waits for the client. A client that goes away while the answer waits for a slot is recorded as
 // client_closed_request (499), and the answer is not encoded.
 func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode func() ([]byte, error)) {
 	release, perr := protocol.HeavySlot(r.Context(), int(size))
@@ -361,6 +362,10 @@ func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode fun
 	}
 	b, err := encode()
 	release()
+	if perr, ok := protocol.AsError(err); ok {
+		WriteError(w, perr) // a request's error found while encoding
+		return
+	}
 	if err != nil {
 		WriteError(w, encodeError(err))
 		return

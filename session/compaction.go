@@ -95,17 +95,49 @@ const maxCompactedBytes = 64 << 20
 
 // Compact returns a compaction item that stands for items (the whole window, in order): its
 // encrypted_content is "tcmp1." + base64url(deflate(JSON items)) + "." + base64url(HMAC-SHA256
-// of that text under c's first key). Expand turns it back into items.
-func (c *Compactor) Compact(items []protocol.Item) protocol.Item {
+// of that text under c's first key). Expand turns it back into items. A window that Expand
+// would not take back is refused rather than sealed: rollout_too_large (400, param "input")
+// when its JSON is over 64 MiB (what Expand decompresses) or its encrypted_content over
+// protocol.MaxTextLength characters (what a create's input holds); encoding stops at the first
+// byte past 64 MiB.
+func (c *Compactor) Compact(items []protocol.Item) (protocol.Item, error) {
 	var buf bytes.Buffer
 	zw, _ := flate.NewWriter(&buf, flate.BestSpeed)
-	writeItems(zw, items)
+	cw := &boundedWriter{w: zw, left: maxCompactedBytes}
+	writeItems(cw, items)
 	_ = zw.Close()
+	if cw.over {
+		return protocol.Item{}, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
+			"The compaction window is over %d bytes of JSON, the most a compaction item may stand for: compact a shorter window.", maxCompactedBytes)
+	}
 	body := compactionPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
 	content := body + "." + base64.RawURLEncoding.EncodeToString(sign(c.signingKeys()[0], body))
+	if len(content) > protocol.MaxTextLength { // ASCII: one character a byte
+		return protocol.Item{}, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
+			"The compaction item of this window would have an encrypted_content of %d characters, over the %d an input item may hold: compact a shorter window.", len(content), protocol.MaxTextLength)
+	}
 	id := protocol.NewID("cmp")
 	item, _ := json.Marshal(map[string]string{"id": id, "type": protocol.ItemCompaction, "encrypted_content": content})
-	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}
+	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}, nil
+}
+
+// boundedWriter passes at most left bytes to w; past them it writes nothing more and sets over.
+type boundedWriter struct {
+	w    io.Writer
+	left int
+	over bool
+}
+
+func (b *boundedWriter) Write(p []byte) (int, error) {
+	if b.over {
+		return len(p), nil
+	}
+	if len(p) > b.left {
+		b.over = true
+		return len(p), nil
+	}
+	b.left -= len(p)
+	return b.w.Write(p)
 }
 
 // writeItems writes items to w as one JSON array of their encodings (Item.AppendJSON), one

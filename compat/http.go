@@ -290,8 +290,10 @@ func storeError(w http.ResponseWriter, id string, err error) {
 }
 
 // Get serves GET /v1/responses/{id}: the stored Response, or 404; for a background response
-// of this server its snapshot while it runs, and with stream its events (getBackground); for
-// one that runs on another instance sharing the store, its record there (bgshared.go).
+// of this server its snapshot while it runs, and with stream its events (getBackground), and
+// once it has ended its terminal Response while its events are kept when the store does not
+// have it (a failed Response is not stored); for one that runs on another instance sharing the
+// store, its record there (bgshared.go).
 func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	if h.getBackground(w, r, id, owner) {
 		return
@@ -304,6 +306,9 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	sr, err := st.Get(r.Context(), id, owner)
 	if errors.Is(err, session.ErrNotFound) && h.getShared(w, r, id, owner) {
 		return // a background response running on another instance, or one that did not reach the store
+	}
+	if errors.Is(err, session.ErrNotFound) && h.getEndedBackground(w, id, owner) {
+		return // a background response of this server that ended without being stored (failed)
 	}
 	if err != nil {
 		storeError(w, id, err)

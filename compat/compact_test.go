@@ -106,7 +106,8 @@ func answerText(t *testing.T, r wstest.Frame) string {
 // TestCompactTooLargeRefused: a compaction whose window is over what a compaction item may
 // stand for (seventy item_references to a stored MiB: 70 MiB of JSON) is refused 400
 // rollout_too_large, param input; it was answered 200 with an item every create then refused
-// as invalid_compaction_item ("its window does not decode"). Ten are compacted, and a
+// as invalid_compaction_item ("its window does not decode"). Two thousand, over the memory
+// budget as well, get the same answer, not 503 server_overloaded ("retry later"). Ten are compacted, and a
 // create from that item reaches the model (whose window of 300,000 tokens refuses it).
 func TestCompactTooLargeRefused(t *testing.T) {
 	f := windowFixture(t, 300_000)
@@ -124,9 +125,11 @@ func TestCompactTooLargeRefused(t *testing.T) {
 		}
 		return in
 	}
-	st, e := post(t, url+"/compact", "", map[string]any{"model": "sim", "input": refs(70)})
-	if st != 400 || e.Str("error", "code") != "rollout_too_large" || e.Str("error", "param") != "input" {
-		t.Fatalf("seventy references compacted: %d %s error %v", st, e.Str("object"), e.Get("error"))
+	for _, n := range []int{70, 2000} { // 2000 MiB: over the memory budget too, which no retry fixes
+		st, e := post(t, url+"/compact", "", map[string]any{"model": "sim", "input": refs(n)})
+		if st != 400 || e.Str("error", "code") != "rollout_too_large" || e.Str("error", "param") != "input" {
+			t.Fatalf("%d references compacted: %d %s error %v", n, st, e.Str("object"), e.Get("error"))
+		}
 	}
 	st, cr := post(t, url+"/compact", "", map[string]any{"model": "sim", "input": refs(10)})
 	out, _ := cr.Get("output").([]any)

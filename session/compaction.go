@@ -107,8 +107,7 @@ func (c *Compactor) Compact(items []protocol.Item) (protocol.Item, error) {
 	writeItems(cw, items)
 	_ = zw.Close()
 	if cw.over {
-		return protocol.Item{}, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
-			"The compaction window is over %d bytes of JSON, the most a compaction item may stand for: compact a shorter window.", maxCompactedBytes)
+		return protocol.Item{}, compactionTooLarge()
 	}
 	body := compactionPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
 	content := body + "." + base64.RawURLEncoding.EncodeToString(sign(c.signingKeys()[0], body))
@@ -119,6 +118,34 @@ func (c *Compactor) Compact(items []protocol.Item) (protocol.Item, error) {
 	id := protocol.NewID("cmp")
 	item, _ := json.Marshal(map[string]string{"id": id, "type": protocol.ItemCompaction, "encrypted_content": content})
 	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}, nil
+}
+
+// CheckCompactionSize refuses a window that Compact would refuse for its size, without
+// encoding it: rollout_too_large (400, param "input") when the texts its JSON must hold (the
+// messages' and outputs' text, function call arguments) already pass 64 MiB. A window that
+// passes may still be refused by Compact, which counts the JSON itself.
+func CheckCompactionSize(items []protocol.Item) error {
+	var n int64
+	for i := range items {
+		it := &items[i]
+		n += int64(len(it.Arguments) + len(it.Output))
+		for j := range it.Content {
+			n += int64(len(it.Content[j].Text))
+		}
+		for j := range it.OutputParts {
+			n += int64(len(it.OutputParts[j].Text))
+		}
+	}
+	if n > maxCompactedBytes {
+		return compactionTooLarge()
+	}
+	return nil
+}
+
+// compactionTooLarge is Compact's error for a window over 64 MiB of JSON.
+func compactionTooLarge() error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
+		"The compaction window is over %d bytes of JSON, the most a compaction item may stand for: compact a shorter window.", maxCompactedBytes)
 }
 
 // boundedWriter passes at most left bytes to w; past them it writes nothing more and sets over.

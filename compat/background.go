@@ -290,6 +290,33 @@ func (run *bgRun) snapshotLocked() protocol.Response {
 	return r
 }
 
+// getEndedBackground answers GET of a background response of this server that has ended,
+// while its events are kept, with its terminal Response, and reports whether it did: the
+// store does not have every terminal Response (a failed one is not stored), and a poller must
+// see how the response ended.
+func (h *HTTP) getEndedBackground(w http.ResponseWriter, id, owner string) bool {
+	if h.Background == nil {
+		return false
+	}
+	run := h.Background.lookup(id, owner)
+	if run == nil {
+		return false
+	}
+	select {
+	case <-run.done:
+	default:
+		return false
+	}
+	run.mu.Lock()
+	final := run.final
+	run.mu.Unlock()
+	if final == nil {
+		return false
+	}
+	writeJSON(w, http.StatusOK, *final)
+	return true
+}
+
 // backgroundUnavailable answers background:true on a server without background mode.
 func backgroundUnavailable() *protocol.Error {
 	return protocol.Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "background",

@@ -355,3 +355,23 @@ func TestBackgroundShutdown(t *testing.T) {
 		t.Fatalf("%d background responses still running after the shutdown", n)
 	}
 }
+
+// TestBackgroundFailedPolled: a background response that the model refuses (input past the
+// sim's context window) ends failed, and GET answers that failed Response while its events are
+// kept, as a poller (the SDKs' background helpers) needs: a failed Response is not stored, and
+// GET answered 404 response_not_found once it had ended.
+func TestBackgroundFailedPolled(t *testing.T) {
+	f := windowFixture(t, 2000)
+	ctx := t.Context()
+	created := jsonAnswer(t, do(t, ctx, "POST", f.base+"/responses", bgCreate(strings.Repeat("lorem ipsum dolor sit amet ", 500), nil)), 200)
+	id := created.Str("id")
+	select {
+	case <-f.srv.Background().Done(id, ""):
+	case <-ctx.Done():
+		t.Fatal("the background response did not end")
+	}
+	got := jsonAnswer(t, do(t, ctx, "GET", f.base+"/responses/"+id, nil), 200)
+	if got.Str("id") != id || !windowFailed(got, "2000") || got.Get("background") != true {
+		t.Fatalf("GET of the failed background response: %v", got)
+	}
+}

@@ -50,6 +50,9 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 	if err == nil {
 		window, err = h.window(r.Context(), p, owner)
 	}
+	if err == nil {
+		err = session.CheckCompactionSize(window) // before the budget: no retry would fit it
+	}
 	var size int64 // the window's bytes: what the compaction encodes, seals and answers
 	if err == nil {
 		size = session.ItemsBytes(window)
@@ -62,8 +65,12 @@ func (h *HTTP) Compact(w http.ResponseWriter, r *http.Request, owner string) {
 		return
 	}
 	writeEncoded(w, r, size, func() ([]byte, error) {
+		item, err := h.Session.Compaction.Compact(window)
+		if err != nil {
+			return nil, err
+		}
 		return json.Marshal(&CompactResource{ID: protocol.NewID("resp"), Object: "response.compaction",
-			CreatedAt: time.Now().Unix(), Output: []protocol.Item{h.Session.Compaction.Compact(window)}})
+			CreatedAt: time.Now().Unix(), Output: []protocol.Item{item}})
 	})
 }
 

@@ -102,3 +102,42 @@ func answerText(t *testing.T, r wstest.Frame) string {
 	t.Helper()
 	return outputItem(r, "message")["content"].([]any)[0].(map[string]any)["text"].(string)
 }
+
+// TestCompactTooLargeRefused: a compaction whose window is over what a compaction item may
+// stand for (seventy item_references to a stored MiB: 70 MiB of JSON) is refused 400
+// rollout_too_large, param input; it was answered 200 with an item every create then refused
+// as invalid_compaction_item ("its window does not decode"). Two thousand, over the memory
+// budget as well, get the same answer, not 503 server_overloaded ("retry later"). Ten are compacted, and a
+// create from that item reaches the model (whose window of 300,000 tokens refuses it).
+func TestCompactTooLargeRefused(t *testing.T) {
+	f := windowFixture(t, 300_000)
+	url := f.base + "/responses"
+	item := strings.Repeat("lorem ipsum dolor sit amet ", (1<<20)/27)
+	st, stored := post(t, url, "", map[string]any{"model": "sim", "store": true, "max_output_tokens": 16,
+		"input": []any{map[string]any{"type": "message", "role": "user", "id": "msg_compact_big", "content": item}}})
+	if st != 200 || stored.Str("status") == "failed" {
+		t.Fatalf("storing the item: %d %v", st, stored.Get("error"))
+	}
+	refs := func(n int) []any {
+		var in []any
+		for range n {
+			in = append(in, ref("msg_compact_big"))
+		}
+		return in
+	}
+	for _, n := range []int{70, 2000} { // 2000 MiB: over the memory budget too, which no retry fixes
+		st, e := post(t, url+"/compact", "", map[string]any{"model": "sim", "input": refs(n)})
+		if st != 400 || e.Str("error", "code") != "rollout_too_large" || e.Str("error", "param") != "input" {
+			t.Fatalf("%d references compacted: %d %s error %v", n, st, e.Str("object"), e.Get("error"))
+		}
+	}
+	st, cr := post(t, url+"/compact", "", map[string]any{"model": "sim", "input": refs(10)})
+	out, _ := cr.Get("output").([]any)
+	if st != 200 || len(out) != 1 {
+		t.Fatalf("ten references compacted: %d %v", st, cr.Get("error"))
+	}
+	st, r := post(t, url, "", map[string]any{"model": "sim", "store": false, "max_output_tokens": 16, "input": []any{out[0], userMsg("go")}})
+	if st != 200 || !windowFailed(r, "300000") {
+		t.Fatalf("a create from ten references' compaction: %d %v", st, r.Get("error"))
+	}
+}

@@ -290,8 +290,10 @@ func storeError(w http.ResponseWriter, id string, err error) {
 }
 
 // Get serves GET /v1/responses/{id}: the stored Response, or 404; for a background response
-// of this server its snapshot while it runs, and with stream its events (getBackground); for
-// one that runs on another instance sharing the store, its record there (bgshared.go).
+// of this server its snapshot while it runs, and with stream its events (getBackground), and
+// once it has ended its terminal Response while its events are kept when the store does not
+// have it (a failed Response is not stored); for one that runs on another instance sharing the
+// store, its record there (bgshared.go).
 func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	if h.getBackground(w, r, id, owner) {
 		return
@@ -304,6 +306,9 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	sr, err := st.Get(r.Context(), id, owner)
 	if errors.Is(err, session.ErrNotFound) && h.getShared(w, r, id, owner) {
 		return // a background response running on another instance, or one that did not reach the store
+	}
+	if errors.Is(err, session.ErrNotFound) && h.getEndedBackground(w, id, owner) {
+		return // a background response of this server that ended without being stored (failed)
 	}
 	if err != nil {
 		storeError(w, id, err)
@@ -349,9 +354,10 @@ func (h *HTTP) writeCounted(w http.ResponseWriter, r *http.Request, size int64, 
 }
 
 // writeEncoded runs encode, the encoding of an answer of about size bytes to r, in a
-// heavy-work slot (protocol.CPUSlot) and writes its text as a 200 JSON answer, or a 500
-// server_error when it fails. The slot is given back before the write, which waits for the
-// client. A client that goes away while the answer waits for a slot is recorded as
+// heavy-work slot (protocol.CPUSlot) and writes its text as a 200 JSON answer; a
+// *protocol.Error from encode (the request's own, found while encoding) is answered as it
+// is, any other error as a 500 server_error. The slot is given back before the write, which
+// waits for the client. A client that goes away while the answer waits for a slot is recorded as
 // client_closed_request (499), and the answer is not encoded.
 func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode func() ([]byte, error)) {
 	release, perr := protocol.HeavySlot(r.Context(), int(size))
@@ -361,6 +367,10 @@ func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode fun
 	}
 	b, err := encode()
 	release()
+	if perr, ok := protocol.AsError(err); ok {
+		WriteError(w, perr) // a request's error found while encoding
+		return
+	}
 	if err != nil {
 		WriteError(w, encodeError(err))
 		return

@@ -134,3 +134,31 @@ func TestContextWindowHTTP(t *testing.T) {
 		t.Fatalf("a create within the window: %d %v", st, r)
 	}
 }
+
+// TestContextWindowContinuationReleasesBudget (WebSocket, public shape): a hot continuation
+// refused by the window ends its rollout at once, racing the read loop that handed it the
+// input; the input's bytes reserved in the server's memory budget are given back whichever
+// side wins. Many refused continuations on one connection, then the connection closed: the
+// budget is back to what it held before.
+func TestContextWindowContinuationReleasesBudget(t *testing.T) {
+	f := windowFixture(t, 2000)
+	before := f.srv.Budget().InUse()
+	c := f.dial(t)
+	big := strings.Repeat("lorem ipsum dolor sit amet ", 500) // about 3,000 tokens
+	for i := range 30 {
+		r1 := turn(t, c, create("list the files", map[string]any{"tools": []any{shell}}))
+		r2 := turn(t, c, create([]any{toolOutput(callIDs(r1)[0], big)}, map[string]any{"tools": []any{shell}, "previous_response_id": respID(r1)}))
+		if !windowFailed(final(r2).Get("response").(map[string]any), "2000") {
+			t.Fatalf("continuation %d over the window: %s %v", i, final(r2).Type(), final(r2).Get("response", "error"))
+		}
+	}
+	c.C.CloseNow()
+	waitFor(t, "the connection to close", func() bool { return len(f.srv.Snapshot()) == 0 })
+	deadline := time.Now().Add(10 * time.Second)
+	for f.srv.Budget().InUse() != before && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if held := f.srv.Budget().InUse(); held != before {
+		t.Fatalf("the memory budget holds %d bytes after the connection closed (%d before it)", held, before)
+	}
+}

@@ -95,17 +95,76 @@ const maxCompactedBytes = 64 << 20
 
 // Compact returns a compaction item that stands for items (the whole window, in order): its
 // encrypted_content is "tcmp1." + base64url(deflate(JSON items)) + "." + base64url(HMAC-SHA256
-// of that text under c's first key). Expand turns it back into items.
-func (c *Compactor) Compact(items []protocol.Item) protocol.Item {
+// of that text under c's first key). Expand turns it back into items. A window that Expand
+// would not take back is refused rather than sealed: rollout_too_large (400, param "input")
+// when its JSON is over 64 MiB (what Expand decompresses) or its encrypted_content over
+// protocol.MaxTextLength characters (what a create's input holds); encoding stops at the first
+// byte past 64 MiB.
+func (c *Compactor) Compact(items []protocol.Item) (protocol.Item, error) {
 	var buf bytes.Buffer
 	zw, _ := flate.NewWriter(&buf, flate.BestSpeed)
-	writeItems(zw, items)
+	cw := &boundedWriter{w: zw, left: maxCompactedBytes}
+	writeItems(cw, items)
 	_ = zw.Close()
+	if cw.over {
+		return protocol.Item{}, compactionTooLarge()
+	}
 	body := compactionPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
 	content := body + "." + base64.RawURLEncoding.EncodeToString(sign(c.signingKeys()[0], body))
+	if len(content) > protocol.MaxTextLength { // ASCII: one character a byte
+		return protocol.Item{}, protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
+			"The compaction item of this window would have an encrypted_content of %d characters, over the %d an input item may hold: compact a shorter window.", len(content), protocol.MaxTextLength)
+	}
 	id := protocol.NewID("cmp")
 	item, _ := json.Marshal(map[string]string{"id": id, "type": protocol.ItemCompaction, "encrypted_content": content})
-	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}
+	return protocol.Item{Type: protocol.ItemCompaction, ID: id, Raw: item}, nil
+}
+
+// CheckCompactionSize refuses a window that Compact would refuse for its size, without
+// encoding it: rollout_too_large (400, param "input") when the texts its JSON must hold (the
+// messages' and outputs' text, function call arguments) already pass 64 MiB. A window that
+// passes may still be refused by Compact, which counts the JSON itself.
+func CheckCompactionSize(items []protocol.Item) error {
+	var n int64
+	for i := range items {
+		it := &items[i]
+		n += int64(len(it.Arguments) + len(it.Output))
+		for j := range it.Content {
+			n += int64(len(it.Content[j].Text))
+		}
+		for j := range it.OutputParts {
+			n += int64(len(it.OutputParts[j].Text))
+		}
+	}
+	if n > maxCompactedBytes {
+		return compactionTooLarge()
+	}
+	return nil
+}
+
+// compactionTooLarge is Compact's error for a window over 64 MiB of JSON.
+func compactionTooLarge() error {
+	return protocol.Errorf(http.StatusBadRequest, protocol.CodeRolloutTooLarge, "input",
+		"The compaction window is over %d bytes of JSON, the most a compaction item may stand for: compact a shorter window.", maxCompactedBytes)
+}
+
+// boundedWriter passes at most left bytes to w; past them it writes nothing more and sets over.
+type boundedWriter struct {
+	w    io.Writer
+	left int
+	over bool
+}
+
+func (b *boundedWriter) Write(p []byte) (int, error) {
+	if b.over {
+		return len(p), nil
+	}
+	if len(p) > b.left {
+		b.over = true
+		return len(p), nil
+	}
+	b.left -= len(p)
+	return b.w.Write(p)
 }
 
 // writeItems writes items to w as one JSON array of their encodings (Item.AppendJSON), one

@@ -2,6 +2,8 @@ package session
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -36,17 +38,17 @@ func TestReadCompactor(t *testing.T) {
 	}
 	window := []protocol.Item{{Type: protocol.ItemMessage, Role: protocol.RoleUser,
 		Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: "hi"}}}}
-	if got, err := both.Expand([]protocol.Item{old.Compact(window)}); err != nil || len(got) != 1 || got[0].Content[0].Text != "hi" {
+	if got, err := both.Expand([]protocol.Item{sealed(t, old, window)}); err != nil || len(got) != 1 || got[0].Content[0].Text != "hi" {
 		t.Fatalf("an old key's item under the rotated keys: %v %v", got, err)
 	}
-	if _, err := old.Expand([]protocol.Item{both.Compact(window)}); protocol.ErrorOf(err).Code != protocol.CodeInvalidCompaction {
+	if _, err := old.Expand([]protocol.Item{sealed(t, both, window)}); protocol.ErrorOf(err).Code != protocol.CodeInvalidCompaction {
 		t.Fatalf("the new key's item under the old key only: %v", err)
 	}
 	var perProcess *Compactor
-	if _, err := perProcess.Expand([]protocol.Item{old.Compact(window)}); err == nil {
+	if _, err := perProcess.Expand([]protocol.Item{sealed(t, old, window)}); err == nil {
 		t.Fatal("the per-process key accepted another key's item")
 	}
-	if got, err := perProcess.Expand([]protocol.Item{perProcess.Compact(window)}); err != nil || len(got) != 1 {
+	if got, err := perProcess.Expand([]protocol.Item{sealed(t, perProcess, window)}); err != nil || len(got) != 1 {
 		t.Fatalf("per-process round trip: %v %v", got, err)
 	}
 	for _, bad := range []string{file(""), file("\n\n"), file(oldKey + "\n" + strings.Repeat("s", 31)), filepath.Join(dir, "missing")} {
@@ -80,5 +82,50 @@ func TestWriteItemsIsTheirJSON(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
 			t.Fatalf("%d items: written text differs from encoding/json's (%d vs %d bytes)", n, got.Len(), want.Len()-1)
 		}
+	}
+}
+
+// sealed is c.Compact(window), which must succeed.
+func sealed(t *testing.T, c *Compactor, window []protocol.Item) protocol.Item {
+	t.Helper()
+	it, err := c.Compact(window)
+	if err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	return it
+}
+
+// TestCompactRefusesWhatExpandRefuses: a window Expand would not take back is refused by
+// Compact (rollout_too_large, param input) instead of sealed: one whose JSON is over 64 MiB,
+// and one whose encrypted_content would be over protocol.MaxTextLength characters (text that
+// does not compress). A window just within both round-trips.
+func TestCompactRefusesWhatExpandRefuses(t *testing.T) {
+	var c *Compactor
+	msg := func(text string) protocol.Item {
+		return protocol.Item{Type: protocol.ItemMessage, Role: protocol.RoleUser,
+			Content: []protocol.ContentPart{{Type: protocol.PartInputText, Text: text}}}
+	}
+	prose := strings.Repeat("lorem ipsum dolor sit amet ", (1<<20)/27)
+	var big []protocol.Item
+	for range 70 { // 70 MiB of JSON, compressing to a few MiB
+		big = append(big, msg(prose))
+	}
+	if _, err := c.Compact(big); protocol.ErrorOf(err).Code != protocol.CodeRolloutTooLarge || protocol.ErrorOf(err).Param != "input" {
+		t.Fatalf("a window of 70 MiB of JSON: %v", err)
+	}
+	if got, err := c.Expand([]protocol.Item{sealed(t, c, big[:60])}); err != nil || len(got) != 60 {
+		t.Fatalf("a window of 60 MiB of JSON: %d items, %v", len(got), err)
+	}
+
+	// Two texts of 6 MiB of random base64 (each within a create's bounds): deflate keeps about
+	// three quarters of them, base64 makes that 12 MiB of encrypted_content again.
+	noise := func() string {
+		raw := make([]byte, 9<<19)
+		_, _ = rand.Read(raw)
+		return base64.StdEncoding.EncodeToString(raw)
+	}
+	window := []protocol.Item{msg(noise()), msg(noise())}
+	if _, err := c.Compact(window); protocol.ErrorOf(err).Code != protocol.CodeRolloutTooLarge {
+		t.Fatalf("a window whose encrypted_content is over %d characters: %v", protocol.MaxTextLength, err)
 	}
 }

@@ -342,7 +342,13 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 	err := r.Resume(sampler.Resume{Input: input, Ticket: t})
 	if err == nil {
 		c.mu.Lock()
-		c.growLocked(h, add)
+		if c.inRegistryLocked(h) {
+			c.growLocked(h, add)
+		} else {
+			// It ended meanwhile (the model refused the input at once) and was dropped with
+			// the bytes it held, which did not count add yet.
+			c.opts.Budget.Release(add)
+		}
 		c.mu.Unlock()
 		c.log.Debug("rollout resumed", "key", key, "input_items", len(input))
 		return nil

@@ -142,8 +142,8 @@ func TestDemoRefusedKey(t *testing.T) {
 	}
 }
 
-// TestStartupLineBackend checks that the startup line shows model_speed only for the sim, and
-// the upstream only for an engine.
+// TestStartupLineBackend checks that the startup line shows model_speed and model_context (the
+// sim's window, "none" for 0) only for the sim, and the upstream only for an engine.
 func TestStartupLineBackend(t *testing.T) {
 	attrs := func(args ...string) map[string]any {
 		cfg, _, err := parseServe(t, args...)
@@ -157,12 +157,15 @@ func TestStartupLineBackend(t *testing.T) {
 		}
 		return m
 	}
-	if m := attrs(); m["model_speed"] != "1000" || m["upstream"] != nil {
+	if m := attrs(); m["model_speed"] != "1000" || m["model_context"] != "1048576 tokens" || m["upstream"] != nil {
 		t.Errorf("sim: %v", m)
+	}
+	if m := attrs("-model-context", "0"); m["model_context"] != "none" {
+		t.Errorf("sim without a window: %v", m)
 	}
 	for _, backend := range []string{"chat", "responses"} {
 		m := attrs("-backend", backend, "-upstream", "http://127.0.0.1:8080/v1")
-		if _, ok := m["model_speed"]; ok || m["upstream"] != "http://127.0.0.1:8080/v1" {
+		if _, ok := m["model_speed"]; ok || m["model_context"] != nil || m["upstream"] != "http://127.0.0.1:8080/v1" {
 			t.Errorf("-backend %s: %v", backend, m)
 		}
 	}

@@ -450,7 +450,12 @@ func startupAttrs(cfg *serveConfig, addr string) []any {
 	}
 	attrs := []any{"addr", addr, "version", versionLine(), "backend", cfg.backend}
 	if cfg.backend == "sim" {
-		attrs = append(attrs, "model_speed", cfg.speed) // the sim's preset; an engine has its own speed
+		window := "none"
+		if cfg.modelContext > 0 {
+			window = fmt.Sprintf("%d tokens", cfg.modelContext)
+		}
+		attrs = append(attrs, "model_speed", cfg.speed, // the sim's preset; an engine has its own speed
+			"model_context", window) // the sim's context window; an engine has its own
 	} else {
 		attrs = append(attrs, "upstream", upstreamLine(cfg))
 	}

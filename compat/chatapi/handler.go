@@ -257,10 +257,16 @@ func logPanic(log *slog.Logger, during string, err error) {
 	log.Error("chat completion: the model backend panicked", "during", during, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 }
 
-// failure is the API error for a failed step or slot wait: a *protocol.Error as it is, else a
-// 500 server_error naming the cause.
+// failure is the API error for a failed step or slot wait: a *protocol.Error as it is (one
+// that names the model's input, param "input" as the Responses API calls it, names
+// "messages"), else a 500 server_error naming the cause.
 func failure(err error) *protocol.Error {
 	if e, ok := protocol.AsError(err); ok {
+		if e.Param == "input" {
+			named := *e
+			named.Param = "messages"
+			return &named
+		}
 		return e
 	}
 	msg := "The model failed to generate a response: " + err.Error()

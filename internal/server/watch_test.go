@@ -181,8 +181,8 @@ func TestPprof(t *testing.T) {
 }
 
 // TestShutdownRefusesNewWorkAndEndGrace: during the drain /healthz answers 503 and a new POST
-// 503 server_shutting_down while the in-flight rollout keeps streaming; EndGrace ends it at once
-// with its terminal event although the grace is a minute.
+// 503 server_shutting_down (with Retry-After: 1) while the in-flight rollout keeps streaming;
+// EndGrace ends it at once with its terminal event although the grace is a minute.
 func TestShutdownRefusesNewWorkAndEndGrace(t *testing.T) {
 	s, url := testServer(t, Options{Model: slowModel(), Limits: session.Limits{ShutdownGrace: time.Minute}})
 	c := dialAppend(t, url)
@@ -202,6 +202,20 @@ func TestShutdownRefusesNewWorkAndEndGrace(t *testing.T) {
 	code, body := do(t, "POST", httpURL(url, "/v1/responses"), "", `{"model":"sim","input":"new"}`)
 	if e, _ := body["error"].(map[string]any); code != 503 || e["code"] != "server_shutting_down" {
 		t.Fatalf("POST during the drain: %d %v", code, body)
+	}
+	// Both refusals say when to retry (on a new connection: the POST's is closed), as every 503
+	// of a full server does.
+	resp, err := http.Post(httpURL(url, "/v1/responses"), "application/json", strings.NewReader(`{"model":"sim","input":"new"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("POST during the drain: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	_, up, err := websocket.Dial(ctx, url, nil)
+	if err == nil || up == nil || up.StatusCode != 503 || up.Header.Get("Retry-After") != "1" {
+		t.Fatalf("upgrade during the drain: %v %v", err, up)
 	}
 	fs = append(fs, c.Until("response.output_text.delta")...) // still streaming
 	s.EndGrace()

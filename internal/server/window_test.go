@@ -62,3 +62,22 @@ func TestContextWindowAppendShape(t *testing.T) {
 		t.Fatalf("a create within the window after the failures: %v", fs[len(fs)-1])
 	}
 }
+
+// TestContextWindowChatCompletions: a chat completion whose messages would pass the sim's
+// context window is 400 context_length_exceeded naming messages, the request's member (it
+// named input, a Responses API member), streamed or not; one within the window is answered.
+func TestContextWindowChatCompletions(t *testing.T) {
+	url := windowServer(t, 2000)
+	big := strings.Repeat("lorem ipsum dolor sit amet ", 500) // about 3,000 tokens
+	for _, stream := range []string{"false", "true"} {
+		code, body := do(t, "POST", httpURL(url, "/v1/chat/completions"), "",
+			`{"model":"sim","stream":`+stream+`,"messages":[{"role":"user","content":"`+big+`"}]}`)
+		e, _ := body["error"].(map[string]any)
+		if code != 400 || e["code"] != sim.CodeContextLengthExceeded || e["param"] != "messages" {
+			t.Fatalf("stream %s: messages over the window: %d %v", stream, code, body)
+		}
+	}
+	if code, body := do(t, "POST", httpURL(url, "/v1/chat/completions"), "", `{"model":"sim","messages":[{"role":"user","content":"hi"}]}`); code != 200 {
+		t.Fatalf("messages within the window: %d %v", code, body)
+	}
+}

@@ -57,7 +57,7 @@ var CreateFields = []FieldStatus{
 	{"frequency_penalty", FieldPassed, "−2–2; sim: deterministic whatever the value (no sampling distribution to penalise)."},
 	{"top_logprobs", FieldRejected, "greater than 0 (no logprobs); 0 is echoed."},
 	{"reasoning", FieldPassed, "effort (schema enum plus 'minimal') is passed to the backend; summary is echoed; the sim emits no reasoning items."},
-	{"truncation", FieldEchoed, "auto or disabled; echoed; the sim has no context window to overflow."},
+	{"truncation", FieldEchoed, "auto or disabled; echoed. The sim drops nothing to fit its context window (`-model-context`): input past it fails the response with `context_length_exceeded` whatever `truncation` says ([limits.md](limits.md#the-sims-context-window))."},
 	{"store", FieldHonoured, "false keeps the response out of the store (GET 404, not resolvable over HTTP). A `true` response that its client's disconnect ends after `response.created` (WebSocket of either shape, SSE) is stored `incomplete` (`cancelled`) with its output so far; a non-streamed POST whose client hangs up is not."},
 	{"stream", FieldHonoured, "HTTP: SSE when true; WebSocket: always streamed."},
 	{"stream_options", FieldRejected, "include_obfuscation is true (no obfuscation field is sent); false or absent is what Tether does."},

@@ -173,7 +173,8 @@
 //	the store failed or timed out (-store-timeout):     503    store_unavailable (type server_error) null
 //	  a lookup of previous_response_id or a GET/DELETE
 //	  /v1/responses/{id}; a store:true response whose
-//	  write fails ends response.failed with this code
+//	  write fails ends response.failed with this code;
+//	  over HTTP with Retry-After: 1
 //
 // Failures after response.created are not error frames but response.failed with
 // response.error {code, message}.

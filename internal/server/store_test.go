@@ -2,6 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,5 +135,31 @@ func TestHealthzFailsWhileDraining(t *testing.T) {
 	}
 	if code, body := do(t, "GET", httpURL(url, "/healthz"), "", ""); code != 503 || body["status"] != "shutting_down" {
 		t.Fatalf("/healthz while draining: %d %v, want 503 draining", code, body)
+	}
+}
+
+// failingStore is a memory store whose reads fail, as a store past -store-timeout does.
+type failingStore struct{ store.Store }
+
+func (failingStore) Get(context.Context, string, string) (*store.Response, error) {
+	return nil, errors.New("the store does not answer")
+}
+
+// A GET the store cannot answer is 503 store_unavailable with Retry-After: 1, as every 503
+// of a server that may answer a second later: the OpenAI SDKs wait that long, then retry.
+func TestStoreUnavailableRetryAfter(t *testing.T) {
+	_, url := testServer(t, Options{Store: failingStore{store.NewMemory(0, 0)}})
+	base := "http" + strings.TrimSuffix(strings.TrimPrefix(url, "ws"), "/v1/responses")
+	resp, err := http.Get(base + "/v1/responses/resp_0123456789abcdef0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"store_unavailable"`) {
+		t.Fatalf("GET with a failing store: %d %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "1" {
+		t.Fatalf("503 store_unavailable: Retry-After %q, want \"1\"", got)
 	}
 }

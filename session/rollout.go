@@ -477,8 +477,10 @@ func (c *Conn) Steer(key string, s sampler.Steer) error {
 		return nil
 	}
 	c.mu.Lock()
-	c.growLocked(h, -add)
-	c.opts.Budget.Release(add)
+	if c.inRegistryLocked(h) {
+		c.growLocked(h, -add)
+		c.opts.Budget.Release(add)
+	} // else it ended and was dropped meanwhile, releasing its bytes with add among them
 	c.mu.Unlock()
 	if errors.Is(err, sampler.ErrParked) {
 		return c.Steer(key, s) // it parked between its continuation and the steer: again

@@ -104,7 +104,8 @@ func (c *Context) Append(ctx context.Context, items ...protocol.Item) error {
 // fits renders exactly as without a window.
 func (c *Context) append(ctx context.Context, items []protocol.Item, known func(dst []uint32, it *protocol.Item) ([]uint32, bool)) error {
 	start := len(c.tokens)
-	err := render(ctx, textBytes(items), c.limit(maxTokens(items)), func(st *stopper) {
+	text, bound := itemSizes(items)
+	err := render(ctx, text, c.limit(bound), func(st *stopper) {
 		for i := range items {
 			it := &items[i]
 			ok := false
@@ -430,40 +431,34 @@ func rawTexts(raw []byte) []string {
 	}
 }
 
-// maxTokens bounds how many tokens rendering items appends. A token of o200k_base holds at
+// itemSizes walks items once for what a render of them needs to know: text, about how many
+// bytes of text rendering them tokenizes (their texts, names, arguments, outputs and kept raw
+// JSON), and bound, how many tokens it appends at most. A token of o200k_base holds at
 // least one byte of its text (FuzzRender checks it), so a text renders to at most its length
 // in tokens; an item adds its three markers, its header (its role, or at most as long as its
 // type) and a function_call's space; a part that is not text renders as "[type]"; and the
 // strings of an unmodelled item's raw JSON decode to at most 3 bytes per byte (an invalid
 // byte becomes U+FFFD).
-func maxTokens(items []protocol.Item) int {
-	n := 0
+func itemSizes(items []protocol.Item) (text, bound int) {
 	for i := range items {
 		it := &items[i]
-		n += 4 + len(it.Type) + len(it.Role) + len(it.Name) + len(it.Arguments) + len(it.Output) + 3*len(it.Raw)
+		n := len(it.Name) + len(it.Arguments) + len(it.Output)
+		text += n + len(it.Raw)
+		bound += n + 4 + len(it.Type) + len(it.Role) + 3*len(it.Raw)
 		for j := range it.Content {
-			n += len(it.Content[j].Text) + len(it.Content[j].Type) + 2
+			text += len(it.Content[j].Text) + len(it.Content[j].Raw)
+			bound += len(it.Content[j].Text) + len(it.Content[j].Type) + 2
 		}
 		for j := range it.OutputParts {
-			n += len(it.OutputParts[j].Text)
+			text += len(it.OutputParts[j].Text) + len(it.OutputParts[j].Raw)
+			bound += len(it.OutputParts[j].Text)
 		}
 	}
-	return n
+	return text, bound
 }
 
-// textBytes is about how many bytes of text rendering items tokenizes: their texts, names,
-// arguments, outputs and kept raw JSON.
-func textBytes(items []protocol.Item) int {
-	n := 0
-	for i := range items {
-		it := &items[i]
-		n += len(it.Name) + len(it.Arguments) + len(it.Output) + len(it.Raw)
-		for j := range it.Content {
-			n += len(it.Content[j].Text) + len(it.Content[j].Raw)
-		}
-		for j := range it.OutputParts {
-			n += len(it.OutputParts[j].Text) + len(it.OutputParts[j].Raw)
-		}
-	}
-	return n
+// maxTokens is itemSizes' bound alone.
+func maxTokens(items []protocol.Item) int {
+	_, bound := itemSizes(items)
+	return bound
 }

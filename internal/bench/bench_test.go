@@ -179,6 +179,9 @@ func checkReport(t *testing.T, rep *Report, cfg Config, cpu bool) {
 			tr.OverheadVsFloor <= 0 || tr.BytesPerTurn <= 0 || tr.Growth.Ratio <= 0 || tr.OverheadRatio <= 0 {
 			t.Errorf("%s: summary %+v", tr.Name, tr)
 		}
+		if own := tr.OwnCostMS; own.Max > tr.OverheadMS.Max || own.Min > tr.OverheadMS.Min || own.Min > own.P50 {
+			t.Errorf("%s: own cost %+v not under the overhead %+v", tr.Name, own, tr.OverheadMS)
+		}
 		if (tr.ServerCPUMSPerTurn >= 0) != cpu {
 			t.Errorf("%s: server CPU per turn %v, measured %v", tr.Name, tr.ServerCPUMSPerTurn, cpu)
 		}

@@ -46,7 +46,9 @@
 // turn's exact frame (or POST body) on a raw loopback WebSocket to an in-process echo server and
 // read all of it back, plus one tokenization (sim.RenderItems) of the turn's new input.
 // Both parts are reported. A server cannot do a turn for less: the bytes must cross the socket
-// and the new input must be tokenized.
+// and the new input must be tokenized. A turn's own cost is its overhead minus the floor
+// measured right after it: what the server and the client library add to the unavoidable
+// work, in absolute time (the table's "own cost p50" column is the median over turns).
 //
 // Growth ratio: for each turn index take the fastest of the R rollouts (the one least
 // disturbed by other work on a shared machine: a cost that recurs at the same turn in every
@@ -125,6 +127,7 @@
 //	  overhead_ratio_vs_http  overhead_ms.p50 / the baseline's (engine when it ran, else http)
 //	  floor_ms, floor_echo_ms, floor_tokenize_ms   stats of the floor and of its two parts
 //	  overhead_vs_floor     overhead_ms.p50 / floor_ms.p50
+//	  own_cost_ms           stats of overhead_ms − floor_ms per turn: the transport's own cost
 //	  bytes_per_turn        mean bytes the client wrote per turn (wire bytes)
 //	  frame_bytes_per_turn  mean size of the request body or frame payload
 //	  server_cpu_ms_per_turn  server CPU over the transport's rollouts / turns; -1 unknown

@@ -103,6 +103,7 @@ type TransportReport struct {
 	FloorEchoMS        Stats          `json:"floor_echo_ms"`
 	FloorTokenizeMS    Stats          `json:"floor_tokenize_ms"`
 	OverheadVsFloor    float64        `json:"overhead_vs_floor"`
+	OwnCostMS          Stats          `json:"own_cost_ms"`
 	BytesPerTurn       float64        `json:"bytes_per_turn"`
 	FrameBytesPerTurn  float64        `json:"frame_bytes_per_turn"`
 	ServerCPUMSPerTurn float64        `json:"server_cpu_ms_per_turn"`
@@ -209,6 +210,7 @@ func summarize(name string, samples []TurnSample, cpu time.Duration, cpuOK bool,
 	if tr.FloorMS.P50 > 0 {
 		tr.OverheadVsFloor = tr.OverheadMS.P50 / tr.FloorMS.P50
 	}
+	tr.OwnCostMS = stats(pick(func(s *TurnSample) float64 { return s.OverheadMS - s.FloorMS }))
 	tr.BytesPerTurn = stats(pick(func(s *TurnSample) float64 { return float64(s.BytesSent) })).Mean
 	tr.FrameBytesPerTurn = stats(pick(func(s *TurnSample) float64 { return float64(s.FrameBytes) })).Mean
 	if cpuOK && len(samples) > 0 {
@@ -409,6 +411,15 @@ func repeat(c byte, n int) string {
 	return string(b)
 }
 
+// fmtOwn formats a transport's own cost per turn, which can be below zero when the floor
+// measured after a turn was slower than the turn (a shared machine).
+func fmtOwn(v float64) string {
+	if v < 0 {
+		return "−" + fmtMS(-v)
+	}
+	return fmtMS(v)
+}
+
 // fmtMS formats a duration given in milliseconds with three significant digits.
 func fmtMS(v float64) string {
 	switch {
@@ -481,14 +492,14 @@ func (r *Report) WriteTable(w io.Writer, markdown bool) {
 	if r.Mode == "realtime" {
 		over = "first item"
 	}
-	t := table{head: []string{"transport", over + " p50", "p90", "×http", "floor p50", "×floor", "bytes/turn", "server CPU/turn", fmt.Sprintf("growth (last/first %d)", growthWindow(wl.Turns))}}
+	t := table{head: []string{"transport", over + " p50", "p90", "×http", "floor p50", "×floor", "own cost p50", "bytes/turn", "server CPU/turn", fmt.Sprintf("growth (last/first %d)", growthWindow(wl.Turns))}}
 	for _, tr := range r.Transports {
 		cpu := "n/a"
 		if tr.ServerCPUMSPerTurn >= 0 {
 			cpu = fmtMS(tr.ServerCPUMSPerTurn)
 		}
 		t.add(tr.Name, fmtMS(tr.OverheadMS.P50), fmtMS(tr.OverheadMS.P90), fmtRatio(tr.OverheadRatio),
-			fmtMS(tr.FloorMS.P50), fmtRatio(tr.OverheadVsFloor), fmtBytes(tr.BytesPerTurn), cpu, fmtRatio(tr.Growth.Ratio))
+			fmtMS(tr.FloorMS.P50), fmtRatio(tr.OverheadVsFloor), fmtOwn(tr.OwnCostMS.P50), fmtBytes(tr.BytesPerTurn), cpu, fmtRatio(tr.Growth.Ratio))
 	}
 	t.write(w, markdown)
 	fmt.Fprintln(w)

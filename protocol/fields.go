@@ -99,11 +99,22 @@ func errUnsupported(param string) *Error {
 	return Errorf(400, CodeUnsupportedParameter, param, "Unsupported parameter: '%s' is not supported by this server.", clip(param))
 }
 
-// CheckModelName refuses a model name holding a control character (Unicode Cc: U+0000–U+001F,
-// U+007F–U+009F), which names no model: 404 model_not_found with param model, as an unknown
-// model is refused, the name shown Go-quoted (escaped) in the message, never raw. Other names
-// are nil: which models exist is the backend's to say.
+// MaxModelNameLength is the longest model name, in bytes, that can name a model: longer ids
+// than any engine or hosted API gives out, short enough that echoing the name on every event
+// of a turn costs nothing.
+const MaxModelNameLength = 256
+
+// CheckModelName refuses a model name that names no model on any backend: one holding a
+// control character (Unicode Cc: U+0000–U+001F, U+007F–U+009F), or longer than
+// MaxModelNameLength bytes. Either is 404 model_not_found with param model, as an unknown model
+// is refused, the name shown Go-quoted (escaped) and clipped in the message, never raw. Other
+// names are nil: which models exist is the backend's to say.
 func CheckModelName(model string) *Error {
+	if len(model) > MaxModelNameLength {
+		return Errorf(404, CodeModelNotFound, "model",
+			"The model %s does not exist: a model name is at most %d bytes (this one has %d). GET /v1/models lists the models.",
+			strconv.Quote(clip(model)), MaxModelNameLength, len(model))
+	}
 	i := strings.IndexFunc(model, unicode.IsControl)
 	if i < 0 {
 		return nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"unicode"
+
+	"github.com/tetherd/tether/protocol"
 )
 
 // lockedBuffer is a log sink shared by the server's goroutines.
@@ -68,6 +70,22 @@ func TestModelWithControlCharacterRefused(t *testing.T) {
 	}
 	status, body := do(t, "GET", httpURL(url, "/v1/models/a%00b"), "", "")
 	check("GET /v1/models/a%00b", status, body)
+	// A name longer than any model id is refused the same way on every surface; one at the
+	// bound still reaches the backend.
+	long := strings.Repeat("m", protocol.MaxModelNameLength+1)
+	status, body = do(t, "POST", httpURL(url, "/v1/responses"), "", `{"model":"`+long+`","input":"hi"}`)
+	check("POST /v1/responses with a long model", status, body)
+	status, body = do(t, "POST", httpURL(url, "/v1/chat/completions"), "", `{"model":"`+long+`","messages":[{"role":"user","content":"hi"}]}`)
+	check("POST /v1/chat/completions with a long model", status, body)
+	status, body = do(t, "GET", httpURL(url, "/v1/models/"+long), "", "")
+	check("GET /v1/models/{long}", status, body)
+	pub.SendRaw(`{"type":"response.create","model":"` + long + `","input":"hi"}`)
+	pub.ExpectError(404, "model_not_found", "model")
+	app.SendRaw(`{"type":"response.create","model":"` + long + `","input":"hi"}`)
+	app.ExpectError(404, "model_not_found", "model")
+	if status, body = do(t, "POST", httpURL(url, "/v1/responses"), "", `{"model":"`+long[1:]+`","input":"hi"}`); status != 200 || body["model"] != long[1:] {
+		t.Errorf("model of %d bytes: %d %v, want 200", len(long)-1, status, body["error"])
+	}
 	// A name without control characters still reaches the backend (the sim answers any name).
 	status, body = do(t, "POST", httpURL(url, "/v1/responses"), "", `{"model":"sim é","input":"hi"}`)
 	if status != 200 || body["model"] != "sim é" {

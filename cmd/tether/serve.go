@@ -527,11 +527,8 @@ func openStore(ctx context.Context, cfg *serveConfig) (store.Store, error) {
 // admission queue (tether_sampling_waiting). Raise it to what the upstream serves at once.
 const defaultResponsesMaxSampling = 64
 
-// defaultModelContext is -model-context's default: the sim's context window, in tokens
-// (1 Mi, about the largest windows of OpenAI's models). It bounds what one request can make
-// the sim tokenize (a long item referenced many times by item_reference, say) to about what a
-// real engine's context would, well above what the tests, the bench and the soak build.
-const defaultModelContext = 1 << 20
+// defaultModelContext is -model-context's default: sim.DefaultContextWindow.
+const defaultModelContext = sim.DefaultContextWindow
 
 // newModel returns the backend that -backend names.
 func newModel(cfg *serveConfig, speed sim.Speed, log *slog.Logger) (sampler.Model, error) {

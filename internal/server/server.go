@@ -44,7 +44,8 @@ type Options struct {
 	// Limits are the per-connection tunables the server passes to every connection core
 	// unchanged (WebSocket and HTTP; see session.Limits for each one's unit and default).
 	session.Limits
-	// Model serves every request. Nil means the sim model at the "instant" preset.
+	// Model serves every request. Nil means the sim model at the "instant" preset with
+	// tether serve's default context window (sim.DefaultContextWindow).
 	Model sampler.Model
 	// Store keeps store:true responses (-store). Nil means an in-memory store bounded by
 	// StoreResponses and StoreBytes (0 means store.DefaultResponses and store.DefaultBytes).
@@ -221,7 +222,7 @@ func New(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	if opts.Model == nil {
-		opts.Model = sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant})
+		opts.Model = sim.NewSim(sim.SimOptions{Speed: sim.SpeedInstant, ContextWindow: sim.DefaultContextWindow})
 	}
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = session.DefaultMaxFrame

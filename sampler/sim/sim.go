@@ -100,6 +100,13 @@ type SimOptions struct {
 	ContextWindow int
 }
 
+// DefaultContextWindow is the context window, in tokens, that tether serve gives the sim
+// (-model-context) and that an embedded server's default sim has: 1 Mi, about the largest
+// windows of OpenAI's models. It bounds what one request can make the sim tokenize (a long item
+// referenced many times by item_reference, say) to about what a real engine's context would,
+// well above what the tests, the bench and the soak build.
+const DefaultContextWindow = 1 << 20
+
 // Sim is the deterministic simulated model: no weights, its output a pure
 // function of the context's text and the settings. See the package doc for its policy.
 type Sim struct {

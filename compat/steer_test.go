@@ -88,6 +88,9 @@ func TestSteerFailures(t *testing.T) {
 		{steer(respID(done), "   "), "invalid_input"},
 		{steer(respID(done), []any{map[string]any{"type": "message", "role": "user", "content": ""}}), "invalid_input"},
 		{map[string]any{"type": "response.steer", "input": "x"}, "invalid_input"},
+		{map[string]any{"type": "response.steer", "event_id": 5, "previous_response_id": respID(done), "input": "x"}, "invalid_input"},
+		{map[string]any{"type": "response.steer", "event_id": map[string]any{}, "previous_response_id": respID(done), "input": "x"}, "invalid_input"},
+		{map[string]any{"type": "response.steer", "event_id": "evt_1", "previous_response_id": respID(done), "input": "x"}, "response_already_completed"},
 	}
 	for _, tc := range cases {
 		c.Send(tc.frame)

@@ -45,8 +45,9 @@ type SteerParams struct {
 }
 
 // DecodeSteer decodes a response.steer frame {type, previous_response_id, input}
-// (other members are ignored). Every error is invalid_input (400, param the field), the
-// code response.steer.failed carries: previous_response_id missing or not a string; input
+// (event_id, a string or null, and other members are ignored). Every error is invalid_input
+// (400, param the field), the code response.steer.failed carries: previous_response_id missing
+// or not a string; event_id of another kind; input
 // missing, empty, or holding anything but user messages of input_text, input_image and
 // input_file parts. A frame of HeavyBytes or more waits for a heavy-work slot (CPUSlot); when
 // ctx ends first the error is ClientClosed.
@@ -71,6 +72,8 @@ func DecodeSteer(ctx context.Context, data []byte) (SteerParams, *Error) {
 				sp.RawInput = compactCopy(v)
 				sp.Input, err = o.input()
 				o.release()
+			case "event_id":
+				err = d.eventID()
 			default:
 				err = d.skipUnchecked()
 			}

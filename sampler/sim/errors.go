@@ -35,5 +35,5 @@ var errWindow = errors.New("sim: context window passed")
 func windowError(window int) *protocol.Error {
 	return &protocol.Error{Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: CodeContextLengthExceeded, Param: "input",
 		Message: fmt.Sprintf("The input would take the conversation past the model's context window of %d tokens. "+
-			"Shorten the input, or continue from a compaction of the conversation.", window)}
+			"Shorten the input, or start from a shorter conversation (the sim's compaction keeps every token, so it does not help).", window)}
 }

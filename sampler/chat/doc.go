@@ -32,7 +32,10 @@
 // Output.Arguments. Parallel calls arrive one after another by index (a new id at the same
 // index, as Ollama sends, is a new call); a delta for a call already closed fails the step.
 // finish_reason "length" → StepResult.Incomplete = max_output_tokens when the step reached
-// its max_output_tokens, else context_length_exceeded (the engine's context window is full). Usage comes from the
+// its max_output_tokens, else context_length_exceeded (the engine's context window is full).
+// The step ends at [DONE], at the stream's end after a finish_reason, or at a chunk carrying
+// usage after the finish_reason's chunk (nothing follows it but [DONE]: the body is closed
+// there, so an engine that never sends [DONE] does not hold the step). Usage comes from the
 // final chunk: InputTokens = prompt_tokens, OutputTokens = completion_tokens, CachedTokens =
 // usage.prompt_tokens_details.cached_tokens, else llama.cpp's timings.cache_n, else 0. SSE
 // comments (keep-alive pings) are skipped, and so are reasoning_content deltas (the Responses

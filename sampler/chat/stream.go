@@ -41,7 +41,10 @@ type reader struct {
 	id     string
 	closed map[callKey]bool // calls already ended
 	finish string
-	res    sampler.StepResult
+	// ended: a chunk carrying usage came after the chunk with the finish_reason, the last
+	// thing an engine sends before [DONE]: the step is over there.
+	ended bool
+	res   sampler.StepResult
 }
 
 // callKey identifies a streamed call: its index, and its id when the engine reuses indexes.
@@ -77,7 +80,9 @@ func (r *reader) close() {
 	r.out.Release()
 }
 
-// read consumes the SSE body until [DONE] (or its end after a finish_reason). A step the
+// read consumes the SSE body until [DONE], its end after a finish_reason, or a usage chunk
+// after the finish_reason (nothing else is expected then: an engine that never sends [DONE]
+// and keeps the connection open does not hold the step until the silence timeout). A step the
 // engine streams past max_output_tokens ends there, incomplete; past a byte bound or the step
 // timeout it fails. ctx is the step's: a large chunk waits for a heavy-work slot until it ends.
 func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, error) {
@@ -123,6 +128,9 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 			}
 			return r.res, err
 		}
+		if r.ended {
+			break
+		}
 	}
 	if r.finish == "" {
 		return r.res, errors.New("the upstream stream ended without a finish_reason")
@@ -165,6 +173,8 @@ func (r *reader) chunk(c *chatwire.Chunk) error {
 	if c.Error != nil {
 		return fmt.Errorf("the upstream engine reported an error in the stream: %s", cut(c.Error.Message))
 	}
+	// Engines send the usage chunk (choices: []) after the finish chunk, then [DONE].
+	r.ended = r.finish != "" && c.Usage != nil
 	r.usage(c)
 	for i := range c.Choices {
 		ch := &c.Choices[i]

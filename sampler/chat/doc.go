@@ -37,7 +37,11 @@
 // usage after the finish_reason's chunk (nothing follows it but [DONE]: the body is closed
 // there, so an engine that never sends [DONE] does not hold the step). Usage comes from the
 // final chunk: InputTokens = prompt_tokens, OutputTokens = completion_tokens, CachedTokens =
-// usage.prompt_tokens_details.cached_tokens, else llama.cpp's timings.cache_n, else 0. SSE
+// usage.prompt_tokens_details.cached_tokens, else llama.cpp's timings.cache_n, else 0. A step that
+// ends before the engine reported usage (cancel, disconnect, a failure mid-stream) counts
+// OutputTokens = the tokens Tether streamed (sampler.LimitedOutput's lower bound) and, once
+// output began, InputTokens = the prompt_tokens the engine reported for the conversation's
+// previous step (a lower bound: the messages only grow); 0 before either is known. SSE
 // comments (keep-alive pings) are skipped, and so are reasoning_content deltas (the Responses
 // reasoning item is not produced by this backend).
 //

@@ -44,7 +44,9 @@ type reader struct {
 	// ended: a chunk carrying usage came after the chunk with the finish_reason, the last
 	// thing an engine sends before [DONE]: the step is over there.
 	ended bool
-	res   sampler.StepResult
+	// reported: a chunk carried the engine's usage or timings.
+	reported bool
+	res      sampler.StepResult
 }
 
 // callKey identifies a streamed call: its index, and its id when the engine reuses indexes.
@@ -241,6 +243,7 @@ func tokenCount(n int) int {
 // usage records the chunk's usage and llama.cpp timings, when present: each count between 0
 // and maxStepTokens, cached tokens at most the input tokens.
 func (r *reader) usage(c *chatwire.Chunk) {
+	r.reported = r.reported || c.Usage != nil || c.Timings != nil
 	if u := c.Usage; u != nil {
 		r.res.InputTokens, r.res.OutputTokens = u.PromptTokens, u.CompletionTokens
 		if u.PromptTokensDetails != nil {
@@ -257,6 +260,23 @@ func (r *reader) usage(c *chatwire.Chunk) {
 	}
 	r.res.InputTokens, r.res.OutputTokens = tokenCount(r.res.InputTokens), tokenCount(r.res.OutputTokens)
 	r.res.CachedTokens = protocol.CachedTokens(tokenCount(r.res.CachedTokens), r.res.InputTokens)
+}
+
+// unreported fills the usage of a step that ended (cancelled, disconnected, failed) before
+// the engine reported any, from what Tether knows, never beyond what the engine did:
+// OutputTokens is Tether's lower bound of the tokens it streamed (sampler.LimitedOutput's
+// count: non-empty deltas, or bytes over 256), and once the engine streamed output (its
+// prefill was over) InputTokens is prompt, the prompt tokens the engine reported for an
+// earlier step of this conversation, which the current prompt holds (messages are only
+// appended). CachedTokens stays 0: only the engine knows what it reused.
+func (r *reader) unreported(prompt int) {
+	if r.reported {
+		return
+	}
+	r.res.OutputTokens = r.out.Tokens()
+	if r.res.OutputTokens > 0 {
+		r.res.InputTokens = prompt
+	}
 }
 
 // chunkProblem says what is wrong with a chunk json.Unmarshal refused, in the wire's terms

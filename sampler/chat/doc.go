@@ -56,7 +56,9 @@
 // --slot-save-path, seen by Tether as Options.SlotDir) into a file named by its Response id and
 // a random suffix, and restored with action=restore into whatever slot it gets before its next
 // step. Files are removed when restored or when the rollout ends, and bounded in total bytes
-// (Options.SlotSaveBytes; the oldest go first). Without a slot directory, or when the engine
+// (Options.SlotSaveBytes; the oldest go first). A save that got no answer (a stalled engine)
+// fails, and its file, which the engine may write when it runs again, is removed when the
+// replica next answers a request sent after the save gave up. Without a slot directory, or when the engine
 // cannot save, the rollout gives up its slot and its next step is prefilled again: its
 // cached_tokens say so. When all N slots are sampling, a step waits for one. A replica's slot
 // count (llama.cpp GET /props, total_slots) is checked by Model.Probe, and before the first step

@@ -190,6 +190,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 	// reading it (llama-server advertises keep-alive, then closes after each streamed reply).
 	req.Header.Set("Idempotency-Key", uuid.NewString())
 	s.m.authorize(req)
+	sent := time.Now()
 	resp, err := s.m.client.Do(req)
 	if err != nil {
 		err = s.cause(ctx, fmt.Errorf("upstream request failed: %w", err))
@@ -232,6 +233,9 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		return res, false, err
 	}
 	e.ok()
+	if e.slots != nil {
+		e.slots.reap(sent)
+	}
 	if res.InputTokens > 0 {
 		s.prompt = res.InputTokens
 	}

@@ -9,7 +9,8 @@
 // instructions → a first "system" message; user / assistant / system messages keep their role,
 // developer messages are sent as "system"; function_call items → assistant tool_calls
 // (consecutive calls, and the assistant text right before them, merge into one assistant
-// message); function_call_output → a "tool" message of its text, and its input_image parts
+// message; arguments that are not JSON, which a model may write without strict mode and
+// llama-server answers 500 to, are sent as a JSON string holding the text); function_call_output → a "tool" message of its text, and its input_image parts
 // (image_url: a URL or a data URL) → one user message after the run of tool messages, each
 // call's images led by "Images from the output of call <call_id>:" (a chat tool message
 // carries text only).

@@ -203,3 +203,26 @@ func TestToolOutputImages(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentsNotJSON: a function_call whose arguments are not JSON (a model without strict
+// mode wrote them) is sent with them as a JSON string holding the text; JSON arguments, of
+// any kind, go unchanged.
+func TestArgumentsNotJSON(t *testing.T) {
+	for args, want := range map[string]string{
+		`{"location": "Par`: `"{\"location\": \"Par"`,
+		`not json`:          `"not json"`,
+		``:                  `""`,
+		`{"a":1}`:           `{"a":1}`,
+		` {"a": [1, 2]} `:   ` {"a": [1, 2]} `,
+		`[1,2]`:             `[1,2]`,
+		`"s"`:               `"s"`,
+	} {
+		msgs, err := MessagesFromItems(nil, []protocol.Item{{Type: protocol.ItemFunctionCall, CallID: "c1", Name: "f", Arguments: args}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := msgs[0].ToolCalls[0].Function.Arguments; got != want {
+			t.Errorf("arguments %q sent as %q, want %q", args, got, want)
+		}
+	}
+}

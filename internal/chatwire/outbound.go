@@ -42,7 +42,7 @@ func MessagesFromItems(msgs []Message, items []protocol.Item) ([]Message, error)
 			msgs = append(msgs, Message{Role: role, Content: messageContent(it)})
 			merge = role == protocol.RoleAssistant
 		case protocol.ItemFunctionCall:
-			tc := ToolCall{ID: it.CallID, Type: protocol.ToolFunction, Function: FunctionCall{Name: it.Name, Arguments: it.Arguments}}
+			tc := ToolCall{ID: it.CallID, Type: protocol.ToolFunction, Function: FunctionCall{Name: it.Name, Arguments: sendArguments(it.Arguments)}}
 			if merge {
 				last := &msgs[len(msgs)-1]
 				last.ToolCalls = append(last.ToolCalls, tc)
@@ -107,6 +107,20 @@ func appendOutputImages(parts []contentPart, it *protocol.Item) []contentPart {
 func imagesMessage(parts []contentPart) Message {
 	b, _ := json.Marshal(parts)
 	return Message{Role: protocol.RoleUser, Content: b}
+}
+
+// sendArguments returns a function_call's arguments as they are sent to an engine: unchanged
+// when they are JSON, else as a JSON string holding them (an empty text becomes ""). Engines
+// that apply a Jinja chat template parse the arguments of an assistant's tool_calls
+// (llama-server answers HTTP 500 "Failed to parse tool call arguments as JSON" to text that is
+// not JSON, even empty, and takes any JSON value), while a model without strict mode may have
+// written anything there: so the conversation goes on, and the model sees its own text.
+func sendArguments(args string) string {
+	if json.Valid([]byte(args)) {
+		return args
+	}
+	b, _ := json.Marshal(args)
+	return string(b)
 }
 
 // CheckItems reports the first item MessagesFromItems cannot convert, as an error holding a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -167,6 +168,21 @@ func (s *Server) Stop() {
 	}
 	_ = cmd.Process.Kill()
 	<-done
+}
+
+// Signal sends sig to the running server: syscall.SIGSTOP stalls it (connections are
+// accepted by the kernel, nothing is answered), syscall.SIGCONT resumes it. It fails t when
+// the server is not running.
+func (s *Server) Signal(sig os.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatal("llamatest: Signal while stopped")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("llamatest: signal %v: %v", sig, err)
+	}
 }
 
 // Log returns the tail of the server's output (for failure messages).

@@ -28,6 +28,7 @@ type proxy struct {
 	mu      sync.Mutex
 	bodies  []chatwire.Request
 	aborted int // forwarded requests whose client went away before the upstream finished
+	left    int // held requests (mode nodone) whose client went away
 	mode    string
 	next    *httputil.ReverseProxy
 }
@@ -42,6 +43,12 @@ func (p *proxy) abortedCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.aborted
+}
+
+func (p *proxy) leftCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.left
 }
 
 func (p *proxy) requests() []chatwire.Request {
@@ -85,11 +92,53 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":\n\n")
 	case "eof":
 		sse()
+	case "nodone":
+		// The upstream's real stream without its [DONE], the connection kept open until the
+		// client goes away.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p.forward(&dropWriter{ResponseWriter: w}, r)
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		p.mu.Lock()
+		p.left++
+		p.mu.Unlock()
+	case "nousage":
+		// The upstream's real stream without its usage chunk and [DONE], then its end.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p.forward(&dropWriter{ResponseWriter: w, usage: true}, r)
 	default:
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		p.forward(w, r)
 	}
 }
+
+// dropWriter passes an SSE stream on without its data: [DONE] event and, with usage, without
+// the events carrying usage.
+type dropWriter struct {
+	http.ResponseWriter
+	usage bool
+	buf   []byte
+}
+
+func (w *dropWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.Index(w.buf, []byte("\n\n"))
+		if i < 0 {
+			return len(b), nil
+		}
+		ev := w.buf[:i+2]
+		w.buf = w.buf[i+2:]
+		if bytes.HasPrefix(ev, []byte("data: [DONE]")) || w.usage && bytes.Contains(ev, []byte(`"usage":{`)) {
+			continue
+		}
+		if _, err := w.ResponseWriter.Write(ev); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (w *dropWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
 
 // forward passes the request to the upstream and counts it aborted when its client went away
 // first (ReverseProxy then panics with http.ErrAbortHandler, or returns with the context done).
@@ -254,6 +303,31 @@ func TestChainFailures(t *testing.T) {
 	}
 }
 
+// TestChainEndsAtUsage: a stream that sent its finish chunk and its usage chunk but neither
+// [DONE] nor its end ends the step at the usage chunk (completed, with the upstream's usage)
+// long before -upstream-timeout, and Tether closes the stream; a stream that ends after its
+// finish chunk without usage completes as before, with usage 0.
+func TestChainEndsAtUsage(t *testing.T) {
+	const timeout = 20 * time.Second
+	front, _, p := chain(t, chat.Options{Timeout: timeout})
+	p.setMode("nodone")
+	start := time.Now()
+	r := post(t, front)
+	if took := time.Since(start); r.Status != "completed" || took >= timeout {
+		t.Fatalf("without [DONE]: %s %+v after %v", r.Status, r.Error, took)
+	}
+	if r.Usage.InputTokens <= 0 || r.Usage.OutputTokens <= 0 {
+		t.Fatalf("without [DONE]: usage %+v, want the upstream's", r.Usage)
+	}
+	eventually(t, "Tether closed the held stream", func() bool { return p.leftCount() == 1 })
+
+	p.setMode("nousage")
+	r = post(t, front)
+	if r.Status != "completed" || r.Usage.InputTokens != 0 || r.Usage.OutputTokens != 0 {
+		t.Fatalf("without usage: %s %+v usage %+v", r.Status, r.Error, r.Usage)
+	}
+}
+
 func TestChainRefused(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -271,6 +345,10 @@ func TestChainRefused(t *testing.T) {
 type result struct {
 	Status string
 	Error  *struct{ Code, Message string }
+	Usage  struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	}
 }
 
 // post creates a response over HTTP (not stored) and decodes it.

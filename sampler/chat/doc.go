@@ -9,7 +9,8 @@
 // instructions → a first "system" message; user / assistant / system messages keep their role,
 // developer messages are sent as "system"; function_call items → assistant tool_calls
 // (consecutive calls, and the assistant text right before them, merge into one assistant
-// message); function_call_output → a "tool" message of its text, and its input_image parts
+// message; arguments that are not JSON, which a model may write without strict mode and
+// llama-server answers 500 to, are sent as a JSON string holding the text); function_call_output → a "tool" message of its text, and its input_image parts
 // (image_url: a URL or a data URL) → one user message after the run of tool messages, each
 // call's images led by "Images from the output of call <call_id>:" (a chat tool message
 // carries text only).
@@ -32,9 +33,16 @@
 // Output.Arguments. Parallel calls arrive one after another by index (a new id at the same
 // index, as Ollama sends, is a new call); a delta for a call already closed fails the step.
 // finish_reason "length" → StepResult.Incomplete = max_output_tokens when the step reached
-// its max_output_tokens, else context_length_exceeded (the engine's context window is full). Usage comes from the
+// its max_output_tokens, else context_length_exceeded (the engine's context window is full).
+// The step ends at [DONE], at the stream's end after a finish_reason, or at a chunk carrying
+// usage after the finish_reason's chunk (nothing follows it but [DONE]: the body is closed
+// there, so an engine that never sends [DONE] does not hold the step). Usage comes from the
 // final chunk: InputTokens = prompt_tokens, OutputTokens = completion_tokens, CachedTokens =
-// usage.prompt_tokens_details.cached_tokens, else llama.cpp's timings.cache_n, else 0. SSE
+// usage.prompt_tokens_details.cached_tokens, else llama.cpp's timings.cache_n, else 0. A step that
+// ends before the engine reported usage (cancel, disconnect, a failure mid-stream) counts
+// OutputTokens = the tokens Tether streamed (sampler.LimitedOutput's lower bound) and, once
+// output began, InputTokens = the prompt_tokens the engine reported for the conversation's
+// previous step (a lower bound: the messages only grow); 0 before either is known. SSE
 // comments (keep-alive pings) are skipped, and so are reasoning_content deltas (the Responses
 // reasoning item is not produced by this backend).
 //
@@ -49,7 +57,9 @@
 // --slot-save-path, seen by Tether as Options.SlotDir) into a file named by its Response id and
 // a random suffix, and restored with action=restore into whatever slot it gets before its next
 // step. Files are removed when restored or when the rollout ends, and bounded in total bytes
-// (Options.SlotSaveBytes; the oldest go first). Without a slot directory, or when the engine
+// (Options.SlotSaveBytes; the oldest go first). A save that got no answer (a stalled engine)
+// fails, and its file, which the engine may write when it runs again, is removed when the
+// replica next answers a request sent after the save gave up. Without a slot directory, or when the engine
 // cannot save, the rollout gives up its slot and its next step is prefilled again: its
 // cached_tokens say so. When all N slots are sampling, a step waits for one. A replica's slot
 // count (llama.cpp GET /props, total_slots) is checked by Model.Probe, and before the first step

@@ -254,3 +254,36 @@ func TestEngineTransports(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineArgumentsNotJSON: a conversation holding a function_call whose arguments are not
+// JSON (as a model writes them without strict mode; llama-server answers 500 to such a
+// message) continues on a real llama-server: the arguments reach the engine as a JSON string
+// holding the text, and the step completes.
+func TestEngineArgumentsNotJSON(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{})
+	front, _, px := engineFront(t, chat.Options{}, eng)
+	const args = `{"location": "Par`
+	code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "max_output_tokens": 16,
+		"tools": []any{llamatest.Tool}, "input": []any{
+			map[string]any{"role": "user", "content": "weather 0"},
+			map[string]any{"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": args},
+			map[string]any{"type": "function_call_output", "call_id": "call_1", "output": "error: the arguments are not JSON"},
+		}})
+	f := conformance.Frame{"response": r}
+	if code != 200 || f.Str("response", "status") == "failed" {
+		t.Fatalf("POST: %d %v", code, r)
+	}
+	steps := px[0].waitSteps(t, 1)
+	var call struct {
+		ToolCalls []struct {
+			Function struct{ Arguments string } `json:"function"`
+		} `json:"tool_calls"`
+	}
+	if len(steps[0].request.Messages) < 2 || json.Unmarshal(steps[0].request.Messages[1], &call) != nil || len(call.ToolCalls) != 1 {
+		t.Fatalf("the engine got %s", steps[0].request.Messages)
+	}
+	var sent string
+	if err := json.Unmarshal([]byte(call.ToolCalls[0].Function.Arguments), &sent); err != nil || sent != args {
+		t.Fatalf("arguments sent as %q, want a JSON string holding %q", call.ToolCalls[0].Function.Arguments, args)
+	}
+}

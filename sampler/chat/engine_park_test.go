@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -311,4 +312,53 @@ func kvOp(t *testing.T, m *chat.Model, op string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestEngineStalledSaveOrphan: a park whose slot save gets no answer from a stalled
+// llama-server (kill -STOP) gives up after Options.Timeout without a file; the engine writes
+// the file anyway when it runs again (kill -CONT). That file is removed as soon as the engine
+// answers Tether's next request, not left until the sweep.
+func TestEngineStalledSaveOrphan(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 1, SlotSave: true})
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.V1()}, Slots: 1, SlotDir: eng.SlotDir(), Timeout: time.Second})
+	s, err := m.Open(t.Context(), sampler.RolloutInfo{ID: "resp_stalled", Settings: parkSettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := []protocol.Item{userItem("weather 0 of the stalled rollout")}
+	sample(t, s, &sampler.Step{Input: first, Context: first})
+
+	eng.Signal(syscall.SIGSTOP)
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			eng.Signal(syscall.SIGCONT)
+		}
+	})
+	if state := park(t, s); kvFile(t, state) != "" {
+		t.Fatalf("a save the engine did not answer named a file: %s", state)
+	}
+	if files := dirFiles(t, eng.SlotDir()); len(files) != 0 {
+		t.Fatalf("files after the failed save: %v", files)
+	}
+	eng.Signal(syscall.SIGCONT)
+	stopped = false
+	deadline := time.Now().Add(10 * time.Second)
+	for len(dirFiles(t, eng.SlotDir())) == 0 { // the engine runs the save it had read
+		if time.Now().After(deadline) {
+			t.Skip("the resumed engine did not write the abandoned save's file: nothing to remove")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	other, err := m.Open(t.Context(), sampler.RolloutInfo{ID: "resp_next", Settings: parkSettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	in := []protocol.Item{userItem("another rollout")}
+	sample(t, other, &sampler.Step{Input: in, Context: in})
+	if files := dirFiles(t, eng.SlotDir()); len(files) != 0 {
+		t.Fatalf("after the engine answered again, the abandoned save's file is still there: %v", files)
+	}
 }

@@ -253,3 +253,47 @@ func TestChainSendsSamplingSettings(t *testing.T) {
 			r.Temperature, r.TopP, r.PresencePenalty, r.FrequencyPenalty, r.Verbosity, r.ReasoningEffort)
 	}
 }
+
+// TestChainCancelledStepUsage: a step cancelled mid-stream, before the engine reported usage,
+// counts what Tether knows: the output tokens it streamed (one per delta here) and, as its
+// input, the prompt tokens the engine reported for the conversation's previous step (a lower
+// bound: the prompt only grows).
+func TestChainCancelledStepUsage(t *testing.T) {
+	front, _, _ := chain(t, chat.Options{Slots: 1})
+	c := dialAppend(t, front)
+	c.Send(map[string]any{"type": "response.create", "model": "sim", "input": "weather in Paris", "tools": []any{weather},
+		"metadata": map[string]string{"sim.speed": "65", "sim.answer_tokens": "5000"}})
+	fs := c.Until("response.done", "response.failed", "response.completed")
+	done := fs[len(fs)-1]
+	var callID string
+	for _, f := range fs {
+		if f.Type() == "response.output_item.done" {
+			callID = f.Str("item", "call_id")
+		}
+	}
+	in1, out1 := done.Num("usage", "input_tokens"), done.Num("usage", "output_tokens")
+	if done.Type() != "response.done" || callID == "" || in1 <= 0 {
+		t.Fatalf("first step ended %s, call %q, usage %v", done.Type(), callID, done.Get("usage"))
+	}
+	c.Send(map[string]any{"type": "response.append", "response_id": done.Str("response_id"),
+		"input": []any{map[string]any{"type": "function_call_output", "call_id": callID, "output": "sunny"}}})
+	fs = c.Until("response.output_text.delta")
+	c.Send(map[string]any{"type": "response.cancel", "response_id": done.Str("response_id")})
+	fs = append(fs, c.Until("response.incomplete", "response.completed", "response.failed")...)
+	last := fs[len(fs)-1]
+	if last.Type() != "response.incomplete" {
+		t.Fatalf("cancel ended the response %s %v", last.Type(), last)
+	}
+	deltas := 0
+	for _, f := range fs {
+		if f.Type() == "response.output_text.delta" && f.Str("delta") != "" {
+			deltas++
+		}
+	}
+	in, out, cached := last.Num("response", "usage", "input_tokens"), last.Num("response", "usage", "output_tokens"),
+		last.Num("response", "usage", "input_tokens_details", "cached_tokens")
+	if in != 2*in1 || out-out1 != deltas || cached != done.Num("usage", "input_tokens_details", "cached_tokens") {
+		t.Fatalf("usage %v after a first step of %v and %d deltas: want the cancelled step to count %v input (the first step's prompt), %d output, no cached",
+			last.Get("response", "usage"), done.Get("usage"), deltas, in1, deltas)
+	}
+}

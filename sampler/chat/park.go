@@ -215,7 +215,7 @@ func (p *slotPool) park(l *lease) string {
 			p.noSave = true
 		}
 		p.eng.m.logf("upstream slot save failed", "replica", p.eng.base, "slot", slot, "err", err)
-		p.removeFile(name)
+		p.orphanLocked(name, err)
 		name = ""
 	} else {
 		p.saves.Add(1)

@@ -34,6 +34,9 @@ type session struct {
 	// items with them).
 	conv   int
 	breaks []int
+	// prompt is the prompt tokens the engine last reported for this conversation (0: none
+	// yet), the lower bound of a later step's input when that step ends unreported.
+	prompt int
 	// parked: Park returned and no step has run since; Close then hands the session's saved
 	// KV on to the parked rollout instead of removing it.
 	parked bool
@@ -187,6 +190,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 	// reading it (llama-server advertises keep-alive, then closes after each streamed reply).
 	req.Header.Set("Idempotency-Key", uuid.NewString())
 	s.m.authorize(req)
+	sent := time.Now()
 	resp, err := s.m.client.Do(req)
 	if err != nil {
 		err = s.cause(ctx, fmt.Errorf("upstream request failed: %w", err))
@@ -220,6 +224,8 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 	defer rd.close()
 	res, err = rd.read(ctx, resp.Body)
 	if err != nil {
+		rd.unreported(s.prompt)
+		res = rd.res
 		err = s.cause(ctx, err)
 		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errSilent) {
 			s.m.failure(e, rd.failKind(err), err)
@@ -227,6 +233,12 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		return res, false, err
 	}
 	e.ok()
+	if e.slots != nil {
+		e.slots.reap(sent)
+	}
+	if res.InputTokens > 0 {
+		s.prompt = res.InputTokens
+	}
 	e.input.Add(int64(res.InputTokens))
 	e.cached.Add(int64(res.CachedTokens))
 	return res, false, nil

@@ -38,6 +38,9 @@ type slotPool struct {
 	saved   []*lease      // leases with a saved file, oldest first
 	bytes   int64         // bytes of the saved files
 	noSave  bool          // the engine refused a save: it was started without --slot-save-path
+	// orphans are files whose save failed without an answer (a stalled engine, e.g. kill -STOP):
+	// the engine may still write them when it runs again. Oldest first, at most maxOrphans.
+	orphans []orphan
 
 	saves, restores, drops  atomic.Int64 // KV saved, restored, and lost for want of a save
 	parks                   atomic.Int64 // KV files handed on to parked rollouts
@@ -56,6 +59,56 @@ type lease struct {
 	moving chan struct{} // non-nil while its KV is being saved out of a slot; closed when done
 	closed bool
 	parked bool // its rollout parked: the lease only keeps the file for Unpark (or the bound)
+}
+
+// orphan is the name of a file a save that got no answer may still write, and since when.
+type orphan struct {
+	name     string
+	since    time.Time // when the save gave up
+	answered bool      // the engine answered a request sent after since, and the file was not there
+}
+
+// maxOrphans bounds the names a pool remembers; older ones are left to the sweep
+// (Options.SlotFileTTL).
+const maxOrphans = 64
+
+// orphanLocked removes the file of a save that failed and, unless the engine answered that it
+// cannot save, remembers its name: an engine that was stalled writes the file when it runs
+// again, after the save gave up (seen with llama-server under kill -STOP: the file appears at
+// kill -CONT).
+func (p *slotPool) orphanLocked(name string, err error) {
+	p.removeFile(name)
+	if name == "" || p.dir == "" || errors.Is(err, errNoSlotSave) {
+		return
+	}
+	if len(p.orphans) == maxOrphans {
+		p.orphans = append(p.orphans[:0], p.orphans[1:]...)
+	}
+	p.orphans = append(p.orphans, orphan{name: name, since: time.Now()})
+}
+
+// reap removes the files of failed saves once the engine has answered a request sent at sent
+// (a step, a slot action): llama-server runs a save it read before that request first, so the
+// file is written by then. A name whose file was found is forgotten; one not found is tried
+// again at the next answer (the engine may have read the save's request after the one it
+// answered) and then forgotten: the engine did not run the save.
+func (p *slotPool) reap(sent time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.orphans[:0]
+	for _, o := range p.orphans {
+		if !sent.After(o.since) {
+			kept = append(kept, o)
+			continue
+		}
+		if os.Remove(filepath.Join(p.dir, o.name)) == nil || o.answered {
+			continue
+		}
+		o.answered = true
+		kept = append(kept, o)
+	}
+	clear(p.orphans[len(kept):])
+	p.orphans = kept
 }
 
 func newSlotPool(eng *engine, n int, dir string, maxBytes int64) *slotPool {
@@ -200,7 +253,7 @@ func (p *slotPool) saveOut(ctx context.Context, victim *lease, slot int) {
 			p.noSave = true
 		}
 		p.eng.m.logf("upstream slot save failed", "replica", p.eng.base, "slot", slot, "err", err)
-		p.removeFile(name)
+		p.orphanLocked(name, err)
 	default:
 		p.saves.Add(1)
 		victim.file, victim.size = name, size
@@ -296,10 +349,12 @@ func (e *engine) slotAction(ctx context.Context, slot int, action, name string) 
 	// reading it (llama-server closes after each streamed reply), which else fails the save.
 	req.Header.Set("Idempotency-Key", uuid.NewString())
 	e.m.authorize(req)
+	sent := time.Now()
 	resp, err := e.m.client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("slot %s: %w", action, err)
 	}
+	defer e.slots.reap(sent)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode != http.StatusOK {

@@ -41,7 +41,12 @@ type reader struct {
 	id     string
 	closed map[callKey]bool // calls already ended
 	finish string
-	res    sampler.StepResult
+	// ended: a chunk carrying usage came after the chunk with the finish_reason, the last
+	// thing an engine sends before [DONE]: the step is over there.
+	ended bool
+	// reported: a chunk carried the engine's usage or timings.
+	reported bool
+	res      sampler.StepResult
 }
 
 // callKey identifies a streamed call: its index, and its id when the engine reuses indexes.
@@ -77,7 +82,9 @@ func (r *reader) close() {
 	r.out.Release()
 }
 
-// read consumes the SSE body until [DONE] (or its end after a finish_reason). A step the
+// read consumes the SSE body until [DONE], its end after a finish_reason, or a usage chunk
+// after the finish_reason (nothing else is expected then: an engine that never sends [DONE]
+// and keeps the connection open does not hold the step until the silence timeout). A step the
 // engine streams past max_output_tokens ends there, incomplete; past a byte bound or the step
 // timeout it fails. ctx is the step's: a large chunk waits for a heavy-work slot until it ends.
 func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, error) {
@@ -123,6 +130,9 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 			}
 			return r.res, err
 		}
+		if r.ended {
+			break
+		}
 	}
 	if r.finish == "" {
 		return r.res, errors.New("the upstream stream ended without a finish_reason")
@@ -165,6 +175,8 @@ func (r *reader) chunk(c *chatwire.Chunk) error {
 	if c.Error != nil {
 		return fmt.Errorf("the upstream engine reported an error in the stream: %s", cut(c.Error.Message))
 	}
+	// Engines send the usage chunk (choices: []) after the finish chunk, then [DONE].
+	r.ended = r.finish != "" && c.Usage != nil
 	r.usage(c)
 	for i := range c.Choices {
 		ch := &c.Choices[i]
@@ -231,6 +243,7 @@ func tokenCount(n int) int {
 // usage records the chunk's usage and llama.cpp timings, when present: each count between 0
 // and maxStepTokens, cached tokens at most the input tokens.
 func (r *reader) usage(c *chatwire.Chunk) {
+	r.reported = r.reported || c.Usage != nil || c.Timings != nil
 	if u := c.Usage; u != nil {
 		r.res.InputTokens, r.res.OutputTokens = u.PromptTokens, u.CompletionTokens
 		if u.PromptTokensDetails != nil {
@@ -247,6 +260,23 @@ func (r *reader) usage(c *chatwire.Chunk) {
 	}
 	r.res.InputTokens, r.res.OutputTokens = tokenCount(r.res.InputTokens), tokenCount(r.res.OutputTokens)
 	r.res.CachedTokens = protocol.CachedTokens(tokenCount(r.res.CachedTokens), r.res.InputTokens)
+}
+
+// unreported fills the usage of a step that ended (cancelled, disconnected, failed) before
+// the engine reported any, from what Tether knows, never beyond what the engine did:
+// OutputTokens is Tether's lower bound of the tokens it streamed (sampler.LimitedOutput's
+// count: non-empty deltas, or bytes over 256), and once the engine streamed output (its
+// prefill was over) InputTokens is prompt, the prompt tokens the engine reported for an
+// earlier step of this conversation, which the current prompt holds (messages are only
+// appended). CachedTokens stays 0: only the engine knows what it reused.
+func (r *reader) unreported(prompt int) {
+	if r.reported {
+		return
+	}
+	r.res.OutputTokens = r.out.Tokens()
+	if r.res.OutputTokens > 0 {
+		r.res.InputTokens = prompt
+	}
 }
 
 // chunkProblem says what is wrong with a chunk json.Unmarshal refused, in the wire's terms

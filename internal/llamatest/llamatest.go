@@ -1,12 +1,15 @@
 package llamatest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,10 +82,10 @@ func Start(t *testing.T, opts Options) *Server {
 	if ctxn <= 0 {
 		ctxn = 2048
 	}
-	s := &Server{t: t, bin: bin, port: FreePort(t)}
+	s := &Server{t: t, bin: bin} // port 0: the first start binds a free port and reports it
 	s.args = []string{
 		"-m", filepath.Join(models, "aidreams260K.gguf"),
-		"--host", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--host", "127.0.0.1",
 		"-np", strconv.Itoa(slots), "-c", strconv.Itoa(slots * ctxn),
 		"--override-kv", "llama.context_length=int:" + strconv.Itoa(max(ctxn, 2048)),
 		"--jinja", "--chat-template-file", filepath.Join(models, "tools-paren.jinja"),
@@ -116,7 +119,9 @@ func (s *Server) V1() string { return s.URL() + "/v1" }
 // SlotDir is the --slot-save-path directory ("" without Options.SlotSave).
 func (s *Server) SlotDir() string { return s.slotDir }
 
-// Restart starts the server (again) on its port and waits until /health answers 200.
+// Restart starts the server (again) on its port and waits until /health answers 200. The
+// first start (from Start) passes --port 0: llama-server binds a free port itself and reports
+// it, so no other process can take the port between its choice and the bind.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.mu.Lock()
@@ -124,9 +129,10 @@ func (s *Server) Restart() {
 		s.mu.Unlock()
 		s.t.Fatal("llamatest: Restart while running")
 	}
-	cmd := exec.Command(s.bin, s.args...)
+	cmd := exec.Command(s.bin, append(s.args, "--port", strconv.Itoa(s.port))...)
 	s.log = &LogTail{}
-	cmd.Stdout, cmd.Stderr = s.log, s.log
+	listening := &listenLine{w: s.log, port: make(chan int, 1)}
+	cmd.Stdout, cmd.Stderr = listening, listening
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
 		s.t.Fatalf("llamatest: start %s: %v", s.bin, err)
@@ -140,6 +146,17 @@ func (s *Server) Restart() {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if s.port == 0 {
+		select {
+		case s.port = <-listening.port:
+		case <-done:
+			s.Stop()
+			s.t.Fatalf("llamatest: llama-server exited at start; its output ends:\n%s", s.log.String())
+		case <-ctx.Done():
+			s.Stop()
+			s.t.Fatalf("llamatest: llama-server did not report its port within 60 s; its output ends:\n%s", s.log.String())
+		}
+	}
 	for {
 		if err := health(ctx, s.URL()); err == nil {
 			return
@@ -154,6 +171,47 @@ func (s *Server) Restart() {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// listenLine passes llama-server's output on to w and sends the port of its first
+// "listening on http://127.0.0.1:PORT" line on port (buffered, one value).
+type listenLine struct {
+	w    io.Writer
+	mu   sync.Mutex
+	line []byte // the unfinished last line, until the port is found
+	sent bool
+	port chan int
+}
+
+func (l *listenLine) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	if !l.sent {
+		l.line = append(l.line, p...)
+		for {
+			i := bytes.IndexByte(l.line, '\n')
+			if i < 0 {
+				break
+			}
+			if port, ok := listenPort(string(l.line[:i])); ok {
+				l.sent, l.line = true, nil
+				l.port <- port
+				break
+			}
+			l.line = l.line[i+1:]
+		}
+	}
+	l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// listenPort finds the port in llama-server's "listening on http://127.0.0.1:PORT" line.
+func listenPort(line string) (int, bool) {
+	_, rest, ok := strings.Cut(line, "listening on http://127.0.0.1:")
+	if !ok {
+		return 0, false
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(rest))
+	return port, err == nil && port > 0
 }
 
 // Stop kills the server and waits for it. Idempotent.

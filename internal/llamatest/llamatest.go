@@ -131,8 +131,8 @@ func (s *Server) Restart() {
 	}
 	cmd := exec.Command(s.bin, append(s.args, "--port", strconv.Itoa(s.port))...)
 	s.log = &LogTail{}
-	listening := &listenLine{w: s.log, port: make(chan int, 1)}
-	cmd.Stdout, cmd.Stderr = listening, listening
+	out, reported := WatchPort(s.log, "listening on http://127.0.0.1:")
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
 		s.t.Fatalf("llamatest: start %s: %v", s.bin, err)
@@ -148,7 +148,7 @@ func (s *Server) Restart() {
 	defer cancel()
 	if s.port == 0 {
 		select {
-		case s.port = <-listening.port:
+		case s.port = <-reported:
 		case <-done:
 			s.Stop()
 			s.t.Fatalf("llamatest: llama-server exited at start; its output ends:\n%s", s.log.String())
@@ -173,17 +173,25 @@ func (s *Server) Restart() {
 	}
 }
 
-// listenLine passes llama-server's output on to w and sends the port of its first
-// "listening on http://127.0.0.1:PORT" line on port (buffered, one value).
-type listenLine struct {
-	w    io.Writer
-	mu   sync.Mutex
-	line []byte // the unfinished last line, until the port is found
-	sent bool
-	port chan int
+// WatchPort returns a writer that passes an engine's output on to w, and a channel that gets
+// (once) the port on the first output line that has prefix right before it: how a test reads
+// the port an engine started on port 0 bound, e.g. prefix "listening on http://127.0.0.1:".
+func WatchPort(w io.Writer, prefix string) (io.Writer, <-chan int) {
+	l := &portWatch{w: w, prefix: prefix, port: make(chan int, 1)}
+	return l, l.port
 }
 
-func (l *listenLine) Write(p []byte) (int, error) {
+// portWatch is the writer of WatchPort.
+type portWatch struct {
+	w      io.Writer
+	prefix string
+	mu     sync.Mutex
+	line   []byte // the unfinished last line, until the port is found
+	sent   bool
+	port   chan int
+}
+
+func (l *portWatch) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	if !l.sent {
 		l.line = append(l.line, p...)
@@ -192,7 +200,7 @@ func (l *listenLine) Write(p []byte) (int, error) {
 			if i < 0 {
 				break
 			}
-			if port, ok := listenPort(string(l.line[:i])); ok {
+			if port, ok := portAfter(string(l.line[:i]), l.prefix); ok {
 				l.sent, l.line = true, nil
 				l.port <- port
 				break
@@ -204,13 +212,17 @@ func (l *listenLine) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// listenPort finds the port in llama-server's "listening on http://127.0.0.1:PORT" line.
-func listenPort(line string) (int, bool) {
-	_, rest, ok := strings.Cut(line, "listening on http://127.0.0.1:")
+// portAfter reads the decimal port right after prefix in line.
+func portAfter(line, prefix string) (int, bool) {
+	_, rest, ok := strings.Cut(line, prefix)
 	if !ok {
 		return 0, false
 	}
-	port, err := strconv.Atoi(strings.TrimSpace(rest))
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	port, err := strconv.Atoi(rest[:n])
 	return port, err == nil && port > 0
 }
 

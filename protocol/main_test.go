@@ -1,10 +1,11 @@
 package protocol
 
 import (
-	"os"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/tetherd/tether/internal/skipnote"
 )
 
-func TestMain(m *testing.M) { os.Exit(skipnote.M(m, "protocol").Run()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipnote.M(m, "protocol")) }

@@ -1,7 +1,6 @@
 package llamatest
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,17 +88,6 @@ func sharedModels() string {
 		}
 		dir = up
 	}
-}
-
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // LogTail keeps the last 16 KiB written to it: an engine's output, for failure messages. Safe

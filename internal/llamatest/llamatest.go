@@ -1,13 +1,16 @@
 package llamatest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,10 +83,10 @@ func Start(t *testing.T, opts Options) *Server {
 	if ctxn <= 0 {
 		ctxn = 2048
 	}
-	s := &Server{t: t, bin: bin, port: FreePort(t)}
+	s := &Server{t: t, bin: bin} // port 0: the first start binds a free port and reports it
 	s.args = []string{
 		"-m", filepath.Join(models, "aidreams260K.gguf"),
-		"--host", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--host", "127.0.0.1",
 		"-np", strconv.Itoa(slots), "-c", strconv.Itoa(slots * ctxn),
 		"--override-kv", "llama.context_length=int:" + strconv.Itoa(max(ctxn, 2048)),
 		"--jinja", "--chat-template-file", filepath.Join(models, "tools-paren.jinja"),
@@ -117,7 +120,9 @@ func (s *Server) V1() string { return s.URL() + "/v1" }
 // SlotDir is the --slot-save-path directory ("" without Options.SlotSave).
 func (s *Server) SlotDir() string { return s.slotDir }
 
-// Restart starts the server (again) on its port and waits until /health answers 200.
+// Restart starts the server (again) on its port and waits until /health answers 200. The
+// first start (from Start) passes --port 0: llama-server binds a free port itself and reports
+// it, so no other process can take the port between its choice and the bind.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.mu.Lock()
@@ -125,9 +130,10 @@ func (s *Server) Restart() {
 		s.mu.Unlock()
 		s.t.Fatal("llamatest: Restart while running")
 	}
-	cmd := exec.Command(s.bin, s.args...)
+	cmd := exec.Command(s.bin, append(s.args, "--port", strconv.Itoa(s.port))...)
 	s.log = &LogTail{}
-	cmd.Stdout, cmd.Stderr = s.log, s.log
+	out, reported := WatchPort(s.log, "listening on http://127.0.0.1:")
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
 		s.t.Fatalf("llamatest: start %s: %v", s.bin, err)
@@ -141,6 +147,17 @@ func (s *Server) Restart() {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if s.port == 0 {
+		select {
+		case s.port = <-reported:
+		case <-done:
+			s.Stop()
+			s.t.Fatalf("llamatest: llama-server exited at start; its output ends:\n%s", s.log.String())
+		case <-ctx.Done():
+			s.Stop()
+			s.t.Fatalf("llamatest: llama-server did not report its port within 60 s; its output ends:\n%s", s.log.String())
+		}
+	}
 	for {
 		if err := health(ctx, s.URL()); err == nil {
 			return
@@ -155,6 +172,59 @@ func (s *Server) Restart() {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// WatchPort returns a writer that passes an engine's output on to w, and a channel that gets
+// (once) the port on the first output line that has prefix right before it: how a test reads
+// the port an engine started on port 0 bound, e.g. prefix "listening on http://127.0.0.1:".
+func WatchPort(w io.Writer, prefix string) (io.Writer, <-chan int) {
+	l := &portWatch{w: w, prefix: prefix, port: make(chan int, 1)}
+	return l, l.port
+}
+
+// portWatch is the writer of WatchPort.
+type portWatch struct {
+	w      io.Writer
+	prefix string
+	mu     sync.Mutex
+	line   []byte // the unfinished last line, until the port is found
+	sent   bool
+	port   chan int
+}
+
+func (l *portWatch) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	if !l.sent {
+		l.line = append(l.line, p...)
+		for {
+			i := bytes.IndexByte(l.line, '\n')
+			if i < 0 {
+				break
+			}
+			if port, ok := portAfter(string(l.line[:i]), l.prefix); ok {
+				l.sent, l.line = true, nil
+				l.port <- port
+				break
+			}
+			l.line = l.line[i+1:]
+		}
+	}
+	l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// portAfter reads the decimal port right after prefix in line.
+func portAfter(line, prefix string) (int, bool) {
+	_, rest, ok := strings.Cut(line, prefix)
+	if !ok {
+		return 0, false
+	}
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	port, err := strconv.Atoi(rest[:n])
+	return port, err == nil && port > 0
 }
 
 // Stop kills the server and waits for it. Idempotent.

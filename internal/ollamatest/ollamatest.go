@@ -63,7 +63,7 @@ func Start(t *testing.T, opts Options) *Server {
 	if ctxn <= 0 {
 		ctxn = 2048
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: llamatest.FreePort(t)}
+	s := &Server{t: t, bin: bin, dir: t.TempDir()} // port 0: the server binds a free port and reports it
 	gguf := filepath.Join(s.dir, "aidreams.gguf")
 	b, err := os.ReadFile(filepath.Join(models, "aidreams260K.gguf"))
 	if err != nil {
@@ -90,7 +90,8 @@ func Start(t *testing.T, opts Options) *Server {
 		"OLLAMA_NO_CLOUD=1", // local models only
 	)
 	s.log = &llamatest.LogTail{}
-	cmd.Stdout, cmd.Stderr = s.log, s.log
+	out, reported := llamatest.WatchPort(s.log, "Listening on 127.0.0.1:")
+	cmd.Stdout, cmd.Stderr = out, out
 	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("ollamatest: start %s: %v", bin, err)
@@ -102,6 +103,7 @@ func Start(t *testing.T, opts Options) *Server {
 		close(done)
 	}()
 	t.Cleanup(s.Stop)
+	s.waitPort(reported)
 	s.waitUp()
 
 	create := exec.Command(bin, "create", Model, "-f", modelfile)
@@ -126,6 +128,19 @@ func (s *Server) env(extra ...string) []string {
 	}
 	env = append(env, "HOME="+s.dir, "OLLAMA_HOST=127.0.0.1:"+strconv.Itoa(s.port))
 	return append(env, extra...)
+}
+
+// waitPort waits for the port the server reports having bound (it was started on port 0, so
+// no other process can take the port between its choice and the bind).
+func (s *Server) waitPort(reported <-chan int) {
+	s.t.Helper()
+	select {
+	case s.port = <-reported:
+	case <-s.done:
+		s.t.Fatalf("ollamatest: ollama serve exited at start; its output ends:\n%s", s.log.String())
+	case <-time.After(60 * time.Second):
+		s.t.Fatalf("ollamatest: ollama serve did not report its port within 60 s; its output ends:\n%s", s.log.String())
+	}
 }
 
 // waitUp waits until GET / answers 200 ("Ollama is running").

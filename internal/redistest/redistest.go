@@ -1,11 +1,14 @@
 package redistest
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,16 +37,31 @@ func Start(t testing.TB) *Server {
 		}
 		skipnote.Skip(t, "redis-server not found (install the Debian package redis-server or set TETHER_REDIS_SERVER)")
 	}
+	s := &Server{t: t, bin: bin}
+	// The port is one that was free a moment ago: another process may take it before
+	// redis-server binds it. Then redis-server exits at once and a new port is tried.
+	for attempt := 1; ; attempt++ {
+		s.port = freePort(t)
+		if s.start() {
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("redistest: redis-server exited at start on 5 ports in a row (last %s)", s.Addr())
+		}
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	s := &Server{t: t, bin: bin, port: port}
-	s.Restart()
-	t.Cleanup(s.Stop)
-	return s
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Addr is host:port of the server.
@@ -53,8 +71,19 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 
 // Restart starts the server (again) on its port, with an empty dataset, and waits until it
-// accepts connections.
+// accepts connections. It fails the test if the server exits instead (its port was taken
+// meanwhile).
 func (s *Server) Restart() {
+	s.t.Helper()
+	if !s.start() {
+		s.t.Fatalf("redistest: redis-server exited at restart on %s (its port was taken meanwhile?)", s.Addr())
+	}
+}
+
+// start starts the server on s.port and waits until it answers there; false if it exited
+// first (its port was taken). It waits for this process's own answer: a PING could be
+// answered by another redis-server that holds the port.
+func (s *Server) start() bool {
 	s.t.Helper()
 	if s.cmd != nil {
 		s.t.Fatal("redistest: Restart while running")
@@ -65,16 +94,27 @@ func (s *Server) Restart() {
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start %s: %v", s.bin, err)
 	}
-	s.cmd = cmd
-	s.done = make(chan struct{})
+	done := make(chan struct{})
+	s.cmd, s.done = cmd, done
 	go func() {
 		_ = cmd.Wait()
-		close(s.done)
+		close(done)
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if err := ping(s.Addr()); err == nil {
-			return
-		} else if time.Now().After(deadline) {
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		pid, err := serverPID(s.Addr())
+		if err == nil && pid == cmd.Process.Pid {
+			return true
+		}
+		if err == nil {
+			err = fmt.Errorf("answered by process %d, not %d", pid, cmd.Process.Pid)
+		}
+		select {
+		case <-done:
+			s.cmd = nil
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
 			s.Stop()
 			s.t.Fatalf("redistest: redis-server on %s did not start: %v", s.Addr(), err)
 		}
@@ -91,24 +131,38 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
-// ping sends PING and expects +PONG.
-func ping(addr string) error {
+// serverPID asks the server on addr for INFO server and returns its process_id.
+func serverPID(addr string) (int, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
 	}
-	buf := make([]byte, 7)
-	n, err := c.Read(buf)
+	// The answer is a bulk string: $<length>\r\n<lines>\r\n.
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if string(buf[:n]) != "+PONG\r\n" {
-		return fmt.Errorf("answer %q", buf[:n])
+	if !strings.HasPrefix(head, "$") {
+		return 0, fmt.Errorf("answer %q", head)
 	}
-	return nil
+	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil {
+		return 0, fmt.Errorf("answer %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("no process_id in INFO server")
 }

@@ -82,7 +82,10 @@ func TestCancelOfARolloutParkedToTheStore(t *testing.T) {
 // cancel goes through, nothing is left in Redis, and the rollout resumes nowhere.
 func TestCancelWhileTheStoreFails(t *testing.T) {
 	start, rc := sharedRedis(t)
-	a, aURL := start(Options{StoreTimeout: 200 * time.Millisecond, Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
+	// The store timeout bounds both the park's write, which must succeed on a loaded machine,
+	// and the paused cancel, which must fail within the client's 10 s read: 3 s is well inside
+	// both (200 ms failed the park's write about once in a full suite run at a load of 10).
+	a, aURL := start(Options{StoreTimeout: 3 * time.Second, Limits: session.Limits{ParkAfter: 20 * time.Millisecond}})
 	_, bURL := start(Options{})
 	ca := dialAs(t, aURL, "", true)
 	id, call, _ := suspendCalls(t, ca, true)

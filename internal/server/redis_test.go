@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -173,8 +174,14 @@ func TestRedisLostWhileServing(t *testing.T) {
 		t.Fatalf("/metrics has no non-zero tether_store_errors_total")
 	}
 
-	// Redis comes back (empty): the next store:true response is stored, without a restart.
+	// Redis comes back (empty): once the store's client has reconnected (go-redis retries a
+	// dial once a second after failed dials, answering with the last dial error meanwhile), the
+	// next store:true response is stored, without a restart.
 	rs.Restart()
+	waitFor(t, func() bool {
+		_, err := s.store.Get(context.Background(), "resp_probe", "")
+		return errors.Is(err, store.ErrNotFound)
+	})
 	fs = publicTurn(c, publicCreate("back", true, "0"))
 	if l := fs[len(fs)-1]; l.Type() != "response.completed" {
 		t.Fatalf("after Redis returned: %s %v", l.Type(), l.Get("response", "error"))

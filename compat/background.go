@@ -642,7 +642,7 @@ func (run *bgRun) requestCancel() {
 	}
 	run.mu.Unlock()
 	if live {
-		_ = run.conn.Cancel(run.id, protocol.ReasonCancelled) // an error: it is ending anyway
+		_ = run.conn.CancelQuietly(run.id, protocol.ReasonCancelled) // an error: it is ending anyway
 	}
 }
 

@@ -268,7 +268,7 @@ func (s *rolloutSink) finish(ps *pendingSegment, status, reason string, rerr *pr
 	delete(r.inflight, ps.seg.id)
 	r.mu.Unlock()
 	if storeFailed && suspended {
-		_ = r.conn.Cancel(s.key, protocol.ReasonCancelled)
+		_ = r.conn.CancelQuietly(s.key, protocol.ReasonCancelled)
 	}
 	_ = s.send(new(protocol.Terminal(&final)))
 	s.cur, s.last, s.lastSeq, s.lastLatest = nil, ps, s.seq, suspended && !storeFailed

@@ -32,6 +32,10 @@ type Rollout struct {
 	ending chan struct{}
 	ctx    context.Context // ends on Cancel or when Start's ctx ends
 	cancel context.CancelCauseFunc
+	// endMu orders a Cancel against the rollout settling on its ending: once settled (the
+	// loop returned an ending), a Cancel is refused; a Cancel before it is the ending.
+	endMu   sync.Mutex
+	settled bool
 
 	// state is the rollout's phase. It changes under stateMu, which is also held while the
 	// Sink's StateObserver hears of the change, so that observers see changes in order.
@@ -244,11 +248,43 @@ func (r *Rollout) Resume(in Resume) error {
 // Wait); it is a no-op once the rollout has ended or was already cancelled, and once it has
 // parked (State Parked: cancel the Rollout that Unpark returns). A Cancel that races a park
 // either ends the rollout or finds it parked.
-func (r *Rollout) Cancel(reason string) {
+func (r *Rollout) Cancel(reason string) { r.TryCancel(reason) }
+
+// TryCancel is Cancel, and reports whether the cancel is the rollout's ending: true when it
+// came before the rollout settled on an ending (even one its model had already finished: the
+// rollout then ends incomplete with reason, its finished items as they are), false when the
+// rollout had settled on another ending (completed, failed, incomplete for another reason):
+// that ending's Sink.Ended is then made or under way, and Done closes after it. A parked
+// rollout reports true and stays parked, as Cancel does.
+func (r *Rollout) TryCancel(reason string) bool {
 	if reason == "" {
 		reason = protocol.ReasonCancelled
 	}
+	r.endMu.Lock()
+	defer r.endMu.Unlock()
+	if r.settled {
+		return false
+	}
 	r.cancel(&cancelCause{reason: reason})
+	return true
+}
+
+// settle makes e the rollout's ending unless a Cancel came first: then the ending is that
+// cancel's (incomplete, its reason, e's step usage), so that a Cancel that TryCancel accepted
+// always ends the rollout, even one whose model had finished or failed meanwhile. An ending
+// nobody hears (incomplete with Err: a disconnect, a failed Sink) stays.
+func (r *Rollout) settle(e Ending) Ending {
+	r.endMu.Lock()
+	defer r.endMu.Unlock()
+	r.settled = true
+	var c *cancelCause
+	if (e.Status == protocol.ResponseIncomplete && e.Err != nil) || !errors.As(context.Cause(r.ctx), &c) {
+		return e
+	}
+	if e.Status == protocol.ResponseIncomplete && e.Reason == c.reason {
+		return e
+	}
+	return Ending{Status: protocol.ResponseIncomplete, Reason: c.reason, StepUsage: e.StepUsage}
 }
 
 // Done is closed when the rollout's goroutine has ended (after Sink.Ended, or
@@ -268,6 +304,7 @@ func (r *Rollout) Run() {
 		r.parked(p)
 		return
 	}
+	e = r.settle(e)
 	if r.ms != nil {
 		if err := r.closeModel(); err != nil && e.Err == nil {
 			e.Err = err

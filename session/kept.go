@@ -190,7 +190,7 @@ func (c *Conn) cancelOrphans() {
 		live := ok && !h.final && !h.cancelled
 		c.mu.Unlock()
 		if live {
-			_ = c.Cancel(key, protocol.ReasonCancelled) // an error: it ended meanwhile
+			_ = c.CancelQuietly(key, protocol.ReasonCancelled) // an error: it ended meanwhile
 		}
 	}
 }

@@ -374,7 +374,18 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 // store_unavailable (503) when its copy in the shared store cannot be claimed back, the
 // rollout then staying parked and not cancelled (a cancel may be sent again).
 // A key that is not on this connection is claimed from the store as by Resume, then ended.
-func (c *Conn) Cancel(key, reason string) error {
+//
+// A cancel is either the rollout's ending (its terminal event says so) or refused with 409,
+// never lost: one that reaches a rollout whose model has just finished, before the rollout
+// settled on that ending, still ends it cancelled; one that comes after waits until the
+// rollout's terminal event is queued, so that the 409 follows it on the connection.
+func (c *Conn) Cancel(key, reason string) error { return c.cancelKey(key, reason, true) }
+
+// CancelQuietly is Cancel for a caller that ignores the 409 of a rollout that ended meanwhile:
+// it never waits for that rollout's terminal event (a sink may call it).
+func (c *Conn) CancelQuietly(key, reason string) error { return c.cancelKey(key, reason, false) }
+
+func (c *Conn) cancelKey(key, reason string, ordered bool) error {
 	c.mu.Lock()
 	h, ok := c.reg[key]
 	if !ok {
@@ -386,14 +397,18 @@ func (c *Conn) Cancel(key, reason string) error {
 		if !claimed {
 			return notFoundError(key)
 		}
-		return c.Cancel(key, reason)
+		return c.cancelKey(key, reason, ordered)
 	}
 	if h.moving {
 		c.mu.Unlock()
 		return shuttingDownError()
 	}
-	if h.final || h.cancelled || (h.r != nil && h.r.State() == sampler.Ended) {
+	if h.final || h.cancelled {
+		r := h.r
 		c.mu.Unlock()
+		if ordered && r != nil {
+			<-r.Done() // its terminal event is queued before the 409
+		}
 		return alreadyEndedError(key)
 	}
 	h.cancelled, h.cancelWhy = true, reason // a rollout parking now is cancelled once parked
@@ -407,8 +422,14 @@ func (c *Conn) Cancel(key, reason string) error {
 	if err != nil {
 		return err // claimed by another instance meanwhile (404), or it could not be continued
 	}
-	r.Cancel(reason)
-	return nil
+	if r.TryCancel(reason) {
+		return nil
+	}
+	// The rollout had settled on another ending: its sink is answering it.
+	if ordered {
+		<-r.Done()
+	}
+	return alreadyEndedError(key)
 }
 
 // Chain returns the items of the rollout key (history, inputs and outputs in order) for a

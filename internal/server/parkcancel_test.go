@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -112,4 +113,39 @@ func TestCancelWhileTheStoreFails(t *testing.T) {
 	cb := dialAs(t, bURL, "", true)
 	appendTo(cb, id, call)
 	cb.ExpectError(http.StatusNotFound, "response_not_found", "response_id")
+}
+
+// TestCancelRacingTheEnd: a response.cancel sent while a response streams its last tokens is
+// either its ending (response.incomplete, reason cancelled) or refused with 409
+// response_already_completed right after the response's terminal event, never dropped: a
+// cancel that reached the rollout after its model finished, before it settled on its ending,
+// used to get no answer at all (about 1 in 100 here).
+func TestCancelRacingTheEnd(t *testing.T) {
+	_, url := testServer(t, Options{})
+	c := dialAppend(t, url)
+	cancelled, refused := 0, 0
+	for i := range 200 {
+		c.Send(map[string]any{"type": "response.create", "model": "sim", "input": fmt.Sprint("hi ", i),
+			"metadata": map[string]string{"sim.answer_tokens": "20"}})
+		id := c.Until("response.created")[0].Str("response", "id")
+		c.Until("response.output_text.delta")
+		c.Send(map[string]any{"type": "response.cancel", "response_id": id})
+		fs := c.Until("response.completed", "response.incomplete", "error")
+		switch last := fs[len(fs)-1]; last.Type() {
+		case "error":
+			t.Fatalf("turn %d: the cancel's error came before the terminal event: %v", i, last)
+		case "response.incomplete":
+			if r := last.Str("response", "incomplete_details", "reason"); r != "cancelled" {
+				t.Fatalf("turn %d: incomplete for %q, want cancelled", i, r)
+			}
+			cancelled++
+			continue
+		}
+		// Completed before the cancel took: its 409 is the next frame.
+		if f := c.Next(); f.Type() != "error" || f.Str("error", "code") != "response_already_completed" {
+			t.Fatalf("turn %d: completed, then %v; want the cancel's 409 response_already_completed", i, f)
+		}
+		refused++
+	}
+	t.Logf("cancelled %d, refused after completing %d", cancelled, refused)
 }

@@ -1,0 +1,96 @@
+package responses_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tetherd/tether/internal/server"
+	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/responses"
+)
+
+// scriptUpstream is a Responses WebSocket upstream that answers the n-th response.create it
+// reads (counted from 1 across all its sockets) with the frames script(n) returns.
+func scriptUpstream(t *testing.T, script func(n int) []string) string {
+	t.Helper()
+	var creates atomic.Int64
+	us := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		c.SetReadLimit(-1)
+		ctx := r.Context()
+		for {
+			if _, _, err := c.Read(ctx); err != nil {
+				return
+			}
+			for _, f := range script(int(creates.Add(1))) {
+				if err := c.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
+					return
+				}
+			}
+		}
+	}))
+	t.Cleanup(us.Close)
+	return "ws" + strings.TrimPrefix(us.URL, "http") + "/v1/responses"
+}
+
+// answerFrames is a well-formed upstream answer: response id, one message of text.
+func answerFrames(id, text string) []string {
+	return []string{
+		`{"type":"response.created","response":{"id":"` + id + `","status":"in_progress"}}`,
+		frameOf("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{"type": "message", "role": "assistant"}}),
+		frameOf("response.output_text.delta", map[string]any{"output_index": 0, "delta": text}),
+		frameOf("response.output_item.done", map[string]any{"output_index": 0, "item": map[string]any{"type": "message", "role": "assistant",
+			"content": []any{map[string]any{"type": "output_text", "text": text}}}}),
+		`{"type":"response.completed","response":{"id":"` + id + `","status":"completed","usage":{"input_tokens":1,"output_tokens":1}}}`,
+	}
+}
+
+// scriptFront starts a front Tether on a script upstream and dials a public-shape WebSocket.
+func scriptFront(t *testing.T, script func(n int) []string) *wstest.Client {
+	t.Helper()
+	m, err := responses.New(responses.Options{URL: scriptUpstream(t, script), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fr := startFront(t, server.Options{Model: m})
+	return wstest.Dial(t, wsURL(fr), nil)
+}
+
+// TestUpstreamErrorMessageCut: an upstream error frame with a huge message fails the step
+// naming the upstream's status and code, and quotes at most the start of its message.
+func TestUpstreamErrorMessageCut(t *testing.T) {
+	huge := strings.Repeat("upstream text ", 1<<16) // 896 KiB
+	c := scriptFront(t, func(n int) []string {
+		if n == 1 {
+			return []string{frameOf("error", map[string]any{"status": 500, "error": map[string]any{"type": "server_error",
+				"code": "boom", "message": huge}})}
+		}
+		return answerFrames(fmt.Sprintf("resp_%d", n), fmt.Sprintf("answer %d", n))
+	})
+	c.Send(map[string]any{"type": "response.create", "model": "m", "input": "one"})
+	fs := c.Until("response.failed", "response.completed")
+	last := fs[len(fs)-1]
+	msg := last.Str("response", "error", "message")
+	if last.Type() != "response.failed" || !strings.Contains(msg, "upstream error 500 boom: upstream text") {
+		t.Fatalf("want response.failed naming the upstream's 500 boom, got %.300v", last)
+	}
+	if len(msg) > 1024 {
+		t.Fatalf("the error message quotes %d bytes of the upstream's message", len(msg))
+	}
+	c.Send(map[string]any{"type": "response.create", "model": "m", "input": "two"})
+	fs = c.Until("response.failed", "response.completed")
+	if last := fs[len(fs)-1]; last.Type() != "response.completed" || answer(last) != "answer 2" {
+		t.Fatalf("the next response on the connection: %v", last)
+	}
+}

@@ -94,3 +94,30 @@ func TestUpstreamErrorMessageCut(t *testing.T) {
 		t.Fatalf("the next response on the connection: %v", last)
 	}
 }
+
+// TestTerminalOfAnotherResponse: an upstream that ends a step with the terminal event of a
+// response it did not create (before its response.created) fails the step, and the frames it
+// sends after it never reach the connection's next response: each later response gets the
+// answer to its own request.
+func TestTerminalOfAnotherResponse(t *testing.T) {
+	c := scriptFront(t, func(n int) []string {
+		id, text := fmt.Sprintf("resp_%d", n), fmt.Sprintf("answer %d", n)
+		if n == 1 {
+			return append([]string{`{"type":"response.completed","response":{"id":"resp_other","status":"completed","output":[]}}`},
+				answerFrames(id, text)...)
+		}
+		return answerFrames(id, text)
+	})
+	c.Send(map[string]any{"type": "response.create", "model": "m", "input": "one"})
+	fs := c.Until("response.failed", "response.completed")
+	if last := fs[len(fs)-1]; last.Type() != "response.failed" || last.Str("response", "error", "code") != "server_error" {
+		t.Fatalf("a terminal event before response.created: want response.failed server_error, got %v", last)
+	}
+	for i := 2; i <= 3; i++ {
+		c.Send(map[string]any{"type": "response.create", "model": "m", "input": fmt.Sprintf("request %d", i)})
+		fs = c.Until("response.failed", "response.completed")
+		if last := fs[len(fs)-1]; last.Type() != "response.completed" || answer(last) != fmt.Sprintf("answer %d", i) {
+			t.Fatalf("response %d: want completed with %q, got %v", i, fmt.Sprintf("answer %d", i), last)
+		}
+	}
+}

@@ -434,9 +434,12 @@ func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 }
 
 // dropPeer closes the transport of a peer that stopped answering or reading; the adapter's
-// read loop then ends and Close frees every rollout.
+// read loop then ends and Close frees every rollout. The write watchdog and the ping loop
+// may both find the same peer: only the first drops, counts and logs it.
 func (c *Conn) dropPeer(why string) {
-	c.dropped.Store(true)
+	if c.dropped.Swap(true) {
+		return
+	}
 	if m := c.opts.Metrics; m != nil {
 		m.PeersDropped.Add(1)
 	}

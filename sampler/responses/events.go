@@ -211,9 +211,11 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 		return res, fmt.Errorf("upstream %s without its response", typ)
 	}
 	if u := r.Usage; u != nil {
-		res.InputTokens = u.InputTokens
-		res.CachedTokens = protocol.CachedTokens(u.InputTokensDetails.CachedTokens, u.InputTokens)
-		res.OutputTokens = u.OutputTokens
+		// Counts are the upstream's, but never negative: an upstream that reports one
+		// gets 0 there.
+		res.InputTokens = max(u.InputTokens, 0)
+		res.CachedTokens = protocol.CachedTokens(max(u.InputTokensDetails.CachedTokens, 0), res.InputTokens)
+		res.OutputTokens = max(u.OutputTokens, 0)
 	}
 	switch typ {
 	case "response.incomplete":

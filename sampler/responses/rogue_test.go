@@ -121,3 +121,26 @@ func TestTerminalOfAnotherResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamNegativeUsage: an upstream whose response.completed reports negative token
+// counts gives the client a usage of zeros there, never a negative count.
+func TestUpstreamNegativeUsage(t *testing.T) {
+	c := scriptFront(t, func(n int) []string {
+		f := answerFrames(fmt.Sprintf("resp_%d", n), "answer")
+		f[len(f)-1] = `{"type":"response.completed","response":{"id":"resp_` + fmt.Sprint(n) + `","status":"completed",` +
+			`"usage":{"input_tokens":-5,"input_tokens_details":{"cached_tokens":-7},"output_tokens":-3,"total_tokens":-8}}}`
+		return f
+	})
+	c.Send(map[string]any{"type": "response.create", "model": "m", "input": "one"})
+	fs := c.Until("response.failed", "response.completed")
+	last := fs[len(fs)-1]
+	if last.Type() != "response.completed" {
+		t.Fatalf("want response.completed, got %v", last)
+	}
+	for _, path := range [][]string{{"input_tokens"}, {"output_tokens"}, {"total_tokens"}, {"input_tokens_details", "cached_tokens"}} {
+		n, ok := last.Int(append([]string{"response", "usage"}, path...)...)
+		if !ok || n < 0 {
+			t.Fatalf("usage %v = %d (present %v), want 0 or more: %v", path, n, ok, last.Get("response", "usage"))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package responses_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -142,5 +143,33 @@ func TestUpstreamNegativeUsage(t *testing.T) {
 		if !ok || n < 0 {
 			t.Fatalf("usage %v = %d (present %v), want 0 or more: %v", path, n, ok, last.Get("response", "usage"))
 		}
+	}
+}
+
+// TestModelsUpstreamDown: GET /v1/models on a front whose upstream refuses connections is a
+// 502 of type server_error (a server's failure, not the request's).
+func TestModelsUpstreamDown(t *testing.T) {
+	us := httptest.NewServer(http.NotFoundHandler())
+	down := us.URL
+	us.Close() // nothing listens there any more
+	m, err := responses.New(responses.Options{URL: down + "/v1", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fr := startFront(t, server.Options{Model: m})
+	resp, err := http.Get(fr + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Error struct{ Type, Code string }
+	}
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusBadGateway || body.Error.Type != "server_error" || body.Error.Code != "server_error" {
+		t.Fatalf("GET /v1/models with the upstream down: %d %+v, want 502 server_error/server_error", resp.StatusCode, body.Error)
 	}
 }

@@ -173,3 +173,35 @@ func TestModelsUpstreamDown(t *testing.T) {
 		t.Fatalf("GET /v1/models with the upstream down: %d %+v, want 502 server_error/server_error", resp.StatusCode, body.Error)
 	}
 }
+
+// TestNoEventsBeforeCreated: an upstream that streams on after an error frame leaves those
+// frames on the socket (kept open for the connection's earlier response); the next step reads
+// them before its own response.created and fails at the first, before it passes on any of
+// their text, and the socket is closed: the response after it gets its own answer.
+func TestNoEventsBeforeCreated(t *testing.T) {
+	c := scriptFront(t, func(n int) []string {
+		f := answerFrames(fmt.Sprintf("resp_%d", n), fmt.Sprintf("answer %d", n))
+		if n == 2 {
+			boom := frameOf("error", map[string]any{"status": 500, "error": map[string]any{"type": "server_error", "code": "boom", "message": "boom"}})
+			return append([]string{f[0], boom}, f[1:]...)
+		}
+		return f
+	})
+	for i, want := range []string{"completed", "failed", "", "completed"} {
+		n := i + 1
+		c.Send(map[string]any{"type": "response.create", "model": "m", "input": fmt.Sprintf("request %d", n)})
+		fs := c.Until("response.failed", "response.completed")
+		last := fs[len(fs)-1]
+		for _, f := range fs {
+			if d := f.Str("delta"); d != "" && d != fmt.Sprintf("answer %d", n) {
+				t.Fatalf("response %d streamed %q", n, d)
+			}
+		}
+		if got := answer(last); got != "" && got != fmt.Sprintf("answer %d", n) {
+			t.Fatalf("response %d answered %q", n, got)
+		}
+		if want != "" && last.Type() != "response."+want {
+			t.Fatalf("response %d: want %s, got %v", n, want, last)
+		}
+	}
+}

@@ -292,6 +292,12 @@ func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream
 			res, err = result(ev.Response, ev.Type)
 			return res, id, true, err
 		}
+		if !created {
+			// Frames of a response the upstream streamed on after its error frame or terminal
+			// event: none of their text may reach this step's client.
+			c.release(cost)
+			return res, "", false, fmt.Errorf("upstream sent %s before response.created", ev.Type)
+		}
 		err = st.event(ev)
 		c.release(cost) // applied: its text, if any, is counted by st.out
 		if err != nil {
@@ -301,7 +307,8 @@ func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream
 }
 
 // lifecycle checks that a lifecycle event belongs to the step's response: response.created
-// comes once, first, and a terminal event after it, naming the same Response id when both
+// comes once, first (run refuses any other event before it but an error frame), and a
+// terminal event after it, naming the same Response id when both
 // name one. created reports that the step's response.created was read, id its Response's id.
 func lifecycle(ev *serverEvent, created bool, id string) error {
 	if ev.Type == "response.created" {

@@ -3,6 +3,7 @@ package compat
 import (
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -486,7 +487,7 @@ func wantsStream(r *http.Request) (bool, *protocol.Error) {
 // falls behind the kept events; a starting_after past the last event is invalid_value: 400 when
 // the response has ended, else an error event when it ends.
 func (run *bgRun) follow(w http.ResponseWriter, r *http.Request, after int, timeout time.Duration) {
-	next := after + 1
+	next := nextAfter(after)
 	out := newSSEOut(w, timeout)
 	for {
 		run.mu.Lock()
@@ -523,6 +524,16 @@ func (run *bgRun) follow(w http.ResponseWriter, r *http.Request, after int, time
 			return
 		}
 	}
+}
+
+// nextAfter returns the sequence_number of the first event after after (≥ 0): after+1, but
+// math.MaxInt for after = math.MaxInt, which is past every event all the same (after+1 would
+// wrap around to before the first).
+func nextAfter(after int) int {
+	if after == math.MaxInt {
+		return after
+	}
+	return after + 1
 }
 
 // eventsExpired is the error of a resume of response id from before first, the first event

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -201,9 +202,12 @@ func TestBackgroundPollAndResume(t *testing.T) {
 			t.Fatalf("replayed event %d differs:\n%v\n%v", i, tail[i], all[n+1+i])
 		}
 	}
-	past := jsonAnswer(t, do(t, ctx, "GET", f.base+"/responses/"+id+"?stream=true&starting_after=100000", nil), 400)
-	if past.Str("error", "code") != "invalid_value" || past.Str("error", "param") != "starting_after" {
-		t.Fatalf("a starting_after past the end: %v", past)
+	for _, after := range []string{"100000", strconv.FormatInt(math.MaxInt64, 10)} {
+		past := jsonAnswer(t, do(t, ctx, "GET", f.base+"/responses/"+id+"?stream=true&starting_after="+after, nil), 400)
+		if past.Str("error", "code") != "invalid_value" || past.Str("error", "param") != "starting_after" ||
+			!strings.Contains(past.Str("error", "message"), "starting_after "+after+" is past the last event") {
+			t.Fatalf("a starting_after past the end (%s): %v", after, past)
+		}
 	}
 	if f.srv.Background().Running() != 0 {
 		t.Fatalf("%d background responses still running", f.srv.Background().Running())

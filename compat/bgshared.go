@@ -165,7 +165,7 @@ func (h *HTTP) followShared(w http.ResponseWriter, r *http.Request, id, owner st
 	if b == nil {
 		return false
 	}
-	next := after + 1
+	next := nextAfter(after)
 	out := newSSEOut(w, h.WriteTimeout)
 	var wait *time.Ticker
 	for {

@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -85,9 +86,11 @@ func TestBackgroundSharedPollAndStream(t *testing.T) {
 	sameEvents(t, replay, eventsA[after+1:])
 	all := openSSE(t, do(t, ctx, "GET", b.base+"/responses/"+id+"?stream=true", nil)).rest()
 	sameEvents(t, all, eventsA)
-	e := jsonAnswer(t, do(t, ctx, "GET", b.base+"/responses/"+id+"?stream=true&starting_after="+strconv.Itoa(n+3), nil), 400)
-	if e.Str("error", "code") != "invalid_value" || e.Str("error", "param") != "starting_after" {
-		t.Fatalf("starting_after past the end on B: %v", e)
+	for _, past := range []string{strconv.Itoa(n + 3), strconv.FormatInt(math.MaxInt64, 10)} {
+		e := jsonAnswer(t, do(t, ctx, "GET", b.base+"/responses/"+id+"?stream=true&starting_after="+past, nil), 400)
+		if e.Str("error", "code") != "invalid_value" || e.Str("error", "param") != "starting_after" {
+			t.Fatalf("starting_after %s, past the end, on B: %v", past, e)
+		}
 	}
 	jsonAnswer(t, do(t, ctx, "GET", b.base+"/responses/resp_unknown?stream=true", nil), 404)
 	jsonAnswer(t, do(t, ctx, "GET", b.base+"/responses/resp_unknown", nil), 404)

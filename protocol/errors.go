@@ -220,9 +220,14 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
-// Errorf returns an invalid_request_error with the given status, code and param.
+// Errorf returns an error with the given status, code and param: an invalid_request_error
+// for a status below 500, a server_error from 500 on.
 func Errorf(status int, code, param, format string, args ...any) *Error {
-	return &Error{Status: status, Type: TypeInvalidRequest, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
+	typ := TypeInvalidRequest
+	if status >= 500 {
+		typ = TypeServer
+	}
+	return &Error{Status: status, Type: typ, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
 // ErrorOf returns the payload of err's error envelope: the *Error that err is or wraps (also

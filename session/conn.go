@@ -250,14 +250,15 @@ type Conn struct {
 	out        outbox       // the frames Write queued, written by one flusher goroutine at a time
 	writeStart atomic.Int64 // unix nanoseconds when the flusher's write in progress began; 0 when none
 
-	framesSent, bytesSent atomic.Int64 // not yet added to Options.Metrics (flushCounts)
-	written               atomic.Int64 // bytes of frames written to the transport (ping: the peer reads)
-	pongMark              atomic.Int64 // written when the last answered ping was sent (ping)
-	qmu                   sync.Mutex   // guards queued and qreserved
-	queued                int64        // bytes of the frames in Write (waiting or being written)
-	qreserved             int64        // bytes of Options.Budget held for them: whole writeGranules, at least queued
-	watchdogOn            bool         // immutable: the watchdog runs (and calls trimQueue)
-	dropped               atomic.Bool  // dropPeer was called: the queue keeps no granule
+	framesSent, bytesSent atomic.Int64           // not yet added to Options.Metrics (flushCounts)
+	written               atomic.Int64           // bytes of frames written to the transport (ping: the peer reads)
+	pongMark              atomic.Int64           // written when the last answered ping was sent (ping)
+	qmu                   sync.Mutex             // guards queued and qreserved
+	queued                int64                  // bytes of the frames in Write (waiting or being written)
+	qreserved             int64                  // bytes of Options.Budget held for them: whole writeGranules, at least queued
+	watchdogOn            bool                   // immutable: the watchdog runs (and calls trimQueue)
+	dropped               atomic.Bool            // dropPeer was called: the queue keeps no granule
+	dropReason            atomic.Pointer[string] // why dropPeer dropped the peer (DropReason)
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
@@ -434,14 +435,28 @@ func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 }
 
 // dropPeer closes the transport of a peer that stopped answering or reading; the adapter's
-// read loop then ends and Close frees every rollout.
+// read loop then ends and Close frees every rollout. The write watchdog and the ping loop
+// may both find the same peer: only the first drops, counts and logs it.
 func (c *Conn) dropPeer(why string) {
-	c.dropped.Store(true)
+	if c.dropped.Swap(true) {
+		return
+	}
+	c.dropReason.Store(&why)
 	if m := c.opts.Metrics; m != nil {
 		m.PeersDropped.Add(1)
 	}
 	c.log.Info("dropping peer", "reason", why)
 	_ = c.tr.Abort()
+}
+
+// DropReason returns why the server dropped the peer (it stopped reading, or answering
+// pings: "write timeout: the client is not reading"), or "" when it did not. The transport's
+// read error after a drop says only that the connection was closed.
+func (c *Conn) DropReason() string {
+	if why := c.dropReason.Load(); why != nil {
+		return *why
+	}
+	return ""
 }
 
 func (c *Conn) ageLimit(age time.Duration) {

@@ -3,9 +3,11 @@ package server
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,5 +286,33 @@ func TestSlowReaderKeepsAnsweringPings(t *testing.T) {
 	}
 	if d := s.Metrics().PeersDropped.Load(); d != 0 {
 		t.Fatalf("%d peers dropped, want the slow reader kept", d)
+	}
+}
+
+// TestDroppedPeerCloseReason: the "connection closed" line of a peer the server dropped gives
+// the drop's reason, with the connection's remote address, not the read error the drop caused.
+func TestDroppedPeerCloseReason(t *testing.T) {
+	var mu sync.Mutex
+	var closed []string
+	log := slog.New(recordHandler(func(r slog.Record) {
+		if r.Message != "connection closed" {
+			return
+		}
+		line := ""
+		r.Attrs(func(a slog.Attr) bool { line += a.Key + "=" + a.Value.String() + " "; return true })
+		mu.Lock()
+		closed = append(closed, line)
+		mu.Unlock()
+	}))
+	s, url := testServer(t, Options{Logger: log, Limits: session.Limits{WriteTimeout: 200 * time.Millisecond}})
+	c := dialAppend(t, url)
+	c.Send(create("a long answer", map[string]string{"sim.answer_tokens": "200000", "sim.speed": "instant"}))
+	// The client never reads: the socket buffers fill and a write times out.
+	waitNoConns(t, s)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(closed) != 1 || !strings.Contains(closed[0], "reason=dropped: write timeout: the client is not reading") ||
+		!strings.Contains(closed[0], "remote=127.0.0.1:") {
+		t.Fatalf("connection closed lines %q, want one giving the drop's reason", closed)
 	}
 }

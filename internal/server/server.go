@@ -560,7 +560,11 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, owner string)
 		err = compat.ServeWebSocket(c, s.publicOptions())
 	}
 	_ = ws.Conn.CloseNow()
-	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", closeReason(err))
+	reason := closeReason(err)
+	if why := c.DropReason(); why != "" {
+		reason = "dropped: " + why
+	}
+	s.log.Info("connection closed", "shape", shape, "remote", r.RemoteAddr, "reason", reason)
 }
 
 // chatCompletion serves POST /v1/chat/completions: a request is a live rollout of its key

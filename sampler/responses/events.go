@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -86,11 +87,37 @@ func (e *incompleteError) Error() string {
 	return fmt.Sprintf("upstream response incomplete (reason %q)", e.reason)
 }
 
+// Bounds on what an UpstreamError quotes of the upstream's error: the rest is cut, so that an
+// upstream cannot pass megabytes of its own text to the client's error message and the log.
+const (
+	maxUpstreamMessage = 512 // bytes of the message
+	maxUpstreamCode    = 64  // bytes of the code and of the type
+)
+
+// upstreamError returns the UpstreamError of an upstream's status, type, code and message,
+// each cut to its bound.
+func upstreamError(status int, typ, code, message string) *UpstreamError {
+	return &UpstreamError{Status: status, Type: cutText(typ, maxUpstreamCode), Code: cutText(code, maxUpstreamCode),
+		Message: cutText(message, maxUpstreamMessage)}
+}
+
+// cutText returns s cut to at most n bytes at a character boundary, with "…" when it was cut.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
 // frameError returns the error of an error frame, nested or flat.
 func frameError(ev *serverEvent) *UpstreamError {
-	e := &UpstreamError{Status: ev.Status, Code: ev.Code, Message: ev.Message}
+	e := upstreamError(ev.Status, "", ev.Code, ev.Message)
 	if d := ev.Error; d != nil {
-		e = &UpstreamError{Status: ev.Status, Type: d.Type, Code: d.Code, Message: d.Message}
+		e = upstreamError(ev.Status, d.Type, d.Code, d.Message)
 	}
 	if e.Status == 401 || e.Status == 403 {
 		// The upstream's message may quote the server's key: never pass it on.
@@ -184,9 +211,11 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 		return res, fmt.Errorf("upstream %s without its response", typ)
 	}
 	if u := r.Usage; u != nil {
-		res.InputTokens = u.InputTokens
-		res.CachedTokens = protocol.CachedTokens(u.InputTokensDetails.CachedTokens, u.InputTokens)
-		res.OutputTokens = u.OutputTokens
+		// Counts are the upstream's, but never negative: an upstream that reports one
+		// gets 0 there.
+		res.InputTokens = max(u.InputTokens, 0)
+		res.CachedTokens = protocol.CachedTokens(max(u.InputTokensDetails.CachedTokens, 0), res.InputTokens)
+		res.OutputTokens = max(u.OutputTokens, 0)
 	}
 	switch typ {
 	case "response.incomplete":
@@ -198,11 +227,11 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 			res.Incomplete = reason
 			return res, nil
 		}
-		return res, &incompleteError{reason: reason}
+		return res, &incompleteError{reason: cutText(reason, maxUpstreamCode)}
 	case "response.failed":
 		ue := &UpstreamError{Code: "server_error", Message: "no error given"}
 		if d := r.Error; d != nil {
-			ue.Code, ue.Message = d.Code, d.Message
+			ue = upstreamError(0, "", d.Code, d.Message)
 		}
 		return res, ue
 	}

@@ -263,22 +263,40 @@ func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream
 	if err := s.write(ctx, c, data); err != nil {
 		return res, "", false, err
 	}
+	created := false // the step's response.created was read; id is its Response's
 	for answered := false; ; answered = true {
 		ev, cost, err := s.read(ctx, c, answered)
 		if err != nil {
 			return res, "", false, err
 		}
-		if ev.Response != nil && ev.Response.ID != "" {
-			id = ev.Response.ID
-		}
 		switch ev.Type {
 		case "error":
 			c.release(cost)
 			return res, "", true, frameError(ev)
-		case "response.completed", "response.incomplete", "response.failed":
+		case "response.created", "response.completed", "response.incomplete", "response.failed":
+			// Lifecycle events of another response than the step's (a terminal event before
+			// response.created, a second response.created) leave the socket out of step with
+			// the chain: its frames would be taken as the next step's. It is closed.
+			if err := lifecycle(ev, created, id); err != nil {
+				c.release(cost)
+				return res, "", false, err
+			}
+			if ev.Type == "response.created" {
+				created = true
+				if ev.Response != nil {
+					id = ev.Response.ID
+				}
+				break
+			}
 			c.release(cost)
 			res, err = result(ev.Response, ev.Type)
 			return res, id, true, err
+		}
+		if !created {
+			// Frames of a response the upstream streamed on after its error frame or terminal
+			// event: none of their text may reach this step's client.
+			c.release(cost)
+			return res, "", false, fmt.Errorf("upstream sent %s before response.created", ev.Type)
 		}
 		err = st.event(ev)
 		c.release(cost) // applied: its text, if any, is counted by st.out
@@ -286,6 +304,26 @@ func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream
 			return res, "", false, err
 		}
 	}
+}
+
+// lifecycle checks that a lifecycle event belongs to the step's response: response.created
+// comes once, first (run refuses any other event before it but an error frame), and a
+// terminal event after it, naming the same Response id when both
+// name one. created reports that the step's response.created was read, id its Response's id.
+func lifecycle(ev *serverEvent, created bool, id string) error {
+	if ev.Type == "response.created" {
+		if created {
+			return errors.New("upstream sent a second response.created in one step")
+		}
+		return nil
+	}
+	if !created {
+		return fmt.Errorf("upstream sent %s before response.created", ev.Type)
+	}
+	if ev.Response != nil && ev.Response.ID != "" && id != "" && ev.Response.ID != id {
+		return fmt.Errorf("upstream sent %s of another response than the one it created", ev.Type)
+	}
+	return nil
 }
 
 // write sends one frame within the silence timeout.

@@ -130,6 +130,15 @@ type StepResult struct {
 	ModelTime time.Duration
 }
 
+// MaxStepTokens bounds each token count a backend takes from an engine for one step: no
+// context is larger, and sums over a rollout's steps (and counters over many) cannot wrap.
+const MaxStepTokens = 1<<31 - 1
+
+// TokenCount is a count n an engine reported, taken between 0 and MaxStepTokens: a backend
+// passes every engine count through it, so that a buggy or hostile engine's negative or huge
+// numbers never reach a client's usage or a metric.
+func TokenCount(n int) int { return min(max(n, 0), MaxStepTokens) }
+
 // RequestChecker is an optional interface of a Model: CheckRequest validates a create request
 // before its rollout starts (e.g. the sim's "sim.*" metadata keys, or items an engine cannot
 // take) and returns an error holding a 400 *protocol.Error with its param (protocol.AsError),

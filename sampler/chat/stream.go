@@ -231,17 +231,8 @@ func (r *reader) toolCall(tc *chatwire.ToolCall) error {
 	return r.out.Arguments(tc.Function.Arguments)
 }
 
-// maxStepTokens bounds each token count an engine reports for one step: no context is
-// larger, and sums over a rollout's steps (and the replica counters) cannot wrap.
-const maxStepTokens = 1<<31 - 1
-
-// tokenCount is an engine's reported count n taken between 0 and maxStepTokens.
-func tokenCount(n int) int {
-	return min(max(n, 0), maxStepTokens)
-}
-
 // usage records the chunk's usage and llama.cpp timings, when present: each count between 0
-// and maxStepTokens, cached tokens at most the input tokens.
+// and sampler.MaxStepTokens, cached tokens at most the input tokens.
 func (r *reader) usage(c *chatwire.Chunk) {
 	r.reported = r.reported || c.Usage != nil || c.Timings != nil
 	if u := c.Usage; u != nil {
@@ -258,8 +249,8 @@ func (r *reader) usage(c *chatwire.Chunk) {
 			r.res.CachedTokens = t.CacheN
 		}
 	}
-	r.res.InputTokens, r.res.OutputTokens = tokenCount(r.res.InputTokens), tokenCount(r.res.OutputTokens)
-	r.res.CachedTokens = protocol.CachedTokens(tokenCount(r.res.CachedTokens), r.res.InputTokens)
+	r.res.InputTokens, r.res.OutputTokens = sampler.TokenCount(r.res.InputTokens), sampler.TokenCount(r.res.OutputTokens)
+	r.res.CachedTokens = protocol.CachedTokens(sampler.TokenCount(r.res.CachedTokens), r.res.InputTokens)
 }
 
 // unreported fills the usage of a step that ended (cancelled, disconnected, failed) before

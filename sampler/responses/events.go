@@ -211,11 +211,10 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 		return res, fmt.Errorf("upstream %s without its response", typ)
 	}
 	if u := r.Usage; u != nil {
-		// Counts are the upstream's, but never negative: an upstream that reports one
-		// gets 0 there.
-		res.InputTokens = max(u.InputTokens, 0)
-		res.CachedTokens = protocol.CachedTokens(max(u.InputTokensDetails.CachedTokens, 0), res.InputTokens)
-		res.OutputTokens = max(u.OutputTokens, 0)
+		// Counts are the upstream's, taken between 0 and sampler.MaxStepTokens.
+		res.InputTokens = sampler.TokenCount(u.InputTokens)
+		res.CachedTokens = protocol.CachedTokens(sampler.TokenCount(u.InputTokensDetails.CachedTokens), res.InputTokens)
+		res.OutputTokens = sampler.TokenCount(u.OutputTokens)
 	}
 	switch typ {
 	case "response.incomplete":

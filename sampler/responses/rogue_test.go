@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler"
 	"github.com/tetherd/tether/sampler/responses"
 )
 
@@ -123,25 +124,32 @@ func TestTerminalOfAnotherResponse(t *testing.T) {
 	}
 }
 
-// TestUpstreamNegativeUsage: an upstream whose response.completed reports negative token
-// counts gives the client a usage of zeros there, never a negative count.
+// TestUpstreamNegativeUsage: an upstream whose response.completed reports negative or absurd
+// token counts gives the client counts between 0 and sampler.MaxStepTokens, never a negative
+// one or one that sums past an int.
 func TestUpstreamNegativeUsage(t *testing.T) {
-	c := scriptFront(t, func(n int) []string {
-		f := answerFrames(fmt.Sprintf("resp_%d", n), "answer")
-		f[len(f)-1] = `{"type":"response.completed","response":{"id":"resp_` + fmt.Sprint(n) + `","status":"completed",` +
-			`"usage":{"input_tokens":-5,"input_tokens_details":{"cached_tokens":-7},"output_tokens":-3,"total_tokens":-8}}}`
-		return f
-	})
-	c.Send(map[string]any{"type": "response.create", "model": "m", "input": "one"})
-	fs := c.Until("response.failed", "response.completed")
-	last := fs[len(fs)-1]
-	if last.Type() != "response.completed" {
-		t.Fatalf("want response.completed, got %v", last)
+	usages := []string{
+		`{"input_tokens":-5,"input_tokens_details":{"cached_tokens":-7},"output_tokens":-3,"total_tokens":-8}`,
+		`{"input_tokens":4611686018427387904,"input_tokens_details":{"cached_tokens":4611686018427387904},"output_tokens":4611686018427387904,"total_tokens":1}`,
 	}
-	for _, path := range [][]string{{"input_tokens"}, {"output_tokens"}, {"total_tokens"}, {"input_tokens_details", "cached_tokens"}} {
-		n, ok := last.Int(append([]string{"response", "usage"}, path...)...)
-		if !ok || n < 0 {
-			t.Fatalf("usage %v = %d (present %v), want 0 or more: %v", path, n, ok, last.Get("response", "usage"))
+	for _, usage := range usages {
+		c := scriptFront(t, func(n int) []string {
+			f := answerFrames(fmt.Sprintf("resp_%d", n), "answer")
+			f[len(f)-1] = `{"type":"response.completed","response":{"id":"resp_` + fmt.Sprint(n) + `","status":"completed",` +
+				`"usage":` + usage + `}}`
+			return f
+		})
+		c.Send(map[string]any{"type": "response.create", "model": "m", "input": "one"})
+		fs := c.Until("response.failed", "response.completed")
+		last := fs[len(fs)-1]
+		if last.Type() != "response.completed" {
+			t.Fatalf("want response.completed, got %v", last)
+		}
+		for _, path := range [][]string{{"input_tokens"}, {"output_tokens"}, {"total_tokens"}, {"input_tokens_details", "cached_tokens"}} {
+			n, ok := last.Int(append([]string{"response", "usage"}, path...)...)
+			if !ok || n < 0 || n > 2*sampler.MaxStepTokens {
+				t.Fatalf("upstream usage %s: %v = %d (present %v), want 0…2×MaxStepTokens: %v", usage, path, n, ok, last.Get("response", "usage"))
+			}
 		}
 	}
 }

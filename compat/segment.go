@@ -23,5 +23,8 @@ type segment struct {
 	// continuation of this segment must walk the chain to demand that call's output.
 	unlisted bool
 	steered  []protocol.Item // guarded by registry.mu: input of steers pending on its calls (response.steer.pending), which a cold continuation appends
-	bytes    int64           // estimate of the items this segment added (input + output)
+	// steeredTo is guarded by registry.mu: the id of the successor that went on from this
+	// segment after a steer cut it short ("" when none), for steers that still name it.
+	steeredTo string
+	bytes     int64 // estimate of the items this segment added (input + output)
 }

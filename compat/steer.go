@@ -9,8 +9,8 @@ import (
 )
 
 // steer answers response.steer: the response named by previous_response_id
-// must be in flight on this connection (queued or sampling), or have just been steered (its
-// successor then takes the steer). The rollout then takes the steer
+// must be in flight on this connection (queued or sampling), or have been steered (the
+// successor in flight at the end of its chain of steered successors then takes the steer). The rollout then takes the steer
 // (rolloutSink.SteerAccepted and the events after it); everything else gets
 // response.steer.failed here, from the reading goroutine, with sequence_number 0 and the
 // lane of the response it names.
@@ -46,9 +46,11 @@ func (h *wsHandler) steer(frame json.RawMessage) {
 	}
 }
 
-// steerTarget finds the segment a steer for id goes to: id's segment while it is in flight, or
-// the successor of a segment that was just steered; ended reports a segment of this connection
-// that has ended. lane is the lane of the segment named, when it is known.
+// steerTarget finds the segment a steer for id goes to: id's segment while it is in flight, or,
+// when id was steered, the successor in flight at the end of its chain of steered successors
+// (a burst of steers naming one response follows the rollout across the Responses the earlier
+// steers started); ended reports a segment of this connection that has ended. lane is the
+// lane of the segment named, when it is known.
 func (r *registry) steerTarget(id string) (ps *pendingSegment, lane string, ended bool) {
 	if id == "" {
 		return nil, "", false
@@ -63,15 +65,30 @@ func (r *registry) steerTarget(id string) (ps *pendingSegment, lane string, ende
 	if seg == nil {
 		return nil, "", false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.inflight {
-		if p.successor && p.parent == id {
-			return p, p.seg.lane, false
+	lane = seg.lane
+	for range maxSteerHops {
+		r.mu.Lock()
+		for _, p := range r.inflight {
+			if p.successor && p.parent == seg.id {
+				r.mu.Unlock()
+				return p, p.seg.lane, false
+			}
+		}
+		next := seg.steeredTo
+		r.mu.Unlock()
+		if next == "" {
+			break
+		}
+		if seg = r.peek(next); seg == nil {
+			break // evicted: the steer finds nothing to follow
 		}
 	}
-	return nil, seg.lane, true
+	return nil, lane, true
 }
+
+// maxSteerHops bounds the chain of steered successors a steer follows from the response it
+// names (each hop is a lookup and a walk of the responses in flight).
+const maxSteerHops = 64
 
 func steerError(code, format string, args ...any) *protocol.Error {
 	return protocol.Errorf(400, code, "", format, args...)
@@ -155,6 +172,7 @@ func (s *rolloutSink) Steered(st session.Steering) {
 	}
 	s.owner.mu.Lock()
 	s.owner.acceptLocked(succ)
+	ps.seg.steeredTo = id
 	s.owner.mu.Unlock()
 	s.cur, s.seq, s.begun = succ, 0, false
 }

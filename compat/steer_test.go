@@ -178,3 +178,28 @@ func TestSteerNotSupported(t *testing.T) {
 		t.Fatalf("the response was harmed: %v", final(end))
 	}
 }
+
+// TestSteersNamingASteeredResponse: steers that keep naming the first response of a rollout
+// while earlier steers have each started a successor follow the chain of successors to the
+// one in flight: each is accepted and steers it, and the last successor sees every input.
+func TestSteersNamingASteeredResponse(t *testing.T) {
+	f := newFixture(t, realtime(server.Options{}))
+	c := f.dial(t)
+	c.Send(inLane("main", "write a long essay", map[string]any{"metadata": slow("80")}))
+	id := respID(c.Until("response.output_text.delta"))
+	for i, word := range []string{"zircon", "basalt", "quartz"} {
+		c.Send(steer(id, "Mention the word "+word+"."))
+		fs := c.Until("response.steer.accepted", "response.steer.failed")
+		if got := fs[len(fs)-1]; got.Type() != "response.steer.accepted" {
+			t.Fatalf("steer %d naming %s: %v", i+1, id, got)
+		}
+		c.Until("response.incomplete")
+		c.Until("response.output_text.delta") // the successor streams
+	}
+	last := c.Until("response.completed")
+	for _, word := range []string{"zircon", "basalt", "quartz"} {
+		if !strings.Contains(answer(last), word) {
+			t.Errorf("the last successor did not see %q: %q", word, answer(last))
+		}
+	}
+}

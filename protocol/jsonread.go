@@ -571,13 +571,17 @@ func kindName(k jsontext.Kind) string {
 	return "a number"
 }
 
-// clip shortens s for an error message.
-func clip(s string) string {
-	const max = 64
-	if len(s) <= max {
+// clip shortens s for an error message: Clip at 64 bytes.
+func clip(s string) string { return Clip(s, 64) }
+
+// Clip returns s cut to at most n bytes at a character boundary, followed by "…" when it was
+// cut: how a value quoted in an error message (a member name, a model, a header, an upstream's
+// text) is kept short without splitting a character.
+func Clip(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	i := max
+	i := n
 	for i > 0 && !utf8.RuneStart(s[i]) {
 		i--
 	}

@@ -75,9 +75,4 @@ func emptyValue(v json.RawMessage) bool {
 }
 
 // clip shortens a member name for an error message.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func clip(s string) string { return protocol.Clip(s, 64) }

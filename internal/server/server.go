@@ -431,12 +431,7 @@ func WantsReattach(r *http.Request) bool {
 }
 
 // clipValue shortens a header or query value quoted in an error message.
-func clipValue(v string) string {
-	if len(v) > 64 {
-		return v[:64] + "…"
-	}
-	return v
-}
+func clipValue(v string) string { return protocol.Clip(v, 64) }
 
 // checkHandshake checks what websocket.Accept checks of an upgrade request beyond isUpgrade
 // (RFC 6455 section 4.2.1: HTTP/1.1, Sec-WebSocket-Version 13, one Sec-WebSocket-Key of 16 base64

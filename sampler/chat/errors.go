@@ -57,9 +57,5 @@ func upstreamMessage(body io.Reader) string {
 	return "(no message)"
 }
 
-func cut(s string) string {
-	if len(s) > 512 {
-		return s[:512] + "…"
-	}
-	return s
-}
+// cut shortens an engine's text before a client sees it: 512 bytes at most (docs/chat.md).
+func cut(s string) string { return protocol.Clip(s, 512) }

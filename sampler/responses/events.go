@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/tetherd/tether/protocol"
 	"github.com/tetherd/tether/sampler"
@@ -97,20 +96,8 @@ const (
 // upstreamError returns the UpstreamError of an upstream's status, type, code and message,
 // each cut to its bound.
 func upstreamError(status int, typ, code, message string) *UpstreamError {
-	return &UpstreamError{Status: status, Type: cutText(typ, maxUpstreamCode), Code: cutText(code, maxUpstreamCode),
-		Message: cutText(message, maxUpstreamMessage)}
-}
-
-// cutText returns s cut to at most n bytes at a character boundary, with "…" when it was cut.
-func cutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
+	return &UpstreamError{Status: status, Type: protocol.Clip(typ, maxUpstreamCode), Code: protocol.Clip(code, maxUpstreamCode),
+		Message: protocol.Clip(message, maxUpstreamMessage)}
 }
 
 // frameError returns the error of an error frame, nested or flat.
@@ -226,7 +213,7 @@ func result(r *eventResponse, typ string) (sampler.StepResult, error) {
 			res.Incomplete = reason
 			return res, nil
 		}
-		return res, &incompleteError{reason: cutText(reason, maxUpstreamCode)}
+		return res, &incompleteError{reason: protocol.Clip(reason, maxUpstreamCode)}
 	case "response.failed":
 		ue := &UpstreamError{Code: "server_error", Message: "no error given"}
 		if d := r.Error; d != nil {

@@ -36,12 +36,16 @@ type rollout struct {
 	model     int64           // the model session's state at the last suspension (sampler.Suspension.StateBytes)
 	stamp     uint64
 	cancelled bool
-	cancelWhy string         // the reason of the Cancel (or drain) that set cancelled
-	started   time.Time      // when Start accepted the rollout
-	seq       uint64         // the connection's stamp at Start: the order of starts
-	turns     int            // turns begun: Start, then one per accepted Resume
-	usage     protocol.Usage // cumulative, as of the last suspension or the end
-	context   int            // tokens of the last sampling step's context (input + output)
+	cancelWhy string // the reason of the Cancel (or drain) that set cancelled
+	// answered: the rollout's sink has answered its end (coreSink.Ended); until then refusals
+	// holds the 409s of cancels that came while it ended, written right after its terminal event.
+	answered bool
+	refusals []error
+	started  time.Time      // when Start accepted the rollout
+	seq      uint64         // the connection's stamp at Start: the order of starts
+	turns    int            // turns begun: Start, then one per accepted Resume
+	usage    protocol.Usage // cumulative, as of the last suspension or the end
+	context  int            // tokens of the last sampling step's context (input + output)
 	// reattach: an append-shape rollout that a drain parks to the store (reattachableLocked);
 	// parkAsked: the drain asked it to park; moving: its parked value is being written there.
 	// inStore: it parked (Limits.ParkAfter) and its parked value was written to the store
@@ -377,12 +381,13 @@ func (c *Conn) resume(key string, input []protocol.Item) error {
 //
 // A cancel is either the rollout's ending (its terminal event says so) or refused with 409,
 // never lost: one that reaches a rollout whose model has just finished, before the rollout
-// settled on that ending, still ends it cancelled; one that comes after waits until the
-// rollout's terminal event is queued, so that the 409 follows it on the connection.
+// settled on that ending, still ends it cancelled; the 409 of one that comes while the
+// rollout is ending is written on the connection right after the rollout's terminal event,
+// and Cancel returns nil for it (the caller writes nothing, and goes on at once).
 func (c *Conn) Cancel(key, reason string) error { return c.cancelKey(key, reason, true) }
 
 // CancelQuietly is Cancel for a caller that ignores the 409 of a rollout that ended meanwhile:
-// it never waits for that rollout's terminal event (a sink may call it).
+// that 409 is returned, never written on the connection.
 func (c *Conn) CancelQuietly(key, reason string) error { return c.cancelKey(key, reason, false) }
 
 func (c *Conn) cancelKey(key, reason string, ordered bool) error {
@@ -404,12 +409,9 @@ func (c *Conn) cancelKey(key, reason string, ordered bool) error {
 		return shuttingDownError()
 	}
 	if h.final || h.cancelled {
-		r := h.r
+		err := c.refuseLocked(h, key, ordered)
 		c.mu.Unlock()
-		if ordered && r != nil {
-			<-r.Done() // its terminal event is queued before the 409
-		}
-		return alreadyEndedError(key)
+		return err
 	}
 	h.cancelled, h.cancelWhy = true, reason // a rollout parking now is cancelled once parked
 	r, err := c.liveLocked(h)
@@ -426,10 +428,23 @@ func (c *Conn) cancelKey(key, reason string, ordered bool) error {
 		return nil
 	}
 	// The rollout had settled on another ending: its sink is answering it.
-	if ordered {
-		<-r.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refuseLocked(h, key, ordered)
+}
+
+// refuseLocked answers a cancel of h's rollout, which has ended or is ending, with 409
+// response_already_completed. For an ordered cancel of a rollout whose terminal event is still
+// to come (coreSink.Ended has not answered), the 409 is queued on h to follow that event and
+// refuseLocked returns nil. A parked or parking rollout is answered at once (its end may wait
+// for an unpark that can fail).
+func (c *Conn) refuseLocked(h *rollout, key string, ordered bool) error {
+	err := alreadyEndedError(key)
+	if !ordered || h.answered || h.parked != nil || h.r == nil || h.r.State() == sampler.Parked {
+		return err
 	}
-	return alreadyEndedError(key)
+	h.refusals = append(h.refusals, protocol.InLane(err, h.lane))
+	return nil
 }
 
 // Chain returns the items of the rollout key (history, inputs and outputs in order) for a
@@ -644,6 +659,14 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	// Only now is it an ended rollout that eviction may take: while its sink answered the
 	// end, the adapter may have taken it out of the registry (the public shape keeps the
 	// rollout's Responses, KeepResponse, and forgets the rollout), and that is not an eviction.
+	c.mu.Lock()
+	h.answered = true
+	refusals := h.refusals
+	h.refusals = nil
+	c.mu.Unlock()
+	for _, err := range refusals {
+		_ = c.WriteError(err) // cancels that came while it ended: after its terminal event
+	}
 	c.mu.Lock()
 	if c.reg != nil && c.inRegistryLocked(h) {
 		if _, taken := c.ended.Peek(h.key); taken {

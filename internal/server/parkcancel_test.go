@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tetherd/tether/internal/wstest"
+	"github.com/tetherd/tether/sampler/sim"
 	"github.com/tetherd/tether/session"
 )
 
@@ -148,4 +149,33 @@ func TestCancelRacingTheEnd(t *testing.T) {
 		refused++
 	}
 	t.Logf("cancelled %d, refused after completing %d", cancelled, refused)
+}
+
+// TestSecondCancelDoesNotStallTheConnection: a second response.cancel of a rollout whose first
+// cancel is still waiting for its lane's turn (another rollout of the lane samples) does not
+// hold up the connection's later frames: a cancel of the sampling rollout sent right after it
+// still ends that rollout cancelled. The second cancel's 409 follows the first rollout's
+// terminal event.
+func TestSecondCancelDoesNotStallTheConnection(t *testing.T) {
+	_, url := testServer(t, Options{Model: sim.NewSim(sim.SimOptions{Realtime: true})})
+	c := dialAppend(t, url)
+	a, _, _ := suspendCalls(t, c, false)
+	c.Send(map[string]any{"type": "response.create", "model": "sim", "input": "a long answer",
+		"metadata": map[string]string{"sim.answer_tokens": "2000", "sim.speed": "65"}})
+	b := c.Until("response.created")[0].Str("response", "id")
+	c.Until("response.output_text.delta")
+	c.Send(map[string]any{"type": "response.cancel", "response_id": a})
+	c.Send(map[string]any{"type": "response.cancel", "response_id": a})
+	c.Send(map[string]any{"type": "response.cancel", "response_id": b})
+	fs := c.Until("response.completed", "response.incomplete")
+	if last := fs[len(fs)-1]; last.Str("response", "id") != b || last.Type() != "response.incomplete" {
+		t.Fatalf("the sampling rollout %s ended %v, want cancelled", b, last)
+	}
+	fs = c.Until("response.incomplete")
+	if last := fs[len(fs)-1]; last.Str("response", "id") != a || last.Str("response", "incomplete_details", "reason") != "cancelled" {
+		t.Fatalf("the suspended rollout %s ended %v, want cancelled", a, last)
+	}
+	if f := c.Next(); f.Type() != "error" || f.Str("error", "code") != "response_already_completed" {
+		t.Fatalf("after %s's terminal event: %v, want the second cancel's 409", a, f)
+	}
 }

@@ -31,6 +31,22 @@ type proxy struct {
 	left    int // held requests (mode nodone) whose client went away
 	mode    string
 	next    *httputil.ReverseProxy
+	conns   int // connections Tether opened to the proxy
+}
+
+// connState counts the connections Tether opens (http.Server.ConnState).
+func (p *proxy) connState(_ net.Conn, st http.ConnState) {
+	if st == http.StateNew {
+		p.mu.Lock()
+		p.conns++
+		p.mu.Unlock()
+	}
+}
+
+func (p *proxy) connCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conns
 }
 
 func (p *proxy) setMode(m string) {
@@ -165,7 +181,9 @@ func chain(t *testing.T, opts chat.Options) (string, *chat.Model, *proxy) {
 	u, _ := url.Parse(up)
 	p := &proxy{next: httputil.NewSingleHostReverseProxy(u)}
 	p.next.FlushInterval = -1
-	ps := httptest.NewServer(p)
+	ps := httptest.NewUnstartedServer(p)
+	ps.Config.ConnState = p.connState
+	ps.Start()
 	t.Cleanup(ps.Close)
 	if len(opts.BaseURLs) == 0 {
 		opts.BaseURLs = []string{ps.URL + "/v1"}
@@ -325,6 +343,21 @@ func TestChainEndsAtUsage(t *testing.T) {
 	r = post(t, front)
 	if r.Status != "completed" || r.Usage.InputTokens != 0 || r.Usage.OutputTokens != 0 {
 		t.Fatalf("without usage: %s %+v usage %+v", r.Status, r.Error, r.Usage)
+	}
+}
+
+// TestChainReusesConnections: steps one after another go over one kept-alive connection to
+// the engine (no new TCP connection, or TLS handshake, per step), whether the stream ended with
+// [DONE] or at the usage chunk of an engine that holds the stream open.
+func TestChainReusesConnections(t *testing.T) {
+	front, _, p := chain(t, chat.Options{})
+	for i := range 4 {
+		if r := post(t, front); r.Status != "completed" {
+			t.Fatalf("step %d: %s %+v", i, r.Status, r.Error)
+		}
+	}
+	if n := p.connCount(); n != 1 {
+		t.Fatalf("4 steps opened %d connections to the engine, want 1", n)
 	}
 }
 

@@ -44,6 +44,8 @@ type reader struct {
 	// ended: a chunk carrying usage came after the chunk with the finish_reason, the last
 	// thing an engine sends before [DONE]: the step is over there.
 	ended bool
+	// over: the answer is whole ([DONE], or ended); read only waits for the body's end.
+	over bool
 	// reported: a chunk carried the engine's usage or timings.
 	reported bool
 	res      sampler.StepResult
@@ -84,7 +86,9 @@ func (r *reader) close() {
 
 // read consumes the SSE body until [DONE], its end after a finish_reason, or a usage chunk
 // after the finish_reason (nothing else is expected then: an engine that never sends [DONE]
-// and keeps the connection open does not hold the step until the silence timeout). A step the
+// and keeps the connection open does not hold the step until the silence timeout). After
+// [DONE] or that usage chunk it reads on to the body's end for at most endGrace, so that
+// net/http keeps the connection for the next step; the answer is whole either way. A step the
 // engine streams past max_output_tokens ends there, incomplete; past a byte bound or the step
 // timeout it fails. ctx is the step's: a large chunk waits for a heavy-work slot until it ends.
 func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, error) {
@@ -97,6 +101,12 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 	for {
 		r.body.Settle() // the previous event has been applied
 		_, data, err := sse.Next()
+		if r.over {
+			if err == nil {
+				continue // [DONE], or anything after the answer: read on to the stream's end
+			}
+			break // its end, or endGrace passed: the answer is whole either way
+		}
 		r.timer.Reset(r.timeout)
 		if err == io.EOF {
 			break
@@ -112,7 +122,8 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 			return r.res, fmt.Errorf("reading the upstream stream: %w", err)
 		}
 		if string(data) == "[DONE]" {
-			break
+			r.end()
+			continue
 		}
 		var c chatwire.Chunk
 		if err := unmarshalChunk(ctx, data, &c); err != nil {
@@ -131,7 +142,7 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 			return r.res, err
 		}
 		if r.ended {
-			break
+			r.end()
 		}
 	}
 	if r.finish == "" {
@@ -145,6 +156,17 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 		}
 	}
 	return r.res, nil
+}
+
+// endGrace bounds the wait for a stream's end after its answer is whole: an engine that sends
+// [DONE] and ends the body at once lets the connection be reused; one that holds it open only
+// costs the step this much.
+const endGrace = 250 * time.Millisecond
+
+// end marks the answer whole: what follows is only read to the body's end, within endGrace.
+func (r *reader) end() {
+	r.over = true
+	r.timer.Reset(min(r.timeout, endGrace))
 }
 
 // failKind names the kind of a stream failure, for the failure count.

@@ -307,8 +307,14 @@ func TestDroppedPeerCloseReason(t *testing.T) {
 	s, url := testServer(t, Options{Logger: log, Limits: session.Limits{WriteTimeout: 200 * time.Millisecond}})
 	c := dialAppend(t, url)
 	c.Send(create("a long answer", map[string]string{"sim.answer_tokens": "200000", "sim.speed": "instant"}))
-	// The client never reads: the socket buffers fill and a write times out.
+	// The client never reads: the socket buffers fill and a write times out. The connection
+	// may leave the server's count before its close is logged: wait for both.
 	waitNoConns(t, s)
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(closed) > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(closed) != 1 || !strings.Contains(closed[0], "reason=dropped: write timeout: the client is not reading") ||

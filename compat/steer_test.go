@@ -91,6 +91,8 @@ func TestSteerFailures(t *testing.T) {
 		{map[string]any{"type": "response.steer", "event_id": 5, "previous_response_id": respID(done), "input": "x"}, "invalid_input"},
 		{map[string]any{"type": "response.steer", "event_id": map[string]any{}, "previous_response_id": respID(done), "input": "x"}, "invalid_input"},
 		{map[string]any{"type": "response.steer", "event_id": "evt_1", "previous_response_id": respID(done), "input": "x"}, "response_already_completed"},
+		{map[string]any{"type": "response.steer", "previous_response_id": respID(done), "input": "x", "metadata": map[string]any{}}, "invalid_input"},
+		{map[string]any{"type": "response.steer", "previous_response_id": respID(done), "inptu": "x"}, "invalid_input"},
 	}
 	for _, tc := range cases {
 		c.Send(tc.frame)

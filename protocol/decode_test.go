@@ -703,6 +703,24 @@ func TestDecodeSteerEchoesWholeInput(t *testing.T) {
 	}
 }
 
+// TestDecodeSteerUnknownMember checks that a steer member the frame does not have is refused
+// with invalid_input naming it, and that type and event_id are taken.
+func TestDecodeSteerUnknownMember(t *testing.T) {
+	for _, tc := range []struct{ frame, param string }{
+		{`{"type":"response.steer","previous_response_id":"resp_1","input":"x","stream_id":"L"}`, "stream_id"},
+		{`{"type":"response.steer","previous_response_id":"resp_1","inptu":"x"}`, "inptu"},
+		{`{"type":"response.steer","event_id":null,"previous_response_id":"resp_1","input":"x"}`, ""},
+	} {
+		_, err := DecodeSteer(context.Background(), []byte(tc.frame))
+		switch {
+		case tc.param == "" && err != nil:
+			t.Errorf("%s: %v", tc.frame, err)
+		case tc.param != "" && (err == nil || err.Code != CodeInvalidInput || err.Param != tc.param || !strings.Contains(err.Message, "Unknown parameter")):
+			t.Errorf("%s: got %v, want invalid_input at %s", tc.frame, err, tc.param)
+		}
+	}
+}
+
 // hotTurn is the create of a hot WebSocket turn: previous_response_id and one
 // function_call_output of about 4 KB.
 func hotTurn() []byte {

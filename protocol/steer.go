@@ -44,10 +44,11 @@ type SteerParams struct {
 	RawInput json.RawMessage
 }
 
-// DecodeSteer decodes a response.steer frame {type, previous_response_id, input}
-// (event_id, a string or null, and other members are ignored). Every error is invalid_input
-// (400, param the field), the code response.steer.failed carries: previous_response_id missing
-// or not a string; event_id of another kind; input
+// DecodeSteer decodes a response.steer frame {type, previous_response_id, input, event_id}
+// (event_id, a string or null, is ignored). Every error is invalid_input (400, param the
+// field), the code response.steer.failed carries: a member the frame does not have
+// ("Unknown parameter: 'x'.", as create's unknown_parameter words it); previous_response_id
+// missing or not a string; event_id of another kind; input
 // missing, empty, or holding anything but user messages of input_text, input_image and
 // input_file parts. A frame of HeavyBytes or more waits for a heavy-work slot (CPUSlot); when
 // ctx ends first the error is ClientClosed.
@@ -74,8 +75,10 @@ func DecodeSteer(ctx context.Context, data []byte) (SteerParams, *Error) {
 				o.release()
 			case "event_id":
 				err = d.eventID()
+			case "type":
+				err = d.skipUnchecked() // the reader routed the frame on it
 			default:
-				err = d.skipUnchecked()
+				err = errUnknown(string(key))
 			}
 			return err
 		})

@@ -257,8 +257,7 @@ type Conn struct {
 	queued                int64                  // bytes of the frames in Write (waiting or being written)
 	qreserved             int64                  // bytes of Options.Budget held for them: whole writeGranules, at least queued
 	watchdogOn            bool                   // immutable: the watchdog runs (and calls trimQueue)
-	dropped               atomic.Bool            // dropPeer was called: the queue keeps no granule
-	dropReason            atomic.Pointer[string] // why dropPeer dropped the peer (DropReason)
+	dropReason            atomic.Pointer[string] // why dropPeer dropped the peer (DropReason); nil until then
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
@@ -438,10 +437,9 @@ func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 // read loop then ends and Close frees every rollout. The write watchdog and the ping loop
 // may both find the same peer: only the first drops, counts and logs it.
 func (c *Conn) dropPeer(why string) {
-	if c.dropped.Swap(true) {
+	if !c.dropReason.CompareAndSwap(nil, &why) {
 		return
 	}
-	c.dropReason.Store(&why)
 	if m := c.opts.Metrics; m != nil {
 		m.PeersDropped.Add(1)
 	}
@@ -561,7 +559,7 @@ func (c *Conn) unqueue(n int64) {
 	defer c.qmu.Unlock()
 	c.queued -= n
 	keep := granules(c.queued)
-	if c.watchdogOn && c.ctx.Err() == nil && !c.dropped.Load() {
+	if c.watchdogOn && c.ctx.Err() == nil && c.dropReason.Load() == nil {
 		keep = max(keep, min(c.qreserved, writeGranule))
 	}
 	if c.qreserved > keep {

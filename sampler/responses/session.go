@@ -269,34 +269,29 @@ func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream
 		if err != nil {
 			return res, "", false, err
 		}
-		switch ev.Type {
-		case "error":
+		switch {
+		case ev.Type == "error":
 			c.release(cost)
 			return res, "", true, frameError(ev)
-		case "response.created", "response.completed", "response.incomplete", "response.failed":
-			// Lifecycle events of another response than the step's (a terminal event before
-			// response.created, a second response.created) leave the socket out of step with
-			// the chain: its frames would be taken as the next step's. It is closed.
-			if err := lifecycle(ev, created, id); err != nil {
+		case ev.Type == "response.created" && !created:
+			created = true
+			if ev.Response != nil {
+				id = ev.Response.ID
+			}
+		default:
+			// Anything before response.created (frames of a response the upstream streamed on
+			// after its error frame or terminal event), a second response.created, or a
+			// terminal event of another response leaves the socket out of step with the chain:
+			// its frames would be taken as the next step's, so the socket is closed.
+			if err := inStep(ev, created, id); err != nil {
 				c.release(cost)
 				return res, "", false, err
 			}
-			if ev.Type == "response.created" {
-				created = true
-				if ev.Response != nil {
-					id = ev.Response.ID
-				}
-				break
+			if terminal(ev.Type) {
+				c.release(cost)
+				res, err = result(ev.Response, ev.Type)
+				return res, id, true, err
 			}
-			c.release(cost)
-			res, err = result(ev.Response, ev.Type)
-			return res, id, true, err
-		}
-		if !created {
-			// Frames of a response the upstream streamed on after its error frame or terminal
-			// event: none of their text may reach this step's client.
-			c.release(cost)
-			return res, "", false, fmt.Errorf("upstream sent %s before response.created", ev.Type)
 		}
 		err = st.event(ev)
 		c.release(cost) // applied: its text, if any, is counted by st.out
@@ -306,24 +301,25 @@ func (s *session) run(ctx context.Context, c *socket, f *createFrame, st *stream
 	}
 }
 
-// lifecycle checks that a lifecycle event belongs to the step's response: response.created
-// comes once, first (run refuses any other event before it but an error frame), and a
-// terminal event after it, naming the same Response id when both
-// name one. created reports that the step's response.created was read, id its Response's id.
-func lifecycle(ev *serverEvent, created bool, id string) error {
-	if ev.Type == "response.created" {
-		if created {
-			return errors.New("upstream sent a second response.created in one step")
-		}
-		return nil
-	}
-	if !created {
+// inStep checks that an event other than an error frame or the step's first response.created
+// belongs to the step's response: it comes after response.created (created; id is that
+// Response's id), is not a second response.created, and a terminal event names the same
+// Response id when both name one.
+func inStep(ev *serverEvent, created bool, id string) error {
+	switch {
+	case !created:
 		return fmt.Errorf("upstream sent %s before response.created", ev.Type)
-	}
-	if ev.Response != nil && ev.Response.ID != "" && id != "" && ev.Response.ID != id {
+	case ev.Type == "response.created":
+		return errors.New("upstream sent a second response.created in one step")
+	case terminal(ev.Type) && ev.Response != nil && ev.Response.ID != "" && id != "" && ev.Response.ID != id:
 		return fmt.Errorf("upstream sent %s of another response than the one it created", ev.Type)
 	}
 	return nil
+}
+
+// terminal reports a Response's terminal event type.
+func terminal(typ string) bool {
+	return typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
 }
 
 // write sends one frame within the silence timeout.

@@ -2,12 +2,14 @@ package deploy
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,15 +26,41 @@ type instance struct {
 	done               chan struct{}
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
+// fixedPort returns a loopback port for an instance that keeps it across restarts. The port is
+// free now and below the kernel's ephemeral range (ip_local_port_range), so that no
+// connection's local port and no other test's listener on port 0 takes it while the instance
+// is down between a stop and its restart.
+func fixedPort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := ephemeralLow()
+	for range 200 {
+		port := 10000 + rand.IntN(low-10000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			ln.Close()
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free loopback port between 10000 and %d", low)
+	return 0
+}
+
+// ephemeralLow returns the lowest port the kernel hands out to connections and to listeners
+// on port 0 (32768, Linux's default, when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= 11000 {
+		return 32768
+	}
+	return low
 }
 
 func (in *instance) addr() string { return "127.0.0.1:" + strconv.Itoa(in.port) }

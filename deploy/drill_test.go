@@ -71,7 +71,7 @@ func TestRestartDrill(t *testing.T) {
 	var ins []*instance
 	var addrs []string
 	for range 3 {
-		in := &instance{bin: bin, store: rs.URL(), logDir: logs, debug: debug, port: freePort(t)}
+		in := &instance{bin: bin, store: rs.URL(), logDir: logs, debug: debug, port: fixedPort(t)}
 		if err := in.start(); err != nil {
 			t.Fatal(err)
 		}

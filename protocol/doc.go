@@ -128,7 +128,8 @@
 //	two outputs for one call                            400    duplicate_tool_output                input
 //	append/cancel: unknown response                     404    response_not_found                   response_id
 //	model name holding a control character (U+0000-    404    model_not_found                      model
-//	  U+001F, U+007F-U+009F) or longer than 256 bytes;
+//	  U+001F, U+007F-U+009F), an invisible one (Cf,
+//	  U+2028, U+2029) or longer than 256 bytes;
 //	  GET /v1/models/{model} of a model not listed
 //	append to a response that is not suspended          409    response_not_suspended               response_id
 //	binary frame                                        400    unsupported_frame                    null

@@ -105,8 +105,9 @@ func errUnsupported(param string) *Error {
 const MaxModelNameLength = 256
 
 // CheckModelName refuses a model name that names no model on any backend: one holding a
-// control character (Unicode Cc: U+0000–U+001F, U+007F–U+009F), or longer than
-// MaxModelNameLength bytes. Either is 404 model_not_found with param model, as an unknown model
+// control character (Unicode Cc: U+0000–U+001F, U+007F–U+009F) or an invisible one (a format
+// character, Cf, such as U+200B or U+FEFF; the line and paragraph separators U+2028 and
+// U+2029), or longer than MaxModelNameLength bytes. Either is 404 model_not_found with param model, as an unknown model
 // is refused, the name shown Go-quoted (escaped) and clipped in the message, never raw. Other
 // names are nil: which models exist is the backend's to say.
 func CheckModelName(model string) *Error {
@@ -115,14 +116,21 @@ func CheckModelName(model string) *Error {
 			"The model %s does not exist: a model name is at most %d bytes (this one has %d). GET /v1/models lists the models.",
 			strconv.Quote(clip(model)), MaxModelNameLength, len(model))
 	}
-	i := strings.IndexFunc(model, unicode.IsControl)
+	i := strings.IndexFunc(model, unnamable)
 	if i < 0 {
 		return nil
 	}
 	r, _ := utf8.DecodeRuneInString(model[i:])
 	return Errorf(404, CodeModelNotFound, "model",
-		"The model %s does not exist: a model name holds no control characters (this one has U+%04X at byte %d). GET /v1/models lists the models.",
+		"The model %s does not exist: a model name holds no control or invisible characters (this one has U+%04X at byte %d). GET /v1/models lists the models.",
 		strconv.Quote(clip(model)), r, i)
+}
+
+// unnamable reports a character no model name holds: a control character, a format character
+// (invisible: zero-width spaces and joiners, direction marks, the byte order mark), or a line
+// or paragraph separator.
+func unnamable(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // checkCreate applies the rules of CreateFields that need the decoded request: a model name

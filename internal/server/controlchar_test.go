@@ -30,10 +30,15 @@ func (l *lockedBuffer) String() string {
 }
 
 // hasControl reports a control character (Unicode Cc) in s.
-func hasControl(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
+func hasControl(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool {
+		return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+	}) >= 0
+}
 
 // TestModelWithControlCharacterRefused: a model name holding a control character (NUL, a line
-// feed, ESC, DEL, a C1 control) names no model: it is refused as an unknown model is (404
+// feed, ESC, DEL, a C1 control) or an invisible one (a zero-width space, a byte order mark, a
+// line separator) names no model: it is refused as an unknown model is (404
 // model_not_found, param model) on every surface that takes one, the message shows the name
 // escaped, and nothing of it reaches the log raw.
 func TestModelWithControlCharacterRefused(t *testing.T) {
@@ -52,7 +57,7 @@ func TestModelWithControlCharacterRefused(t *testing.T) {
 	}
 	pub := dialPublic(t, url, "")
 	app := dialAppend(t, url)
-	for _, name := range []string{`sim\u0000`, `a\u0000b`, `sim\n`, `\u001b[2Jsim`, `sim\u007f`, `sim\u0085`} {
+	for _, name := range []string{`sim\u0000`, `a\u0000b`, `sim\n`, `\u001b[2Jsim`, `sim\u007f`, `sim\u0085`, `si\u200bm`, `\ufeffsim`, `sim\u2028`, `sim\u2029`} {
 		status, body := do(t, "POST", httpURL(url, "/v1/responses"), "", `{"model":"`+name+`","input":"hi"}`)
 		check("POST /v1/responses "+name, status, body)
 		status, body = do(t, "POST", httpURL(url, "/v1/chat/completions"), "", `{"model":"`+name+`","messages":[{"role":"user","content":"hi"}]}`)

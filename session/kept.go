@@ -119,16 +119,40 @@ func (c *Conn) ForgetResponse(id string) (orphaned bool) {
 	return orphaned
 }
 
-// Items returns the items with these ids among the items the registry holds (ended rollouts'
-// chains, kept Responses'; a rollout that has not ended holds none yet), keyed by id, for
-// item_references: an id it does not hold is absent. One walk of the registry answers every id (a walk per id would cost a create of
-// many references the registry's size for each).
+// Items returns the items with these ids that the connection can see, keyed by id, for
+// item_references: those its registry holds (ended rollouts' chains, kept Responses', and a
+// live rollout's context as of its latest suspension), then, for the ids still missing, those
+// of the server's live append-shape rollouts of store:true Responses of the same owner
+// (Options.LiveItems). An id none holds is absent. One walk of the registry answers every id
+// (a walk per id would cost a create of many references the registry's size for each).
 func (c *Conn) Items(ids []string) map[string]protocol.Item {
+	found := c.registryItems(ids)
+	if len(found) == len(ids) || c.opts.LiveItems == nil {
+		return found
+	}
+	var missing []string
+	for _, id := range ids {
+		if _, ok := found[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	for id, it := range c.opts.LiveItems.Find(c.opts.Owner, missing) {
+		found[id] = it
+	}
+	return found
+}
+
+// registryItems is the registry's part of Items.
+func (c *Conn) registryItems(ids []string) map[string]protocol.Item {
 	search := store.NewItemSearch(ids)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, h := range c.reg {
-		if !search.Take(h.items) {
+		items := h.items
+		if !h.final {
+			items = h.seen
+		}
+		if !search.Take(items) {
 			return search.Found
 		}
 	}

@@ -237,7 +237,7 @@ type Conn struct {
 	count      int                 // the entries Limits.CacheResponses bounds (kept.go)
 	ended      *Recent[endedEntry] // the ended rollouts of reg and the kept Responses, least recently used first: evicted from here
 	newest     string              // the key of the entry last put in ended: never evicted
-	orphans    []string            // rollouts whose latest Response left the registry: cancelOrphans ends them
+	orphans    []orphan            // rollouts whose latest Response left the registry: cancelOrphans ends them
 	lanes      map[string]*gate    // by stream_id; "" is the default lane
 	stamp      uint64
 	draining   bool

@@ -20,7 +20,7 @@ import (
 //     Options.Budget while the entry exists and released exactly once when it leaves.
 //   - Only ended entries are evicted, least recently used first, and never the connection's
 //     newest one (the Response just answered); a Response that was the latest of its suspended
-//     rollout ends that rollout when it goes (nothing can reach it any more).
+//     rollout ends that rollout when it goes (nothing can reach it any more; orphan.go).
 
 // keptResponse is a Response a shape keeps in the registry after it ended (KeepResponse).
 // Immutable once kept.
@@ -195,26 +195,8 @@ func (c *Conn) dropEndedLocked(key string, e endedEntry) (orphaned bool) {
 	c.count--
 	if h, ok := c.reg[k.rollout]; ok && !h.final && h.latest == k.id {
 		h.latest = ""
-		c.orphans = append(c.orphans, k.rollout)
+		c.orphans = append(c.orphans, orphan{key: k.rollout, id: k.id})
 		return true
 	}
 	return false
-}
-
-// cancelOrphans cancels the rollouts whose latest Response left the registry (queued by
-// dropEndedLocked). Called, without c.mu, by every call that may evict.
-func (c *Conn) cancelOrphans() {
-	c.mu.Lock()
-	keys := c.orphans
-	c.orphans = nil
-	c.mu.Unlock()
-	for _, key := range keys {
-		c.mu.Lock()
-		h, ok := c.reg[key]
-		live := ok && !h.final && !h.cancelled
-		c.mu.Unlock()
-		if live {
-			_ = c.CancelQuietly(key, protocol.ReasonCancelled) // an error: it ended meanwhile
-		}
-	}
 }

@@ -127,14 +127,14 @@ func (c *Conn) ForgetResponse(id string) (orphaned bool) {
 // (a walk per id would cost a create of many references the registry's size for each).
 func (c *Conn) Items(ids []string) map[string]protocol.Item {
 	found := c.registryItems(ids)
-	if len(found) == len(ids) || c.opts.LiveItems == nil {
-		return found
-	}
 	var missing []string
 	for _, id := range ids {
 		if _, ok := found[id]; !ok {
 			missing = append(missing, id)
 		}
+	}
+	if len(missing) == 0 || c.opts.LiveItems == nil {
+		return found
 	}
 	for id, it := range c.opts.LiveItems.Find(c.opts.Owner, missing) {
 		found[id] = it

@@ -53,15 +53,23 @@ type Background struct {
 	// instance; a cancel request left there by another instance is acted on at the next
 	// Sync. nil: everything stays in this instance's memory.
 	Shared session.BackgroundKeeper
-	// Sync is how often a running response is written to Shared (and looks for a cancel
-	// request there), and how often an instance that does not run it polls it. 0 means
+	// Sync is how often the running responses are written to Shared, all of them in one call
+	// (one round trip), and asked for a cancel request there, and how often an instance that
+	// does not run a response polls it. A running response with nothing new is only asked for a
+	// cancel request, and written again every 2.5 s (to renew its lease). 0 means
 	// DefaultBackgroundSync.
 	Sync time.Duration
 
-	mu     sync.Mutex // guards runs and closed
-	runs   map[string]*bgRun
-	closed bool
-	wg     sync.WaitGroup // one per watcher goroutine (watch)
+	mu      sync.Mutex // guards runs, closed, polling and stop
+	runs    map[string]*bgRun
+	closed  bool
+	polling bool           // the poller (poll) runs
+	stop    chan struct{}  // closed by Close: the poller returns
+	wg      sync.WaitGroup // one per watcher goroutine (watch), and the poller
+	// saving orders the writes to Shared: saveRunning's batch holds it, a lone save (a
+	// response's first and last) holds it for reading, so that no batch rewrites a record
+	// after its terminal one.
+	saving sync.RWMutex
 }
 
 // Running reports how many background responses have not ended (for tests and metrics).
@@ -97,6 +105,10 @@ func (b *Background) Done(id, owner string) <-chan struct{} {
 func (b *Background) Close() {
 	b.mu.Lock()
 	b.closed = true
+	if b.polling {
+		close(b.stop)
+		b.polling = false
+	}
 	runs := make([]*bgRun, 0, len(b.runs))
 	for _, run := range b.runs {
 		runs = append(runs, run)
@@ -146,26 +158,14 @@ func (b *Background) forget(run *bgRun) {
 	run.mu.Unlock()
 }
 
-// watch closes run's connection core once its response has ended, and forgets its events
-// Keep later. untrack is the server's.
+// watch closes run's connection core once its response has ended, writes its terminal record
+// to Shared, and forgets its events Keep later. untrack is the server's. While it runs, the
+// poller writes it (saveRunning).
 func (b *Background) watch(run *bgRun, ps *pendingSegment, untrack func()) {
 	defer b.wg.Done()
-	var tick <-chan time.Time
-	if b.Shared != nil {
-		t := time.NewTicker(b.sync())
-		defer t.Stop()
-		tick = t.C
-	}
-wait:
-	for {
-		select {
-		case <-ps.done:
-			break wait
-		case <-run.conn.Done():
-			break wait
-		case <-tick:
-			b.save(run, false)
-		}
+	select {
+	case <-ps.done:
+	case <-run.conn.Done():
 	}
 	run.conn.Close() // a rollout suspended behind the terminal event ends with it
 	untrack()
@@ -207,7 +207,11 @@ type bgRun struct {
 	wake   chan struct{}
 	expiry *time.Timer
 
-	saved int // owned by save: the sequence_number after the last event in Background.Shared
+	// The writes to Background.Shared (bgshared.go): ver counts the changes of the Response a
+	// record carries (resp, begun, final); saved and savedVer are the sequence_number after
+	// the last event written and the version last written, at written.
+	ver, saved, savedVer int
+	written              time.Time
 }
 
 type bgEvent struct {
@@ -246,6 +250,7 @@ func (run *bgRun) emit(ev *protocol.Event) error {
 		run.budget.Grow(add)
 	}
 	if ev.Response != nil {
+		run.ver++
 		run.resp, run.begun = *ev.Response, true
 		switch ev.Type {
 		case protocol.EventCompleted, protocol.EventIncomplete, protocol.EventFailed:
@@ -384,8 +389,12 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 	b.wg.Add(1)
 	b.mu.Unlock()
 	if b.Shared != nil {
-		// Before the answer, so that the client finds it on any instance at once.
+		// Before the answer, so that the client finds it on any instance at once; from then
+		// on the poller writes it with the others.
 		b.save(run, false)
+		b.mu.Lock()
+		b.startPollingLocked()
+		b.mu.Unlock()
 	}
 	go b.watch(run, ps, untrack)
 	if p.Stream {

@@ -77,45 +77,166 @@ func (b *Background) keep() time.Duration {
 	return DefaultBackgroundKeep
 }
 
-// save writes run's record and the events it has not written yet to the shared store, the
-// terminal record when end is set (a run that ended with no terminal event, its connection
-// core closed by a shutdown, is stored failed: the instance shut down). A cancel request
-// found there cancels run. A failed write is tried again at the next save (the events it
-// did not write go with the next); the lease covers a run whose writes keep failing.
-func (b *Background) save(run *bgRun, end bool) {
-	now := time.Now()
+// bgRenew is how often, at most, the record of a running response that has nothing new (no
+// event, the same Response) is written again: to renew its lease, well before it runs out.
+const bgRenew = bgLease / 4
+
+// bgSave is one save of a run being prepared: what Background.Shared gets, and what the run
+// records once it is written.
+type bgSave struct {
+	run   *bgRun
+	save  session.BackgroundSave
+	next  int // the sequence_number after the last event written
+	ver   int // the run's Response version written
+	write bool
+}
+
+// prepare returns the save of run's record and of the events it has not written yet, the
+// terminal record when end is set (a run that ended with no terminal event, its connection core
+// closed by a shutdown, is stored failed: the instance shut down). Unless end or force, a run
+// with nothing new since its last write and whose lease is younger than bgRenew is only asked
+// for a cancel request (no write). Called under Background.saving.
+func (b *Background) prepare(run *bgRun, end, force bool, now time.Time) bgSave {
 	run.mu.Lock()
+	sv := bgSave{run: run, next: run.next, ver: run.ver,
+		save: session.BackgroundSave{Owner: run.owner, ID: run.id, First: run.first}}
+	if !end && !force && run.saved >= run.next && run.savedVer == run.ver && now.Sub(run.written) < bgRenew {
+		run.mu.Unlock()
+		return sv
+	}
+	sv.write = true
 	rec := bgRecord{Response: run.snapshotLocked(), Ended: end, First: run.first, Next: run.next, Max: run.max}
-	if end && run.final == nil {
+	for i := max(run.saved, run.first); i < run.next; i++ {
+		ev := run.events[i-run.first]
+		sv.save.Events = append(sv.save.Events, session.BackgroundEvent{Seq: i, Type: ev.typ, Data: ev.data})
+	}
+	final := run.final != nil
+	run.mu.Unlock()
+	if end && !final {
 		rec.Response = protocol.Finish(rec.Response, protocol.ResponseFailed, "", &protocol.ResponseError{Code: protocol.CodeServerError,
 			Message: "The instance running this background response shut down before it ended; it did not finish."},
 			nil, protocol.Usage{}, now.Unix())
 	}
-	var evs []session.BackgroundEvent
-	for i := max(run.saved, run.first); i < run.next; i++ {
-		ev := run.events[i-run.first]
-		evs = append(evs, session.BackgroundEvent{Seq: i, Type: ev.typ, Data: ev.data})
-	}
-	run.mu.Unlock()
-	ttl := b.keep()
+	sv.save.TTL = b.keep()
 	if !end {
 		rec.Lease = now.Add(bgLease).UnixMilli()
-		ttl += bgLease
+		sv.save.TTL += bgLease
 	}
 	data, err := json.Marshal(&rec)
 	if err != nil {
-		return // a Response always encodes
+		data = []byte("null") // a Response always encodes
 	}
+	sv.save.Rec = data
+	return sv
+}
+
+// done records that sv was written at now; it reports whether a cancel of its response was
+// requested (the caller then cancels the run, outside Background.saving). Called under
+// Background.saving.
+func (sv *bgSave) done(cancel bool, now time.Time) bool {
+	run := sv.run
+	if sv.write {
+		run.mu.Lock()
+		run.saved, run.savedVer, run.written = sv.next, sv.ver, now
+		run.mu.Unlock()
+	}
+	return cancel
+}
+
+// save writes run's record and new events to the shared store at once, alone (when it is
+// created, and at its end, terminal when end is set; the running ones are written together by
+// saveRunning). A cancel request found there cancels run. A failed write is tried again by
+// the next (the events it did not write go with it); the lease covers a run whose writes keep
+// failing.
+func (b *Background) save(run *bgRun, end bool) {
+	b.saving.RLock()
+	defer b.saving.RUnlock()
+	now := time.Now()
+	sv := b.prepare(run, end, true, now)
 	ctx, cancel := context.WithTimeout(context.Background(), bgSaveTimeout)
 	defer cancel()
-	cancelled, err := b.Shared.SaveBackground(ctx, run.owner, run.id, data, evs, rec.First, ttl)
+	s := sv.save
+	cancelled, err := b.Shared.SaveBackground(ctx, s.Owner, s.ID, s.Rec, s.Events, s.First, s.TTL)
 	if err != nil {
 		return // the store's guard logs it
 	}
-	run.saved = rec.Next
-	if cancelled && !end {
+	if sv.done(cancelled, now) && !end {
 		run.requestCancel()
 	}
+}
+
+// saveRunning writes, in one call to the shared store (one round trip), the record and new
+// events of every running response of this instance, and asks for their cancel requests:
+// the cost of a Sync interval is one call, whatever the number of running responses. A
+// response with nothing new is only asked for a cancel request, and written again every
+// bgRenew to renew its lease. The responses whose cancel was requested are cancelled.
+func (b *Background) saveRunning() {
+	b.mu.Lock()
+	runs := make([]*bgRun, 0, len(b.runs))
+	for _, run := range b.runs {
+		runs = append(runs, run)
+	}
+	b.mu.Unlock()
+	b.saving.Lock()
+	now := time.Now()
+	var svs []bgSave
+	for _, run := range runs {
+		run.mu.Lock()
+		ended := run.ended // its terminal record is written alone (watch), after this batch
+		run.mu.Unlock()
+		if !ended {
+			svs = append(svs, b.prepare(run, false, false, now))
+		}
+	}
+	if len(svs) == 0 {
+		b.saving.Unlock()
+		return
+	}
+	saves := make([]session.BackgroundSave, len(svs))
+	for i := range svs {
+		saves[i] = svs[i].save
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bgSaveTimeout)
+	cancels, err := b.Shared.SaveBackgrounds(ctx, saves)
+	cancel()
+	var cancelled []*bgRun
+	if err == nil {
+		for i := range svs {
+			if svs[i].done(cancels[i], now) {
+				cancelled = append(cancelled, svs[i].run)
+			}
+		}
+	}
+	b.saving.Unlock()
+	for _, run := range cancelled {
+		run.requestCancel()
+	}
+}
+
+// poll runs saveRunning every Sync until stop is closed (Close). Background starts it with its
+// first response on a shared store.
+func (b *Background) poll(stop <-chan struct{}) {
+	defer b.wg.Done()
+	t := time.NewTicker(b.sync())
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			b.saveRunning()
+		}
+	}
+}
+
+// startPolling starts poll unless it runs, or the Background is closed. Called with b.mu held.
+func (b *Background) startPollingLocked() {
+	if b.polling || b.closed {
+		return
+	}
+	b.polling, b.stop = true, make(chan struct{})
+	b.wg.Add(1)
+	go b.poll(b.stop)
 }
 
 // loadShared reads the record of background response id of owner from the shared store with

@@ -4,9 +4,13 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tetherd/tether/compat"
 	"github.com/tetherd/tether/internal/redistest"
 	"github.com/tetherd/tether/internal/server"
 	"github.com/tetherd/tether/internal/wstest"
@@ -178,4 +182,108 @@ func TestBackgroundSharedDrain(t *testing.T) {
 			t.Fatalf("B's replay ends %s", last.Type())
 		}
 	})
+}
+
+// scriptCalls returns how many scripts Redis has run since its statistics were reset
+// (EVALSHA and EVAL calls, from INFO commandstats).
+func scriptCalls(t *testing.T, rc *redis.Client) int {
+	t.Helper()
+	info, err := rc.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		c, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("commandstats line %q", line)
+		}
+		n += c
+	}
+	return n
+}
+
+// withStatus returns the first of ids whose Response f answers GET with status, waiting for
+// one (the records of a shared store change with each write).
+func withStatus(t *testing.T, f *fixture, ids []string, status string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, id := range ids {
+			if jsonAnswer(t, do(t, t.Context(), "GET", f.base+"/responses/"+id, nil), 200).Str("status") == status {
+				return id
+			}
+		}
+	}
+	t.Fatalf("no response of %d has status %s", len(ids), status)
+	return ""
+}
+
+// TestBackgroundSharedWritesAllInOneCall: an instance running 40 background responses on a
+// shared Redis (2 sampling, 38 queued behind -max-sampling) writes them all in one script call
+// per write interval (Background.Sync, 250 ms), not one per response: while the sampling
+// ones' events reach Redis through three writes, Redis runs one script per interval elapsed
+// (and at most two more), where it ran 40 per interval before. What the writes are for holds:
+// each record is in Redis, another instance reads the sampling ones' events, and a cancel
+// left there by another instance for a queued one is acted on.
+func TestBackgroundSharedWritesAllInOneCall(t *testing.T) {
+	rs := redistest.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	start := func(opts server.Options) *fixture {
+		st, err := store.NewRedis(context.Background(), rs.URL(), store.RedisOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		opts.Store, opts.StoreTimeout = st, 5*time.Second
+		return newFixture(t, realtime(opts))
+	}
+	a, b := start(server.Options{MaxSampling: 2}), start(server.Options{})
+	ctx := t.Context()
+	const n = 40
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = jsonAnswer(t, do(t, ctx, "POST", a.base+"/responses", bgCreate("a very long answer", map[string]any{"metadata": slow("100000")})), 200).Str("id")
+	}
+	t.Cleanup(func() {
+		for _, id := range ids {
+			jsonAnswer(t, do(t, context.Background(), "POST", a.base+"/responses/"+id+"/cancel", nil), 200)
+		}
+	})
+	if keys := rc.Keys(ctx, "tether:b:*").Val(); len(keys) != n {
+		t.Fatalf("%d records in Redis, want %d", len(keys), n)
+	}
+	// One that samples, as B reads it from Redis (in_progress once A has written its
+	// response.created), and one that waits.
+	sampling, queued := withStatus(t, b, ids, "in_progress"), withStatus(t, b, ids, "queued")
+	events := "tether:be::" + sampling
+	if err := rc.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	// Three writes of the sampling response's events: three intervals at least.
+	for last, writes := rc.XLen(ctx, events).Val(), 0; writes < 3; time.Sleep(10 * time.Millisecond) {
+		if l := rc.XLen(ctx, events).Val(); l != last {
+			last, writes = l, writes+1
+		}
+		if time.Since(began) > 30*time.Second {
+			t.Fatalf("the sampling response's events reached Redis %d times in 30 s", writes)
+		}
+	}
+	calls, elapsed := scriptCalls(t, rc), time.Since(began)
+	intervals := int(elapsed / compat.DefaultBackgroundSync)
+	t.Logf("%d script calls in %v (%d intervals) for %d running background responses", calls, elapsed, intervals, n)
+	// A ticker fires at most once per interval, and one tick may have waited from before.
+	if calls < 3 || calls > intervals+2 {
+		t.Fatalf("%d script calls in %v: want between 3 and %d, one per interval", calls, elapsed, intervals+2)
+	}
+	// A cancel left in Redis by B for a queued response is acted on.
+	if got := jsonAnswer(t, do(t, ctx, "POST", b.base+"/responses/"+queued+"/cancel", nil), 200); got.Str("status") != "cancelled" {
+		t.Fatalf("cancel on B of a response queued on A: %v", got)
+	}
 }

@@ -92,7 +92,8 @@ func (h *HTTP) window(ctx context.Context, p *protocol.CreateParams, owner strin
 			return nil, err
 		}
 	}
-	input, err := session.ResolveItemRefs(ctx, p.Input, nil, st, owner)
+	live := func(ids []string) map[string]protocol.Item { return h.Session.LiveItems.Find(owner, ids) }
+	input, err := session.ResolveItemRefs(ctx, p.Input, live, st, owner)
 	if err != nil {
 		return nil, err
 	}

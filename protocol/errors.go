@@ -145,7 +145,8 @@ const (
 	// today: metadata keeps invalid_value).
 	CodeObjectAboveMaxProperties = "object_above_max_properties"
 	// CodeInvalidItemReference (400, param "input[i]"): an item_reference to an id that is not
-	// among the caller's stored items or the connection's cached ones.
+	// among the connection's items, the caller's live append-shape items on this instance or
+	// the caller's stored items.
 	CodeInvalidItemReference = "invalid_item_reference"
 	// CodeInvalidCompaction (400, param "input[i]"): a compaction item this server did not
 	// issue, or whose content was altered.

@@ -137,6 +137,11 @@ type Options struct {
 	// (QuotaKey). Over it a create is answered quota_exceeded (429). Nil means no limit.
 	KeyRollouts *KeyLimit
 	QuotaKey    string
+	// LiveItems, shared by a server's connections, indexes the items of their live
+	// append-shape rollouts of store:true Responses, so that an item_reference of any
+	// connection or request of the same Owner finds them before the rollout ends and is
+	// stored (Conn.Items). Nil means they are found on their own connection only until then.
+	LiveItems *LiveItems
 	// Budget, shared by a server's connections, counts the bytes every registry holds (items
 	// and settings of live and ended rollouts); a create or append that does not fit gets
 	// server_overloaded (503). The connection's own registry holds at most the larger of
@@ -232,7 +237,7 @@ type Conn struct {
 	count      int                 // the entries Limits.CacheResponses bounds (kept.go)
 	ended      *Recent[endedEntry] // the ended rollouts of reg and the kept Responses, least recently used first: evicted from here
 	newest     string              // the key of the entry last put in ended: never evicted
-	orphans    []string            // rollouts whose latest Response left the registry: cancelOrphans ends them
+	orphans    []orphan            // rollouts whose latest Response left the registry: cancelOrphans ends them
 	lanes      map[string]*gate    // by stream_id; "" is the default lane
 	stamp      uint64
 	draining   bool

@@ -46,7 +46,8 @@
 // Every create, on either shape, goes through [Conn.Create]: it passes [CheckFormat] (it
 // compiles a text.format JSON schema) and [protocol.CheckCreate], then has its item_reference
 // items replaced by the items they name ([ResolveItemRefs]: one walk of the connection's
-// registry, then one of the store, for all of a request's references) and its compaction
+// registry, then one lookup of the server's live append-shape items ([LiveItems]), then one of
+// the store, for all of a request's references) and its compaction
 // items by the window they stand for ([Compactor.Expand]; [Compactor.Compact] issues
 // them for POST /v1/responses/compact, signed with [Options.Compaction]'s key, by default a
 // per-process one), the backend's checks ([Conn.CheckModel]), and the one resolver of

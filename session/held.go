@@ -78,6 +78,7 @@ func (c *Conn) resizeLocked(h *rollout, n int64) {
 // dropLocked removes h from the registry and returns its bytes to the Budget. A kept Response
 // under h's key (the public shape's first Response of the rollout) stays.
 func (c *Conn) dropLocked(h *rollout) {
+	c.unshareLocked(h)
 	delete(c.reg, h.key)
 	if e, ok := c.ended.Peek(h.key); ok && e.h == h {
 		c.ended.Remove(h.key)
@@ -87,6 +88,22 @@ func (c *Conn) dropLocked(h *rollout) {
 	h.bytes = 0
 	if h.counted {
 		c.count--
+	}
+}
+
+// unshareLocked takes h's items out of Options.LiveItems (when they are there).
+func (c *Conn) unshareLocked(h *rollout) {
+	if h.live != nil {
+		c.opts.LiveItems.remove(h.live)
+		h.live = nil
+	}
+}
+
+// shareLocked puts h's items in Options.LiveItems from now on when they belong there: an
+// append-shape rollout of a store:true Response, stored only when it ends.
+func (c *Conn) shareLocked(h *rollout, stored bool) {
+	if h.live == nil && stored && c.opts.LiveItems != nil && !h.final {
+		h.live = &liveHolder{owner: c.opts.Owner}
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 //     Options.Budget while the entry exists and released exactly once when it leaves.
 //   - Only ended entries are evicted, least recently used first, and never the connection's
 //     newest one (the Response just answered); a Response that was the latest of its suspended
-//     rollout ends that rollout when it goes (nothing can reach it any more).
+//     rollout ends that rollout when it goes (nothing can reach it any more; orphan.go).
 
 // keptResponse is a Response a shape keeps in the registry after it ended (KeepResponse).
 // Immutable once kept.
@@ -119,16 +119,40 @@ func (c *Conn) ForgetResponse(id string) (orphaned bool) {
 	return orphaned
 }
 
-// Items returns the items with these ids among the items the registry holds (ended rollouts'
-// chains, kept Responses'; a rollout that has not ended holds none yet), keyed by id, for
-// item_references: an id it does not hold is absent. One walk of the registry answers every id (a walk per id would cost a create of
-// many references the registry's size for each).
+// Items returns the items with these ids that the connection can see, keyed by id, for
+// item_references: those its registry holds (ended rollouts' chains, kept Responses', and a
+// live rollout's context as of its latest suspension), then, for the ids still missing, those
+// of the server's live append-shape rollouts of store:true Responses of the same owner
+// (Options.LiveItems). An id none holds is absent. One walk of the registry answers every id
+// (a walk per id would cost a create of many references the registry's size for each).
 func (c *Conn) Items(ids []string) map[string]protocol.Item {
+	found := c.registryItems(ids)
+	var missing []string
+	for _, id := range ids {
+		if _, ok := found[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 || c.opts.LiveItems == nil {
+		return found
+	}
+	for id, it := range c.opts.LiveItems.Find(c.opts.Owner, missing) {
+		found[id] = it
+	}
+	return found
+}
+
+// registryItems is the registry's part of Items.
+func (c *Conn) registryItems(ids []string) map[string]protocol.Item {
 	search := store.NewItemSearch(ids)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, h := range c.reg {
-		if !search.Take(h.items) {
+		items := h.items
+		if !h.final {
+			items = h.seen
+		}
+		if !search.Take(items) {
 			return search.Found
 		}
 	}
@@ -171,26 +195,8 @@ func (c *Conn) dropEndedLocked(key string, e endedEntry) (orphaned bool) {
 	c.count--
 	if h, ok := c.reg[k.rollout]; ok && !h.final && h.latest == k.id {
 		h.latest = ""
-		c.orphans = append(c.orphans, k.rollout)
+		c.orphans = append(c.orphans, orphan{key: k.rollout, id: k.id})
 		return true
 	}
 	return false
-}
-
-// cancelOrphans cancels the rollouts whose latest Response left the registry (queued by
-// dropEndedLocked). Called, without c.mu, by every call that may evict.
-func (c *Conn) cancelOrphans() {
-	c.mu.Lock()
-	keys := c.orphans
-	c.orphans = nil
-	c.mu.Unlock()
-	for _, key := range keys {
-		c.mu.Lock()
-		h, ok := c.reg[key]
-		live := ok && !h.final && !h.cancelled
-		c.mu.Unlock()
-		if live {
-			_ = c.CancelQuietly(key, protocol.ReasonCancelled) // an error: it ended meanwhile
-		}
-	}
 }

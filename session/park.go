@@ -129,6 +129,9 @@ func (c *Conn) sharesShape(inner sampler.Sink) bool {
 // held.
 func (c *Conn) sinkFor(h *rollout, inner sampler.Sink, answers bool) sampler.Sink {
 	cs := &coreSink{Sink: inner, c: c, h: h, answers: answers}
+	if in, ok := inner.(*appendSink); ok {
+		c.shareLocked(h, in.resp.Store)
+	}
 	if !sampler.CanPark(c.opts.Model) {
 		return cs
 	}

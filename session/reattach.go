@@ -385,6 +385,13 @@ func (c *Conn) adoptLocked(key string, v *parkedRollout) error {
 	c.stamp++
 	h.stamp, h.seq = c.stamp, c.stamp
 	c.registerLocked(h)
+	h.seen = v.Rollout.ContextItems()
+	if v.Shape == nil {
+		c.shareLocked(h, v.Sink.Response.Store)
+		if h.live != nil {
+			c.opts.LiveItems.add(h.live, h.seen)
+		}
+	}
 	if m := c.opts.Metrics; m != nil {
 		m.Parked.Add(1)
 	}

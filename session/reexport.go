@@ -31,6 +31,8 @@ type (
 	BackgroundKeeper = store.BackgroundKeeper
 	// BackgroundEvent is one event a BackgroundKeeper keeps (store.BackgroundEvent).
 	BackgroundEvent = store.BackgroundEvent
+	// BackgroundSave is one save of BackgroundKeeper.SaveBackgrounds (store.BackgroundSave).
+	BackgroundSave = store.BackgroundSave
 	// Page selects input items as GET /v1/responses/{id}/input_items does (store.Page).
 	Page = store.Page
 )

@@ -31,9 +31,15 @@ type rollout struct {
 	turnStart time.Time       // when the current turn was accepted (Start or Resume)
 	turn      *ticket         // the ticket of the current turn
 	items     []protocol.Item // the chain once ended (sampler.Ending.Context, shared read-only)
-	bytes     int64           // items, settings and model
-	settings  int64           // StartRequest.SettingsBytes
-	model     int64           // the model session's state at the last suspension (sampler.Suspension.StateBytes)
+	// seen is the rollout's context as of its latest suspension (sampler.Suspension.Context,
+	// shared read-only): the items its client has seen, found by item_reference (Conn.Items)
+	// while it lives. live is its part of Options.LiveItems (nil when its items are not
+	// shared there: another shape's rollout, or a store:false Response).
+	seen      []protocol.Item
+	live      *liveHolder
+	bytes     int64 // items, settings and model
+	settings  int64 // StartRequest.SettingsBytes
+	model     int64 // the model session's state at the last suspension (sampler.Suspension.StateBytes)
 	stamp     uint64
 	cancelled bool
 	cancelWhy string // the reason of the Cancel (or drain) that set cancelled
@@ -622,6 +628,10 @@ func (s *coreSink) Suspended(sp sampler.Suspension) {
 	s.h.suspendedAt, s.h.pressured = time.Now(), false
 	c.resizeLocked(s.h, s.h.bytes+ItemsBytes(sp.Output)+sp.StateBytes-s.h.model)
 	s.h.model = sp.StateBytes
+	s.h.seen = sp.Context
+	if s.h.live != nil {
+		c.opts.LiveItems.add(s.h.live, sp.Context) // before response.done: a reference sent after it finds them
+	}
 	t := s.h.turn
 	s.h.record(sp.Usage, sp.StepUsage)
 	c.mu.Unlock()
@@ -639,7 +649,7 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	c.mu.Lock()
 	c.opts.KeyRollouts.Release(c.opts.QuotaKey)
 	h.final = true
-	h.items = e.Context
+	h.items, h.seen = e.Context, nil
 	h.model = 0 // the model session is closed
 	c.resizeLocked(h, ItemsBytes(e.Context)+h.settings)
 	t := h.turn
@@ -656,6 +666,10 @@ func (s *coreSink) Ended(e sampler.Ending) {
 	} else {
 		s.Sink.Ended(e)
 	}
+	// The adapter has stored the Response (or could not): its items are the store's now.
+	c.mu.Lock()
+	c.unshareLocked(h)
+	c.mu.Unlock()
 	// Only now is it an ended rollout that eviction may take: while its sink answered the
 	// end, the adapter may have taken it out of the registry (the public shape keeps the
 	// rollout's Responses, KeepResponse, and forgets the rollout), and that is not an eviction.

@@ -199,6 +199,7 @@ type Server struct {
 	store      *store.Guarded // opts.Store under StoreTimeout, counting failures
 	parker     store.Parker   // store, when it is shared and keeps parked rollouts; else nil
 	budget     *session.Budget
+	live       *session.LiveItems // the items of live append-shape rollouts, for item_reference
 	keyRoll    *session.KeyLimit
 	keyConns   *session.KeyLimit
 	// metricsHTTP writes the Prometheus text of GET /metrics, to whoever metricsRoute lets in
@@ -235,7 +236,7 @@ func New(opts Options) *Server {
 		q.SetKeyQuota(orDefault(opts.KeyStoredResponses, max(count/KeyStoreShare, 1)), orDefault(opts.KeyStoredBytes, max(bytes/KeyStoreShare, 1)))
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]connMeta), adm: session.NewAdmission(opts.MaxSampling),
-		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
+		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger), live: session.NewLiveItems()}
 	if _, inProcess := opts.Store.(*store.Memory); !inProcess {
 		// A rollout parked in this process's own memory would not outlive it: only a store
 		// shared by the deployment (Redis) takes parked rollouts.
@@ -598,6 +599,7 @@ func (s *Server) sessionOptions(owner, quota string) session.Options {
 		Store:       s.store,
 		Parker:      s.parker,
 		Budget:      s.budget,
+		LiveItems:   s.live,
 		KeyRollouts: s.keyRoll,
 		Owner:       owner,
 		QuotaKey:    quota,

@@ -39,12 +39,31 @@ type BackgroundKeeper interface {
 	// ErrNotFound when there is no record (never written, expired, deleted, or another
 	// owner's).
 	LoadBackground(ctx context.Context, owner, id string, after, max int) (rec []byte, events []BackgroundEvent, err error)
+	// SaveBackgrounds does the saves of many background responses in one round trip, so that
+	// an instance keeps all of its running responses' records at the cost of one call per
+	// interval, whatever their number. Each BackgroundSave is one SaveBackground, or (Rec nil)
+	// only the question whether a cancel of its response was requested, which writes
+	// nothing; cancels[i] answers saves[i]. Errors: ErrBadTTL when a save has no ttl (nothing
+	// is written), else a store failure: then each save may or may not have been done, and
+	// each is safe to repeat, as a failed SaveBackground.
+	SaveBackgrounds(ctx context.Context, saves []BackgroundSave) (cancels []bool, err error)
 	// CancelBackground leaves a cancel request for background response id of owner, kept
 	// for ttl (> 0); SaveBackground reports it to the running instance.
 	CancelBackground(ctx context.Context, owner, id string, ttl time.Duration) error
 	// DeleteBackground removes the record, events and cancel request of id of owner; none
 	// there is no error.
 	DeleteBackground(ctx context.Context, owner, id string) error
+}
+
+// BackgroundSave is one save of SaveBackgrounds: the arguments of a SaveBackground of
+// background response ID of Owner, or, with Rec nil, only a look for its cancel request.
+type BackgroundSave struct {
+	Owner, ID string
+	// Rec is the record to write; nil writes nothing (Events, First and TTL are then unused).
+	Rec    []byte
+	Events []BackgroundEvent
+	First  int
+	TTL    time.Duration
 }
 
 // BackgroundOf returns s as a BackgroundKeeper, looking through Guarded; ok is false when s
@@ -78,6 +97,26 @@ func (g *Guarded) SaveBackground(ctx context.Context, owner, id string, rec []by
 		return false, err
 	}
 	return c, g.check("save background", id, err)
+}
+
+// SaveBackgrounds implements BackgroundKeeper for a Guarded whose store is one
+// (BackgroundOf), under the timeout (one for the whole batch); ErrNotBackgroundKeeper
+// otherwise. A failure is counted once.
+func (g *Guarded) SaveBackgrounds(ctx context.Context, saves []BackgroundSave) ([]bool, error) {
+	k, ok := g.s.(BackgroundKeeper)
+	if !ok {
+		return nil, ErrNotBackgroundKeeper
+	}
+	if len(saves) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := k.SaveBackgrounds(ctx, saves)
+	if errors.Is(err, ErrBadTTL) {
+		return nil, err
+	}
+	return c, g.check("save backgrounds", saves[0].ID, err)
 }
 
 // LoadBackground implements BackgroundKeeper for a Guarded whose store is one
@@ -130,46 +169,168 @@ func (s *Redis) backgroundKeys(owner, id string) []string {
 	return []string{s.o.Prefix + "b:" + tail, s.o.Prefix + "be:" + tail, s.o.Prefix + "bc:" + tail}
 }
 
-// saveBackgroundScript: KEYS record, events, cancel; ARGV[1] the record, ARGV[2] the ttl in
-// milliseconds, ARGV[3] the first sequence_number kept, then (seq, type, data) per event. An
-// event at or below the stream's last id is skipped. It returns 1 when a cancel is requested.
-var saveBackgroundScript = redis.NewScript(`#!lua
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-local last = -1
-local info = redis.pcall('XINFO', 'STREAM', KEYS[2])
-if type(info) == 'table' and not info.err then
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then last = tonumber(string.match(info[i + 1], '^(%d+)')) end
+// saveBackgroundsScript does SaveBackgrounds' saves: KEYS are, per save, the record, the
+// events and the cancel request of its response; ARGV, per save in the same order, the number
+// of its events (-1: no write, only the look for a cancel request), then, for a write, the
+// record, the ttl in milliseconds, the first sequence_number kept and (seq, type, data) per
+// event. An event at or below the stream's last id is skipped. It returns, per save, 1 when a
+// cancel is requested, else 0.
+var saveBackgroundsScript = redis.NewScript(`#!lua
+local out = {}
+local a = 1
+for i = 1, #KEYS, 3 do
+  local n = tonumber(ARGV[a])
+  if n >= 0 then
+    local rec, ttl, first = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+    redis.call('SET', KEYS[i], rec, 'PX', ttl)
+    if n > 0 then
+      local last = -1
+      local info = redis.pcall('XINFO', 'STREAM', KEYS[i + 1])
+      if type(info) == 'table' and not info.err then
+        for j = 1, #info, 2 do
+          if info[j] == 'last-generated-id' then last = tonumber(string.match(info[j + 1], '^(%d+)')) end
+        end
+      end
+      for j = a + 4, a + 1 + 3 * n, 3 do
+        if tonumber(ARGV[j]) > last then
+          redis.call('XADD', KEYS[i + 1], ARGV[j] .. '-1', 't', ARGV[j + 1], 'd', ARGV[j + 2])
+          last = tonumber(ARGV[j])
+        end
+      end
+    end
+    if redis.call('EXISTS', KEYS[i + 1]) == 1 then
+      redis.call('XTRIM', KEYS[i + 1], 'MINID', first .. '-0')
+      redis.call('PEXPIRE', KEYS[i + 1], ttl)
+    end
+    a = a + 4 + 3 * n
+  else
+    a = a + 1
   end
+  out[#out + 1] = redis.call('EXISTS', KEYS[i + 2])
 end
-for i = 4, #ARGV, 3 do
-  if tonumber(ARGV[i]) > last then
-    redis.call('XADD', KEYS[2], ARGV[i] .. '-1', 't', ARGV[i + 1], 'd', ARGV[i + 2])
-    last = tonumber(ARGV[i])
-  end
-end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('XTRIM', KEYS[2], 'MINID', ARGV[3] .. '-0')
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-end
-return redis.call('EXISTS', KEYS[3])
+return out
 `)
 
-// SaveBackground implements BackgroundKeeper: one script.
+// Bounds of one saveBackgroundsScript call: a batch of more writes (saves with a record), of
+// more saves in all (a save without a record costs Redis one EXISTS), or of more bytes of
+// records and events, is split into several calls, sent together (one round trip), so that no
+// one script holds Redis for long.
+const (
+	saveBatchWrites = 128
+	saveBatchSaves  = 4096
+	saveBatchBytes  = 1 << 20
+)
+
+// SaveBackground implements BackgroundKeeper: one script (SaveBackgrounds of one save).
 func (s *Redis) SaveBackground(ctx context.Context, owner, id string, rec []byte, events []BackgroundEvent, first int, ttl time.Duration) (bool, error) {
-	if ttl <= 0 {
-		return false, ErrBadTTL
+	if rec == nil {
+		rec = []byte{}
 	}
-	args := make([]any, 0, 3+3*len(events))
-	args = append(args, rec, max(ttl, time.Millisecond).Milliseconds(), max(first, 0))
-	for _, ev := range events {
-		args = append(args, ev.Seq, ev.Type, ev.Data)
-	}
-	n, err := saveBackgroundScript.Run(ctx, s.c, s.backgroundKeys(owner, id), args...).Int()
+	c, err := s.SaveBackgrounds(ctx, []BackgroundSave{{Owner: owner, ID: id, Rec: rec, Events: events, First: first, TTL: ttl}})
 	if err != nil {
-		return false, fmt.Errorf("store: redis save background: %w", err)
+		return false, err
 	}
-	return n == 1, nil
+	return c[0], nil
+}
+
+// SaveBackgrounds implements BackgroundKeeper: the saves go in scripts of at most
+// saveBatchWrites writes, saveBatchSaves saves and about saveBatchBytes bytes each, all sent
+// in one pipeline (one
+// round trip); when Redis does not have the script yet (NOSCRIPT) the pipeline is sent once
+// more with the script's body (its saves are safe to repeat), which Redis then keeps.
+func (s *Redis) SaveBackgrounds(ctx context.Context, saves []BackgroundSave) ([]bool, error) {
+	for i := range saves {
+		if saves[i].Rec != nil && saves[i].TTL <= 0 {
+			return nil, ErrBadTTL
+		}
+	}
+	batches := s.saveBatches(saves)
+	cmds, err := s.runSaves(ctx, batches, false)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = s.runSaves(ctx, batches, true) // EVAL caches the script for the next calls
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: redis save background: %w", err)
+	}
+	cancels := make([]bool, 0, len(saves))
+	for _, cmd := range cmds {
+		v, err := cmd.Int64Slice()
+		if err != nil {
+			return nil, fmt.Errorf("store: redis save background: %w", err)
+		}
+		for _, n := range v {
+			cancels = append(cancels, n == 1)
+		}
+	}
+	if len(cancels) != len(saves) {
+		return nil, fmt.Errorf("store: redis save background: %d answers for %d saves", len(cancels), len(saves))
+	}
+	return cancels, nil
+}
+
+// saveBatch is the keys and arguments of one saveBackgroundsScript call.
+type saveBatch struct {
+	keys   []string
+	args   []any
+	writes int // saves with a record
+	bytes  int // of records and events
+}
+
+// full reports whether b has no room for one more save of n bytes (write: with a record).
+func (b *saveBatch) full(write bool, n int) bool {
+	if len(b.keys) == 0 {
+		return false
+	}
+	return len(b.keys)/3 >= saveBatchSaves || (write && b.writes >= saveBatchWrites) || b.bytes+n > saveBatchBytes
+}
+
+// saveBatches splits saves into the calls of saveBackgroundsScript, in order.
+func (s *Redis) saveBatches(saves []BackgroundSave) []saveBatch {
+	var out []saveBatch
+	var cur saveBatch
+	for i := range saves {
+		sv := &saves[i]
+		n := len(sv.Rec)
+		for _, ev := range sv.Events {
+			n += len(ev.Data)
+		}
+		if cur.full(sv.Rec != nil, n) {
+			out = append(out, cur)
+			cur = saveBatch{}
+		}
+		cur.bytes += n
+		cur.keys = append(cur.keys, s.backgroundKeys(sv.Owner, sv.ID)...)
+		if sv.Rec == nil {
+			cur.args = append(cur.args, -1)
+			continue
+		}
+		cur.writes++
+		cur.args = append(cur.args, len(sv.Events), sv.Rec, max(sv.TTL, time.Millisecond).Milliseconds(), max(sv.First, 0))
+		for _, ev := range sv.Events {
+			cur.args = append(cur.args, ev.Seq, ev.Type, ev.Data)
+		}
+	}
+	if len(cur.keys) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// runSaves sends one saveBackgroundsScript call per batch in one pipeline, by EVALSHA, or by
+// EVAL when full (the script body with each call). It returns the calls' commands and the
+// first error.
+func (s *Redis) runSaves(ctx context.Context, batches []saveBatch, full bool) ([]*redis.Cmd, error) {
+	pipe := s.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(batches))
+	for i, b := range batches {
+		if full {
+			cmds[i] = saveBackgroundsScript.Eval(ctx, pipe, b.keys, b.args...)
+		} else {
+			cmds[i] = saveBackgroundsScript.EvalSha(ctx, pipe, b.keys, b.args...)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	return cmds, err
 }
 
 // loadBackgroundScript: KEYS record, events; ARGV[1] the first stream id, ARGV[2] how many

@@ -96,3 +96,72 @@ func TestRedisBackgroundKeeper(t *testing.T) {
 		t.Fatalf("keys left after delete: %v", keys)
 	}
 }
+
+// TestRedisSaveBackgrounds: one SaveBackgrounds of 300 saves (three scripts of at most 128, in
+// one pipeline) writes each record and its events as SaveBackground would, answers each
+// save's cancel request in order, and a save without a record only answers it, writing
+// nothing; a batch over the bytes bound is split too; a Redis whose script cache was flushed
+// still takes the batch; a save with no ttl refuses the whole batch.
+func TestRedisSaveBackgrounds(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	r, err := store.NewRedis(ctx, srv.URL(), store.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	var k store.BackgroundKeeper = store.Guard(r, 5*time.Second, nil)
+	const n = 300
+	id := func(i int) string { return fmt.Sprintf("resp_%d", i) }
+	var saves []store.BackgroundSave
+	for i := range n {
+		saves = append(saves, store.BackgroundSave{Owner: "o", ID: id(i), Rec: fmt.Appendf(nil, "r%d", i), Events: bgEvents(0, i%4), TTL: time.Minute})
+	}
+	cancels, err := k.SaveBackgrounds(ctx, saves)
+	if err != nil || len(cancels) != n {
+		t.Fatalf("first batch: %d answers, %v", len(cancels), err)
+	}
+	for _, i := range []int{7, 200} {
+		if err := k.CancelBackground(ctx, "o", id(i), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Half of them only ask; the others write again with an event more, one of them large.
+	for i := range saves {
+		if i%2 == 0 {
+			saves[i] = store.BackgroundSave{Owner: "o", ID: id(i)}
+			continue
+		}
+		saves[i].Rec = fmt.Appendf(nil, "r%d again", i)
+		saves[i].Events = bgEvents(0, i%4+1)
+	}
+	saves[1].Events[0].Data = make([]byte, 2<<20)
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cancels, err = k.SaveBackgrounds(ctx, saves)
+	if err != nil || len(cancels) != n {
+		t.Fatalf("second batch: %d answers, %v", len(cancels), err)
+	}
+	for i := range n {
+		if cancels[i] != (i == 7 || i == 200) {
+			t.Fatalf("save %d: cancel %v", i, cancels[i])
+		}
+		rec, evs, err := k.LoadBackground(ctx, "o", id(i), -1, 100)
+		want, events := fmt.Sprintf("r%d", i), i%4
+		if i%2 == 1 {
+			want, events = fmt.Sprintf("r%d again", i), i%4+1
+		}
+		if err != nil || string(rec) != want || len(evs) != events {
+			t.Fatalf("response %d: %q, %d events, %v; want %q, %d events", i, rec, len(evs), err, want, events)
+		}
+	}
+	if _, err := k.SaveBackgrounds(ctx, []store.BackgroundSave{{Owner: "o", ID: "resp_x", Rec: []byte("x")}}); !errors.Is(err, store.ErrBadTTL) {
+		t.Fatalf("a save with no ttl: %v", err)
+	}
+	if _, _, err := k.LoadBackground(ctx, "o", "resp_x", -1, 1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused batch wrote: %v", err)
+	}
+}

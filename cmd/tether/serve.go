@@ -127,7 +127,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.StringVar(&c.backend, "backend", "sim", "model backend: sim, chat (an OpenAI-compatible Chat Completions engine) or responses (an upstream Responses API over WebSocket)")
 	fs.StringVar(&c.upstream, "upstream", "", "the upstream engine's URL (backends chat and responses)")
 	fs.StringVar(&c.upstreamKey, "upstream-api-key-file", "", "file holding the API key sent to the upstream (backends chat and responses)")
-	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step before the step fails; with -backend chat, also the longest a slot save or restore may take (at most 30s)")
+	fs.DurationVar(&c.upstreamTO, "upstream-timeout", 5*time.Minute, "longest silence from the upstream within one sampling step (no byte for that long; a large frame or event that arrives slowly is not silence) before the step fails; with -backend chat, also the longest a slot save or restore may take (at most 30s)")
 	fs.DurationVar(&c.upstreamStepTO, "upstream-step-timeout", 30*time.Minute, "longest time of one sampling step from the upstream, however steadily it streams, before the step fails")
 	fs.IntVar(&c.upstreamTokens, "upstream-max-output-tokens", sampler.DefaultMaxOutputTokens, "tokens one sampling step may stream from the upstream when the request's max_output_tokens is unset or larger; past them the response ends incomplete (max_output_tokens). Enforced on what the upstream streams, never sent to it (0 = no bound but the 32 MiB of text a step)")
 	fs.IntVar(&c.upstreamSlots, "upstream-slots", 0, "backend chat: engine slots per replica that Tether owns; every request names one with id_slot (llama.cpp llama-server -np; 0 = the engine chooses)")

@@ -244,7 +244,7 @@ type Conn struct {
 	unparkSink UnparkSink    // SetUnparkSink: continues a parked rollout of the shape's ParkableSink
 	parker     store.Parker  // Options.Parker
 
-	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog
+	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog, a keepalive ask
 
 	wmu        writeLock    // serialises Write in arrival order (fair between lanes)
 	out        outbox       // the frames Write queued, written by one flusher goroutine at a time
@@ -259,6 +259,7 @@ type Conn struct {
 	watchdogOn            bool                   // immutable: the watchdog runs (and calls trimQueue)
 	dropped               atomic.Bool            // dropPeer was called: the queue keeps no granule
 	dropReason            atomic.Pointer[string] // why dropPeer dropped the peer (DropReason)
+	keeping               atomic.Bool            // a keepalive ask is in progress (keepAlive)
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop

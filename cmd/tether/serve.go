@@ -115,7 +115,7 @@ func serveFlags(fs *flag.FlagSet) *serveConfig {
 	fs.BoolVar(&c.websocket, "websocket", true, "serve WebSocket upgrades (false answers them 426, so clients fall back to HTTP)")
 	fs.IntVar(&c.maxConns, "max-connections", 1024, "open WebSocket connections (over it: 503 on upgrade; 0 = no cap)")
 	fs.DurationVar(&c.pingInterval, "ping-interval", 30*time.Second, "protocol ping interval; a peer that misses a pong is dropped, unless it is still reading what was sent before the ping (0 = no pings)")
-	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "a client that does not read one frame within this is dropped")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", 30*time.Second, "a write to a client that does not finish within this drops the client (writes block once the socket buffers, up to a few MiB, are full)")
 	fs.IntVar(&c.maxSuspended, "max-suspended", 64, "live rollouts per connection (over it: rollout_limit_reached; 0 = no cap)")
 	fs.Int64Var(&c.maxSuspTotal, "max-suspended-total", 10000, "live rollouts in the whole server (0 = no cap)")
 	fs.Var(&c.maxRollout, "max-rollout-bytes", "bytes one rollout may hold: items, tools, instructions, settings (over it: rollout_too_large; 0 = no cap)")

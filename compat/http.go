@@ -198,6 +198,8 @@ func readAtMost(body io.Reader, read []byte, n, max int64) ([]byte, error) {
 	return buf, nil
 }
 
+// bodyTooLarge is the 413 of a body over max bytes. Its message names the limit in those words
+// ("exceeds the limit of N bytes"): tether conform reads the frame limit from it.
 func bodyTooLarge(max int64) *protocol.Error {
 	return protocol.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge, "",
 		"The request body exceeds the limit of %d bytes.", max)

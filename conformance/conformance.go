@@ -46,8 +46,14 @@ type Config struct {
 	// SchemaFile, if set, is the Open Responses OpenAPI file: every event and Response is
 	// validated against it.
 	SchemaFile string
-	// MaxFrame is the server's frame limit in bytes. 0 skips the oversize scenarios, which
-	// send a frame (and an HTTP body) of MaxFrame+1 bytes.
+	// MaxFrame is the server's frame limit in bytes: the oversize scenarios send a frame and
+	// an HTTP body of exactly MaxFrame bytes, which must be served, and of MaxFrame+1 bytes,
+	// which must be refused. 0 means ask the server, once, when the first of them runs: a
+	// POST /responses that declares a body of 2^40 bytes and sends none of it (Expect:
+	// 100-continue). Tether refuses it at once with 413 and a message naming its limit ("…
+	// exceeds the limit of N bytes"), which bounds its frames too. A server whose answer
+	// names no limit, or that asks for the body, leaves it unknown: the oversize scenarios
+	// are then skipped, each saying why, and the closing line counts them.
 	MaxFrame int64
 	// Timeout bounds every wait for the server; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -67,12 +73,19 @@ type Report struct {
 	Schema   string `json:"schema,omitempty"`
 	// AppendOptIn is whether the server confirmed the append opt-in on the 101 (nil when the
 	// append shape was not tested).
-	AppendOptIn *bool    `json:"append_opt_in,omitempty"`
-	Passed      int      `json:"passed"`
-	Failed      int      `json:"failed"`
-	Skipped     int      `json:"skipped"`
-	DurationMS  float64  `json:"duration_ms"`
-	Results     []Result `json:"scenarios"`
+	AppendOptIn *bool `json:"append_opt_in,omitempty"`
+	// MaxFrame is the frame limit the oversize scenarios tested, in bytes, and
+	// MaxFrameSource where it came from: FrameLimitFlag (Config.MaxFrame) or
+	// FrameLimitServer (the server's 413 answer). Both are empty when no oversize scenario
+	// ran; MaxFrameUnknown then says why, when they were skipped for it.
+	MaxFrame        int64    `json:"max_frame,omitempty"`
+	MaxFrameSource  string   `json:"max_frame_source,omitempty"`
+	MaxFrameUnknown string   `json:"max_frame_unknown,omitempty"`
+	Passed          int      `json:"passed"`
+	Failed          int      `json:"failed"`
+	Skipped         int      `json:"skipped"`
+	DurationMS      float64  `json:"duration_ms"`
+	Results         []Result `json:"scenarios"`
 	// Excluded lists the cases of the specification that no scenario covers, with the reason.
 	Excluded []Exclusion `json:"excluded"`
 }
@@ -115,13 +128,17 @@ type runner struct {
 	httpBase string // http://host/v1
 	client   *http.Client
 	schema   *schemas
-	appendOK bool   // the server confirmed the append opt-in
-	appendNo string // why the append scenarios are skipped, if they are
+	appendOK bool        // the server confirmed the append opt-in
+	appendNo string      // why the append scenarios are skipped, if they are
+	limit    *frameLimit // the server's frame limit, once asked (frameLimit)
+	noLimit  int         // scenarios skipped because the frame limit is unknown
 }
 
 // Run runs the selected scenarios one after the other against cfg.URL and writes one line per
 // scenario to out — "pass", "fail" (with the expected and received frames) or "skip" (with the
-// reason) — and then the line "N passed, N failed, N skipped".
+// reason) — and then the line "N passed, N failed, N skipped", followed, when scenarios were
+// skipped because the server's frame limit is unknown, by " (N of them need the frame limit,
+// which is unknown: pass -max-frame)".
 func Run(ctx context.Context, cfg Config, out io.Writer) Report {
 	start := time.Now()
 	cfg = cfg.withDefaults()
@@ -164,7 +181,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) Report {
 		}
 	}
 	rep.DurationMS = ms(time.Since(start))
-	fmt.Fprintf(out, "%d passed, %d failed, %d skipped\n", rep.Passed, rep.Failed, rep.Skipped)
+	if r.limit != nil {
+		if r.limit.limit > 0 {
+			rep.MaxFrame, rep.MaxFrameSource = r.limit.limit, r.limit.source
+		} else {
+			rep.MaxFrameUnknown = r.limit.unknown
+		}
+	}
+	fmt.Fprintf(out, "%d passed, %d failed, %d skipped", rep.Passed, rep.Failed, rep.Skipped)
+	if r.noLimit > 0 {
+		fmt.Fprintf(out, " (%d of them %s the frame limit, which is unknown: pass -max-frame)", r.noLimit, plural(r.noLimit, "needs", "need"))
+	}
+	fmt.Fprintln(out)
 	return rep
 }
 
@@ -309,6 +337,9 @@ func (t *T) sim(check string) bool {
 	return false
 }
 
+// maxFrame is the server's frame limit (the scenario runs only when it is known).
+func (t *T) maxFrame() int64 { return t.r.frameLimit(t.ctx).limit }
+
 // isAppend reports whether the scenario runs in the append shape.
 func (t *T) isAppend() bool { return t.shape == shapeAppend }
 
@@ -321,9 +352,13 @@ func (r *runner) run(ctx context.Context, sc *scenario, shape string) (res Resul
 	case (shape == shapeAppend || shape == ShapeBoth) && !r.appendOK:
 		res.Status, res.Reason = "skip", r.appendNo
 		return res
-	case sc.maxFrame && r.cfg.MaxFrame <= 0:
-		res.Status, res.Reason = "skip", "the server's frame limit is unknown: pass -max-frame"
-		return res
+	}
+	if sc.maxFrame {
+		if fl := r.frameLimit(ctx); fl.limit <= 0 {
+			r.noLimit++
+			res.Status, res.Reason = "skip", "the server's frame limit is unknown ("+fl.unknown+"): pass -max-frame"
+			return res
+		}
 	}
 	t := &T{ctx: ctx, cfg: r.cfg, r: r, shape: shape, ids: idSet{}}
 	if shape == ShapeBoth {

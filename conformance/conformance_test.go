@@ -55,7 +55,7 @@ func schema(t *testing.T) string {
 	return schemaFile
 }
 
-var closing = regexp.MustCompile(`^(\d+) passed, (\d+) failed, (\d+) skipped$`)
+var closing = regexp.MustCompile(`^(\d+) passed, (\d+) failed, (\d+) skipped( \(\d+ of them needs? the frame limit, which is unknown: pass -max-frame\))?$`)
 
 // run runs the suite and checks the report's form: one line per scenario, the closing line,
 // and a report that survives JSON.
@@ -83,17 +83,20 @@ func run(t *testing.T, cfg conformance.Config) (conformance.Report, string) {
 }
 
 // TestTetherConforms runs the whole suite, both shapes, both model contracts, with schema
-// validation, against Tether in-process.
+// validation, against Tether in-process, learning its frame limit from it.
 func TestTetherConforms(t *testing.T) {
 	url, _ := tether(t)
 	sch := schema(t)
 	for _, contract := range []string{conformance.ContractSim, conformance.ContractAny} {
 		t.Run(contract, func(t *testing.T) {
 			rep, out := run(t, conformance.Config{URL: url, Shape: conformance.ShapeBoth, Contract: contract,
-				SchemaFile: sch, MaxFrame: maxFrame, Timeout: 10 * time.Second})
+				SchemaFile: sch, Timeout: 10 * time.Second})
 			t.Logf("%s contract:\n%s", contract, out)
 			if rep.Failed != 0 {
 				t.Fatalf("%d scenarios failed against Tether:\n%s", rep.Failed, out)
+			}
+			if rep.MaxFrame != maxFrame || rep.MaxFrameSource != conformance.FrameLimitServer {
+				t.Fatalf("frame limit %d from %q, want the server's %d", rep.MaxFrame, rep.MaxFrameSource, maxFrame)
 			}
 			if want := len(conformance.Scenarios(conformance.ShapeBoth)); len(rep.Results) != want {
 				t.Fatalf("%d results, want %d scenarios", len(rep.Results), want)
@@ -105,6 +108,21 @@ func TestTetherConforms(t *testing.T) {
 				t.Fatalf("under the any contract some scenarios must be skipped and others pass:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestFrameLimitFromServer: without Config.MaxFrame the suite learns Tether's frame limit from
+// the server and runs every oversize scenario against it; an explicit limit wins.
+func TestFrameLimitFromServer(t *testing.T) {
+	url, _ := tether(t)
+	re := regexp.MustCompile(`oversize`)
+	rep, out := run(t, conformance.Config{URL: url, Run: re})
+	if rep.Passed != 3 || rep.Passed != len(rep.Results) || rep.MaxFrame != maxFrame || rep.MaxFrameSource != conformance.FrameLimitServer {
+		t.Fatalf("want the 3 oversize scenarios passed at the server's limit %d, got max_frame %d from %q:\n%s", maxFrame, rep.MaxFrame, rep.MaxFrameSource, out)
+	}
+	rep, out = run(t, conformance.Config{URL: url, Run: re, MaxFrame: maxFrame})
+	if rep.Passed != 3 || rep.MaxFrameSource != conformance.FrameLimitFlag {
+		t.Fatalf("an explicit limit: max_frame %d from %q:\n%s", rep.MaxFrame, rep.MaxFrameSource, out)
 	}
 }
 

@@ -1,13 +1,18 @@
 package conformance_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +42,12 @@ type double struct {
 	hideOptIn bool
 	// swallowClose keeps the client's socket open when the server closes.
 	swallowClose bool
+	// on413, if set, rewrites the body of the server's HTTP 413 answers.
+	on413 func(body []byte) []byte
+	// bufferBodies reads each HTTP request's whole body before passing the request on, as a
+	// buffering gateway does; bodyBytes counts what it read.
+	bufferBodies bool
+	bodyBytes    atomic.Int64
 }
 
 // proxied is one proxied connection's state, for hooks that need memory.
@@ -61,7 +72,7 @@ func newDouble(t *testing.T, d *double) string {
 
 func (d *double) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		d.real.ServeHTTP(w, r)
+		d.serveHTTP(w, r)
 		return
 	}
 	h := http.Header{}
@@ -146,6 +157,35 @@ func (d *double) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	_ = up.CloseNow()
 	wg.Wait()
+}
+
+// serveHTTP passes an HTTP request to the server, through the double's HTTP hooks.
+func (d *double) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.bufferBodies {
+		body, err := io.ReadAll(r.Body)
+		d.bodyBytes.Add(int64(len(body)))
+		if err != nil {
+			http.Error(w, "the request body could not be read", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	if d.on413 == nil {
+		d.real.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	d.real.ServeHTTP(rec, r)
+	body := rec.Body.Bytes()
+	if rec.Code == http.StatusRequestEntityTooLarge {
+		body = d.on413(body)
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(body)
 }
 
 // rewrite applies fn to a JSON frame (frames that are not JSON objects pass unchanged).
@@ -402,4 +442,83 @@ func TestDoubleHidesAppendOptIn(t *testing.T) {
 	if rep.Passed != 1 || rep.Skipped != 1 || !strings.Contains(rep.Results[1].Reason, "does not confirm the append opt-in") {
 		t.Fatalf("append scenarios must be skipped when the 101 does not confirm the opt-in: %+v", rep.Results)
 	}
+}
+
+// oversize matches the scenarios that need the server's frame limit, and one that does not.
+var oversize = regexp.MustCompile(`^(public|append)/error/(oversize-frame|oversize-body|binary-frame)$`)
+
+// needLimit are the scenarios oversize selects that need the frame limit.
+var needLimit = []string{"public/error/oversize-frame", "append/error/oversize-frame", "public/error/oversize-body"}
+
+// TestDoubleNamesNoFrameLimit: a server whose 413 answer names no limit (a gateway's own error
+// page) leaves the frame limit unknown: the scenarios that need it are skipped saying why,
+// the closing line counts them, and the others run.
+func TestDoubleNamesNoFrameLimit(t *testing.T) {
+	url := newDouble(t, &double{on413: func([]byte) []byte {
+		return []byte(`{"error":{"message":"Too large.","type":"invalid_request_error"}}`)
+	}})
+	rep, out := run(t, conformance.Config{URL: url, Run: oversize})
+	t.Logf("the suite against the double:\n%s", out)
+	for _, r := range rep.Results {
+		want := "pass"
+		if slices.Contains(needLimit, r.Name) {
+			want = "skip"
+			if !strings.Contains(r.Reason, "frame limit is unknown") || !strings.Contains(r.Reason, "does not name the limit") {
+				t.Errorf("%s: the skip does not say why: %q", r.Name, r.Reason)
+			}
+		}
+		if r.Status != want {
+			t.Errorf("%s: %s (%s), want %s", r.Name, r.Status, r.Reason, want)
+		}
+	}
+	if len(rep.Results) != 5 || rep.MaxFrame != 0 || rep.MaxFrameUnknown == "" {
+		t.Errorf("%d results, max_frame %d, max_frame_unknown %q", len(rep.Results), rep.MaxFrame, rep.MaxFrameUnknown)
+	}
+	if !strings.HasSuffix(out, "2 passed, 0 failed, 3 skipped (3 of them need the frame limit, which is unknown: pass -max-frame)\n") {
+		t.Errorf("the closing line does not explain the skips")
+	}
+}
+
+// TestDoubleClaimsWrongFrameLimit: a server that names a limit it does not enforce (half of
+// its real one) fails the oversize scenarios: the limit it names is checked, not trusted.
+func TestDoubleClaimsWrongFrameLimit(t *testing.T) {
+	url := newDouble(t, &double{on413: func(b []byte) []byte {
+		return bytes.ReplaceAll(b, []byte(strconv.Itoa(maxFrame)), []byte(strconv.Itoa(maxFrame/2)))
+	}})
+	rep, out := run(t, conformance.Config{URL: url, Run: oversize})
+	t.Logf("the suite against the double:\n%s", out)
+	for _, name := range needLimit {
+		if st := statusOf(rep, name); st != "fail" {
+			t.Errorf("%s: %q, want fail", name, st)
+		}
+	}
+	if rep.MaxFrame != maxFrame/2 || rep.MaxFrameSource != conformance.FrameLimitServer {
+		t.Errorf("max_frame %d from %q, want the %d the server named", rep.MaxFrame, rep.MaxFrameSource, maxFrame/2)
+	}
+}
+
+// TestDoubleBuffersBodies: behind a gateway that reads the whole body before the server sees
+// the request, the probe gets no refusal: it sends none of its declared body, the limit is
+// unknown and the scenarios that need it are skipped.
+func TestDoubleBuffersBodies(t *testing.T) {
+	d := &double{bufferBodies: true}
+	url := newDouble(t, d)
+	rep, out := run(t, conformance.Config{URL: url, Run: regexp.MustCompile(`^public/error/oversize-body$`)})
+	t.Logf("the suite against the double:\n%s", out)
+	if len(rep.Results) != 1 || rep.Results[0].Status != "skip" || !strings.Contains(rep.Results[0].Reason, "got no refusal") {
+		t.Fatalf("want the scenario skipped for a probe without refusal: %+v", rep.Results)
+	}
+	if n := d.bodyBytes.Load(); n != 0 {
+		t.Errorf("the probe sent %d bytes of its body", n)
+	}
+}
+
+// statusOf is the status of the named scenario ("" when it did not run).
+func statusOf(rep conformance.Report, name string) string {
+	for _, r := range rep.Results {
+		if r.Name == name {
+			return r.Status
+		}
+	}
+	return ""
 }

@@ -19,7 +19,8 @@ type scenario struct {
 	// sim, if set, says what of Tether and its sim model the scenario relies on; it is skipped
 	// with that reason under -model-contract any.
 	sim string
-	// maxFrame marks a scenario that needs Config.MaxFrame.
+	// maxFrame marks a scenario that needs the server's frame limit (Config.MaxFrame, or
+	// the one the server names): it is skipped, saying why, when that is unknown.
 	maxFrame bool
 	run      func(t *T)
 }
@@ -149,6 +150,7 @@ var scenarios = []*scenario{
 	{name: "error/evicted-parent", shapes: onPublic, run: errEvictedParent},
 	{name: "error/evicted-parent-after-failure", shapes: onPublic, sim: "failure injection (metadata sim.fail)", run: errEvictedAfterFailure},
 	{name: "error/http", shapes: onPublic, run: errHTTP},
+	{name: "error/oversize-body", shapes: onPublic, maxFrame: true, run: errOversizeBody},
 	{name: "compact", shapes: onPublic, run: compactWindow},
 	{name: "error/response-not-found", shapes: onAppend, run: errResponseNotFound},
 	{name: "error/response-not-suspended", shapes: onAppend, sim: "a slow sampling rollout (metadata sim.speed)", run: errResponseNotSuspended},

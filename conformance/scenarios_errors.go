@@ -148,14 +148,14 @@ func errBinaryFrame(t *T) {
 	p.stillUsable()
 }
 
-// errOversizeFrame: a frame of exactly -max-frame bytes is served; one of -max-frame + 1 bytes
+// errOversizeFrame: a frame of exactly the frame limit is served; one of the limit + 1 bytes
 // is answered with websocket_message_too_large, then the connection is closed with 1009.
 // (The frames are padded with JSON whitespace, so only their size matters.)
 func errOversizeFrame(t *T) {
 	p := t.dial()
-	p.sendRaw(padded(t, `{"type":"response.create","model":`+strconv.Quote(t.cfg.Model)+`,"input":"Exactly at the limit."`, t.cfg.MaxFrame))
+	p.sendRaw(padded(t, `{"type":"response.create","model":`+strconv.Quote(t.cfg.Model)+`,"input":"Exactly at the limit."`, t.maxFrame()))
 	t.checkCompleted(p.await(nil))
-	p.sendRaw(padded(t, `{"type":"response.create","model":`+strconv.Quote(t.cfg.Model)+`,"input":"One byte over."`, t.cfg.MaxFrame+1))
+	p.sendRaw(padded(t, `{"type":"response.create","model":`+strconv.Quote(t.cfg.Model)+`,"input":"One byte over."`, t.maxFrame()+1))
 	p.expectError(413, "websocket_message_too_large", "")
 	p.expectClose(websocket.StatusMessageTooBig)
 }
@@ -163,7 +163,7 @@ func errOversizeFrame(t *T) {
 // padded is the JSON object head (without its closing brace) padded with spaces to n bytes.
 func padded(t *T, head string, n int64) string {
 	pad := int(n) - len(head) - 1
-	t.check(pad >= 0, "-max-frame %d is too small for a create", t.cfg.MaxFrame)
+	t.check(pad >= 0, "the frame limit %d is too small for a create", t.maxFrame())
 	return head + strings.Repeat(" ", pad) + "}"
 }
 
@@ -323,22 +323,25 @@ func errHTTP(t *T) {
 	check("POST with a misspelt field", M{"model": t.cfg.Model, "input": "hi", "temprature": 0.5}, 400, "unknown_parameter", "temprature")
 	status, f, raw := t.httpJSON("GET", "/responses/"+unknownID, nil)
 	t.expectHTTPError("GET of an unknown response", status, f, raw, http.StatusNotFound, "", "")
-	if t.cfg.MaxFrame > 0 {
-		head := fmt.Sprintf(`{"model":%q,"store":false,"input":"At the limit."`, t.cfg.Model)
-		st, _, data := t.httpDo("POST", "/responses", []byte(padded(t, head, t.cfg.MaxFrame)))
-		t.check(st == http.StatusOK, "POST of a body of exactly -max-frame bytes: %d %s", st, clip(string(data), 300))
-		big := padded(t, head, t.cfg.MaxFrame+1)
-		st, _, data = t.httpDo("POST", "/responses", []byte(big))
-		f, err := decodeFrame(data)
-		if err != nil {
-			t.fail(&Failure{Message: "POST of a body over -max-frame: the error body is not a JSON object", Received: fmt.Sprintf("%d %s", st, clip(string(data), 400))})
-		}
-		code := ""
-		if t.sim("a body over the limit has code request_body_too_large (package compat)") {
-			code = "request_body_too_large"
-		}
-		t.expectHTTPError(fmt.Sprintf("POST of a %d-byte body", len(big)), st, f, data, http.StatusRequestEntityTooLarge, code, "")
+}
+
+// errOversizeBody: a POST body of exactly the frame limit is served; one of the limit + 1
+// bytes is refused with 413 and the error envelope.
+func errOversizeBody(t *T) {
+	head := fmt.Sprintf(`{"model":%q,"store":false,"input":"At the limit."`, t.cfg.Model)
+	st, _, data := t.httpDo("POST", "/responses", []byte(padded(t, head, t.maxFrame())))
+	t.check(st == http.StatusOK, "POST of a body of exactly the frame limit (%d bytes): %d %s", t.maxFrame(), st, clip(string(data), 300))
+	big := padded(t, head, t.maxFrame()+1)
+	st, _, data = t.httpDo("POST", "/responses", []byte(big))
+	f, err := decodeFrame(data)
+	if err != nil {
+		t.fail(&Failure{Message: "POST of a body over the frame limit: the error body is not a JSON object", Received: fmt.Sprintf("%d %s", st, clip(string(data), 400))})
 	}
+	code := ""
+	if t.sim("a body over the limit has code request_body_too_large (package compat)") {
+		code = "request_body_too_large"
+	}
+	t.expectHTTPError(fmt.Sprintf("POST of a %d-byte body", len(big)), st, f, data, http.StatusRequestEntityTooLarge, code, "")
 }
 
 // errResponseNotFound: append and cancel name a response that does not exist.

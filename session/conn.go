@@ -249,7 +249,7 @@ type Conn struct {
 	unparkSink UnparkSink    // SetUnparkSink: continues a parked rollout of the shape's ParkableSink
 	parker     store.Parker  // Options.Parker
 
-	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog
+	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog, a keepalive ask
 
 	wmu        writeLock    // serialises Write in arrival order (fair between lanes)
 	out        outbox       // the frames Write queued, written by one flusher goroutine at a time
@@ -263,6 +263,7 @@ type Conn struct {
 	qreserved             int64                  // bytes of Options.Budget held for them: whole writeGranules, at least queued
 	watchdogOn            bool                   // immutable: the watchdog runs (and calls trimQueue)
 	dropReason            atomic.Pointer[string] // why dropPeer dropped the peer (DropReason); nil until then
+	keeping               atomic.Bool            // a keepalive ask is in progress (keepAlive)
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop

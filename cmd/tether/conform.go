@@ -50,7 +50,7 @@ func conform(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&cfg.APIKey, "api-key", "", "sent as Authorization: Bearer <key>")
 	fs.StringVar(&cfg.Model, "model", conformance.DefaultModel, "the model of every request")
 	fs.StringVar(&cfg.SchemaFile, "schema", "", "validate events and Responses against this Open Responses OpenAPI file")
-	fs.Var(&maxFrame, "max-frame", "the server's frame limit (e.g. 32MiB); 0 skips the oversize scenarios")
+	fs.Var(&maxFrame, "max-frame", "the server's frame limit (e.g. 32MiB); 0 asks the server (Tether names it in its 413 answer to a body declared over it, none of which is sent) and skips the oversize scenarios, saying why, when it does not tell")
 	fs.BoolVar(&cfg.SerialLanes, "serial-lanes", false, "the server runs a connection's lanes one after another (e.g. Tether on the responses backend): skip the lane-concurrency checks")
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, fmt.Sprintf("how long to wait for each answer of the server; 0 means %v with -model-contract sim, %v with any (a real model writes until max_output_tokens or its context fills, which can take a minute on a slow engine)",
 		conformance.DefaultTimeout, anyContractTimeout))

@@ -82,7 +82,7 @@ var flagRanges = map[string]map[string]flagRange{
 		"stall":            nonNegative(" (0: the in-process write timeout + 2s)"),
 	},
 	"conform": {
-		"max-frame": sizeAtLeast(0, " (0 skips the oversize scenarios)"),
+		"max-frame": sizeAtLeast(0, " (0 asks the server)"),
 		"timeout":   nonNegative(" (0: 10s with -model-contract sim, 2m with any)"),
 	},
 	"demo": {

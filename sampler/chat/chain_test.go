@@ -31,7 +31,18 @@ type proxy struct {
 	left    int // held requests (mode nodone) whose client went away
 	mode    string
 	next    *httputil.ReverseProxy
-	conns   int // connections Tether opened to the proxy
+	conns   int           // connections Tether opened to the proxy
+	pause   time.Duration // mode trickle: the pause between the pieces of the first event
+	relay   trickled      // mode trickle: how the last trickled event went out
+}
+
+// trickled is how a trickled event went out, as far as it did: from the request's arrival,
+// the time to the upstream's first bytes (first) and to the event's first piece (lead); the
+// pieces written; the longest time between two of them (gap); the time from the first to the
+// last, once all went out (took).
+type trickled struct {
+	first, lead, gap, took time.Duration
+	pieces                 int
 }
 
 // connState counts the connections Tether opens (http.Server.ConnState).
@@ -118,6 +129,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.left++
 		p.mu.Unlock()
+	case "trickle":
+		// The upstream's real stream, its first event in trickleParts pieces, pause apart.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p.note(func(tr *trickled) { *tr = trickled{} })
+		p.forward(&trickleWriter{ResponseWriter: w, pause: p.trickle(), arrived: time.Now(), p: p}, r)
 	case "nousage":
 		// The upstream's real stream without its usage chunk and [DONE], then its end.
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -155,6 +171,91 @@ func (w *dropWriter) Write(b []byte) (int, error) {
 }
 
 func (w *dropWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+// setTrickle sets the mode trickle, with pause between the pieces of the first event.
+func (p *proxy) setTrickle(pause time.Duration) {
+	p.mu.Lock()
+	p.mode, p.pause = "trickle", pause
+	p.mu.Unlock()
+}
+
+// trickle returns the pause between the pieces of a trickled event.
+func (p *proxy) trickle() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pause
+}
+
+// trickledLast returns how the last trickled event went out, so far.
+func (p *proxy) trickledLast() trickled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.relay
+}
+
+// note updates the record of the trickled event.
+func (p *proxy) note(fn func(*trickled)) {
+	p.mu.Lock()
+	fn(&p.relay)
+	p.mu.Unlock()
+}
+
+// trickleParts is the number of pieces a trickled event is written in.
+const trickleParts = 12
+
+// trickleWriter passes an SSE stream on, its first event in trickleParts pieces that are each
+// flushed, pause apart, noting on p how that event goes out.
+type trickleWriter struct {
+	http.ResponseWriter
+	pause   time.Duration
+	arrived time.Time // the request's arrival
+	p       *proxy
+	buf     []byte
+	done    bool // the first event went out
+}
+
+func (w *trickleWriter) Write(b []byte) (int, error) {
+	if w.done {
+		return w.ResponseWriter.Write(b)
+	}
+	if len(w.buf) == 0 {
+		w.p.note(func(tr *trickled) { tr.first = time.Since(w.arrived) })
+	}
+	w.buf = append(w.buf, b...)
+	i := bytes.Index(w.buf, []byte("\n\n"))
+	if i < 0 {
+		return len(b), nil
+	}
+	ev, rest := w.buf[:i+2], w.buf[i+2:]
+	w.done = true
+	start := time.Now()
+	size := (len(ev) + trickleParts - 1) / trickleParts
+	for last := start; len(ev) > 0; {
+		k := min(size, len(ev))
+		if _, err := w.ResponseWriter.Write(ev[:k]); err != nil {
+			return 0, err
+		}
+		w.Flush()
+		now := time.Now()
+		w.p.note(func(tr *trickled) {
+			if tr.pieces++; tr.pieces == 1 {
+				tr.lead = now.Sub(w.arrived)
+			}
+			tr.gap = max(tr.gap, now.Sub(last))
+		})
+		last = now
+		if ev = ev[k:]; len(ev) > 0 {
+			time.Sleep(w.pause)
+		}
+	}
+	w.p.note(func(tr *trickled) { tr.took = time.Since(start) })
+	if _, err := w.ResponseWriter.Write(rest); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (w *trickleWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
 
 // forward passes the request to the upstream and counts it aborted when its client went away
 // first (ReverseProxy then panics with http.ErrAbortHandler, or returns with the context done).
@@ -286,6 +387,25 @@ func describe(msgs []chatwire.Message) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// TestSlowEventIsNotSilence: an event whose bytes keep coming, but which takes longer than the
+// silence timeout to arrive whole, is waited for: the timeout counts from the last bytes
+// received, and the response completes. The timeout is long because it also covers the
+// upstream's first byte, which took over 2 s once on the loaded machine.
+func TestSlowEventIsNotSilence(t *testing.T) {
+	const timeout = 4 * time.Second
+	front, _, p := chain(t, chat.Options{Timeout: timeout})
+	p.setTrickle(timeout / 8) // 11 pauses: 1.375 timeouts or more
+	r := post(t, front)
+	tr := p.trickledLast()
+	if r.Status != "completed" {
+		t.Fatalf("status %s, error %+v; want the slow event waited for (the upstream's first bytes %v after the request, the event's first piece %v after it, %d pieces out, %v between pieces at most)",
+			r.Status, r.Error, tr.first, tr.lead, tr.pieces, tr.gap)
+	}
+	if tr.took <= timeout {
+		t.Fatalf("the trickled event took %v, not more than the timeout %v", tr.took, timeout)
+	}
 }
 
 // TestChainFailures: each upstream fault ends the response failed with a message naming the

@@ -23,7 +23,8 @@ type Options struct {
 	APIKey string
 	// Model replaces the client's model name in upstream requests when non-empty.
 	Model string
-	// Timeout is the longest silence from the upstream within one sampling step, and the
+	// Timeout is the longest silence from the upstream within one sampling step (no byte of
+	// its answer for that long; a slowly arriving event is not silence), and the
 	// longest a slot save or restore may take when shorter than 30 s. 0 means 5m.
 	Timeout time.Duration
 	// Slots is the number of slots of each replica that Tether owns (llama.cpp -np): every

@@ -110,7 +110,8 @@
 //
 // Cancel, disconnect, suspend timeout and shutdown end the request's context, which aborts the
 // upstream request. Options.Timeout bounds silence: no byte from the upstream for that long
-// (before the headers or between chunks) fails the step. An upstream 400, 413 or 422 fails the
+// (before the headers, or anywhere in the stream: a long event that arrives slowly is waited
+// for while its bytes keep coming) fails the step. An upstream 400, 413 or 422 fails the
 // step with a *protocol.Error (invalid_request_error, code invalid_prompt, the upstream's
 // message); 401 / 403 fail it as a configuration error (server_error; the upstream's message
 // is not echoed); any other status, a refused connection, a malformed chunk, an error object

@@ -96,7 +96,7 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 		cut := time.AfterFunc(r.lim.stepTimeout, func() { r.cancel(&stepTimeoutError{r.lim.stepTimeout}) })
 		defer cut.Stop()
 	}
-	r.body = &sampler.MeteredReader{R: body, Budget: r.budget, What: "one event of the stream"}
+	r.body = &sampler.MeteredReader{R: heardBody{body, r}, Budget: r.budget, What: "one event of the stream"}
 	sse := protocol.NewSSEReaderLimit(r.body, r.lim.eventBytes)
 	for {
 		r.body.Settle() // the previous event has been applied
@@ -156,6 +156,23 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 		}
 	}
 	return r.res, nil
+}
+
+// heardBody is the body of a step's stream, read through the step's silence timer: every read
+// that brings bytes resets it (until the answer is whole, when endGrace bounds the rest), so
+// a long event that arrives slowly is not the engine's silence. The read limit of an event
+// (Options.MaxEventBytes) and the memory budget bound what it may bring.
+type heardBody struct {
+	body io.Reader
+	r    *reader
+}
+
+func (h heardBody) Read(p []byte) (int, error) {
+	n, err := h.body.Read(p)
+	if n > 0 && !h.r.over {
+		h.r.timer.Reset(h.r.timeout)
+	}
+	return n, err
 }
 
 // endGrace bounds the wait for a stream's end after its answer is whole: an engine that sends

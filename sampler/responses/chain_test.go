@@ -235,6 +235,15 @@ type proxy struct {
 	conns   []net.Conn
 	wg      sync.WaitGroup
 	inFrame atomic.Bool // cutInFrame: end the upstream → client streams inside their next frame
+	slow    atomic.Pointer[trickle]
+}
+
+// trickle is how the proxy relays the next upstream → client frame of more than over payload
+// bytes: in pieces of piece bytes, pause apart. took receives how long the frame took.
+type trickle struct {
+	over, piece int64
+	pause       time.Duration
+	took        chan time.Duration
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -276,6 +285,35 @@ func (p *proxy) url() string { return "http://" + p.ln.Addr().String() }
 // after the frame's header.
 func (p *proxy) cutInFrame() { p.inFrame.Store(true) }
 
+// trickleNext makes the proxy relay the next upstream → client frame of more than over
+// payload bytes slowly (trickle); the returned channel receives how long its relay took.
+func (p *proxy) trickleNext(over, piece int64, pause time.Duration) <-chan time.Duration {
+	tr := &trickle{over: over, piece: piece, pause: pause, took: make(chan time.Duration, 1)}
+	p.slow.Store(tr)
+	return tr.took
+}
+
+// copyPayload relays one frame's n payload bytes from r to client: at once, or trickled when
+// a trickle waits for a frame of this size.
+func (p *proxy) copyPayload(client net.Conn, r io.Reader, n int64) error {
+	tr := p.slow.Load()
+	if tr == nil || n <= tr.over || !p.slow.CompareAndSwap(tr, nil) {
+		_, err := io.CopyN(client, r, n)
+		return err
+	}
+	start := time.Now()
+	for left := n; left > 0; left -= tr.piece {
+		if _, err := io.CopyN(client, r, min(left, tr.piece)); err != nil {
+			return err
+		}
+		if left > tr.piece {
+			time.Sleep(tr.pause)
+		}
+	}
+	tr.took <- time.Since(start)
+	return nil
+}
+
 // relay copies the upstream's answer to the client: the HTTP upgrade answer, then whole
 // WebSocket frames (server frames are not masked), until cutInFrame.
 func (p *proxy) relay(client, up net.Conn) {
@@ -316,7 +354,7 @@ func (p *proxy) relay(client, up net.Conn) {
 		if p.inFrame.Load() && n > 0 {
 			return // the header went out, its payload never does
 		}
-		if _, err := io.CopyN(client, r, n); err != nil {
+		if err := p.copyPayload(client, r, n); err != nil {
 			return
 		}
 	}
@@ -386,6 +424,39 @@ func TestUpstreamSilence(t *testing.T) {
 	last := fs[len(fs)-1]
 	if last.Type() != "response.failed" || !strings.Contains(last.Str("response", "error", "message"), "silent") {
 		t.Fatalf("want a failed step for the upstream's silence, got %v", last)
+	}
+}
+
+// TestSlowFrameIsNotSilence: a large upstream frame whose bytes keep arriving, but which takes
+// longer than the silence timeout to arrive whole, is waited for: the timeout counts from the
+// last bytes received, and the rollout completes.
+func TestSlowFrameIsNotSilence(t *testing.T) {
+	// The timeout also covers the upstream's first frame, which may take a while on a loaded
+	// machine: the trickled frame takes more than 2.75 timeouts whatever it is.
+	const timeout = 2 * time.Second
+	up := upstream(t, server.Options{})
+	px := newProxy(t, up)
+	fr := front(t, px.url()+"/v1", timeout)
+	// The upstream's response.created echoes the 96 KiB instructions: it is the first frame
+	// over 64 KiB, and comes in 8 KiB pieces a quarter of the timeout apart (11 pauses, so
+	// 2.75 timeouts or more in all).
+	took := px.trickleNext(64<<10, 8<<10, timeout/4)
+	c := wstest.Dial(t, wsURL(fr), appendHeader)
+	req := create("slow frame", 0, nil)
+	req["instructions"] = strings.Repeat("word ", 96<<10/5)
+	c.Send(req)
+	fs := c.Until("response.failed", "response.completed")
+	last := fs[len(fs)-1]
+	if last.Type() != "response.completed" || !strings.Contains(answer(last), "slow frame") {
+		t.Fatalf("want the slow frame waited for and the answer, got %s %v", last.Type(), last.Get("response", "error"))
+	}
+	select {
+	case d := <-took:
+		if d <= timeout {
+			t.Fatalf("the trickled frame took %v, not more than the timeout %v", d, timeout)
+		}
+	default:
+		t.Fatal("no frame was trickled")
 	}
 }
 

@@ -58,7 +58,10 @@
 // (or the same one for previous_response_not_found) with the full context converted to input
 // items and no previous_response_id: a store:false previous response does not survive its
 // socket. The client sees nothing of it. Any other close, a socket that drops after output
-// was streamed, or upstream silence longer than Options.Timeout fails the step.
+// was streamed, or upstream silence longer than Options.Timeout fails the step. Silence is no
+// data received: every piece of a frame that arrives (4 KiB, or the frame's end) counts, so a
+// large frame that arrives slowly is waited for as long as its bytes keep coming (the read
+// limit and the memory budget bound its size); the upstream's pings do not count.
 //
 // An error frame with status 401 or 403 fails the step with a fixed message: the upstream's
 // may quote the server's key.

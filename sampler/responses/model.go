@@ -21,8 +21,10 @@ type Options struct {
 	URL string
 	// APIKey is sent as "Authorization: Bearer APIKey" on the upgrade request; empty: none.
 	APIKey string
-	// Timeout bounds the upstream's silence within a step (dial, each frame): longer, and the
-	// step fails. 0 means 5 minutes.
+	// Timeout bounds the upstream's silence within a step: the dial, then each wait for data,
+	// which every piece of a frame that arrives (4 KiB, or the frame's end) resets, so a large
+	// frame that arrives slowly is not silence. Longer, and the step fails ("upstream silent
+	// for …"). 0 means 5 minutes.
 	Timeout time.Duration
 	// ReadLimit is the largest upstream frame in bytes; 0 means 64 MiB. The frames a step has
 	// not taken yet are held up to about this many bytes too: the socket reads no further

@@ -3,7 +3,9 @@ package responses
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -20,6 +22,8 @@ import (
 // faster than a step decodes costs at most about twice the frame limit). Each frame holds
 // sampler.StreamFactor bytes of the server's memory budget per byte, reserved as it arrives,
 // until the step that took it has applied it (frame.cost, release) or the socket closed.
+// The reader notes when the upstream last delivered data (heard), so that a step's silence
+// timeout counts from the last bytes received, not from the start of a frame.
 type socket struct {
 	c      *websocket.Conn
 	frames chan frame
@@ -31,6 +35,9 @@ type socket struct {
 
 	mu   sync.Mutex
 	held int64 // guarded by mu: bytes of the frames in frames
+
+	born  time.Time
+	heard atomic.Int64 // when data last arrived, in nanoseconds since born (0: never)
 }
 
 // frame is one message from the reader, or the error that ended it.
@@ -47,7 +54,8 @@ var errSilent = errors.New("upstream silent")
 // newSocket starts the reader of c, which holds up to limit bytes of frames no step took yet,
 // counting them in b (nil: nowhere).
 func newSocket(c *websocket.Conn, limit int64, b sampler.Budget) *socket {
-	s := &socket{c: c, frames: make(chan frame, 16), done: make(chan struct{}), limit: limit, room: make(chan struct{}, 1), budget: b}
+	s := &socket{c: c, frames: make(chan frame, 16), done: make(chan struct{}), limit: limit, room: make(chan struct{}, 1), budget: b,
+		born: time.Now()}
 	go s.read()
 	return s
 }
@@ -84,19 +92,53 @@ func (s *socket) read() {
 
 // readFrame reads one message, reserving sampler.StreamFactor bytes of the budget per byte
 // as they arrive: a message that does not fit fails the socket with a *sampler.MemoryError
-// (its bytes are given back).
+// (its bytes are given back). The message's start and every piece of it that arrives count
+// as the upstream being heard.
 func (s *socket) readFrame() frame {
 	typ, r, err := s.c.Reader(context.Background())
 	if err != nil {
 		return frame{err: err}
 	}
-	m := &sampler.MeteredReader{R: r, Budget: s.budget, What: "one WebSocket frame"}
+	s.hear()
+	m := &sampler.MeteredReader{R: heardReader{r, s}, Budget: s.budget, What: "one WebSocket frame"}
 	data, err := protocol.ReadAll(m)
 	if err != nil {
 		m.Settle()
 		return frame{err: err}
 	}
 	return frame{typ: typ, data: data, cost: m.Held}
+}
+
+// heardPiece is the most a read of a message's payload asks for at once: the library fills
+// the whole buffer of a read before it returns, so a message that trickles in is noticed as
+// heard every heardPiece bytes.
+const heardPiece = 4 << 10
+
+// heardReader reads a message's payload in pieces of at most heardPiece bytes and notes each
+// piece that arrives as the upstream being heard.
+type heardReader struct {
+	r io.Reader
+	s *socket
+}
+
+func (h heardReader) Read(p []byte) (int, error) {
+	if len(p) > heardPiece {
+		p = p[:heardPiece]
+	}
+	n, err := h.r.Read(p)
+	if n > 0 {
+		h.s.hear()
+	}
+	return n, err
+}
+
+// hear notes that data arrived now.
+func (s *socket) hear() { s.heard.Store(int64(time.Since(s.born))) }
+
+// idle returns how long the upstream has been silent, counting from since (a time in
+// nanoseconds since born) when it was heard last before that.
+func (s *socket) idle(since time.Duration) time.Duration {
+	return time.Since(s.born) - max(since, time.Duration(s.heard.Load()))
 }
 
 // release gives back cost, what a frame holds of the budget: once its event has been
@@ -136,26 +178,36 @@ func (s *socket) waitRoom() bool {
 	}
 }
 
-// next returns the next frame, ctx's cause when it ends first, or errSilent after timeout.
+// next returns the next frame, ctx's cause when it ends first, or errSilent once the upstream
+// sent nothing for timeout: counted from the call, or from the last data received after it (a
+// large frame that arrives slowly is waited for as long as its bytes keep coming; the read
+// limit and the memory budget bound its size).
 func (s *socket) next(ctx context.Context, timeout time.Duration) frame {
+	start := time.Since(s.born)
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case f := <-s.frames:
-		s.mu.Lock()
-		s.held -= int64(len(f.data))
-		s.mu.Unlock()
+	for {
 		select {
-		case s.room <- struct{}{}:
-		default:
+		case f := <-s.frames:
+			s.mu.Lock()
+			s.held -= int64(len(f.data))
+			s.mu.Unlock()
+			select {
+			case s.room <- struct{}{}:
+			default:
+			}
+			return f
+		case <-ctx.Done():
+			return frame{err: context.Cause(ctx)}
+		case <-t.C:
+			if idle := s.idle(start); idle < timeout {
+				t.Reset(timeout - idle)
+				continue
+			}
+			return frame{err: errSilent}
+		case <-s.done:
+			return frame{err: errClosed}
 		}
-		return f
-	case <-ctx.Done():
-		return frame{err: context.Cause(ctx)}
-	case <-t.C:
-		return frame{err: errSilent}
-	case <-s.done:
-		return frame{err: errClosed}
 	}
 }
 

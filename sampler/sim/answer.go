@@ -19,12 +19,13 @@ const fillerLine = 16
 // a line longer (a quote, 16 filler words), and twice as long as JSON.
 const answerPart = 4 << 10
 
-// formatAnswer returns the answer shaped by text.format: json_schema → a value synthesised
-// from the schema (strings are the last word of the last user text) of at most limit bytes,
-// built before it is streamed (held: its bytes; cut reports that it was cut at limit);
-// json_object → {"answer": the plain answer}; anything else the plain answer. The plain
-// answer and its JSON form are produced as they stream, whatever their length (held 0).
-func formatAnswer(format json.RawMessage, c *Context, padTokens, limit int) (src textSource, held int, cut bool) {
+// formatAnswer returns the answer shaped by text.format, as the text value followed by what src
+// yields (nil: nothing): json_schema → a value synthesised from the schema (strings are the
+// last word of the last user text) of at most limit bytes, built before it is streamed (cut
+// reports that it was cut at limit); json_object → {"answer": the plain answer}; anything else
+// the plain answer. The plain answer and its JSON form come from src, produced as they
+// stream, whatever their length (value "").
+func formatAnswer(format json.RawMessage, c *Context, padTokens, limit int) (value string, src textSource, cut bool) {
 	var f struct {
 		Type   string          `json:"type"`
 		Schema json.RawMessage `json:"schema"`
@@ -35,11 +36,11 @@ func formatAnswer(format json.RawMessage, c *Context, padTokens, limit int) (src
 	switch f.Type {
 	case "json_schema":
 		v, cut := synthValue(f.Schema, keyword(c.LastUserText()), limit)
-		return &wholeText{s: v}, len(v), cut
+		return v, nil, cut
 	case "json_object":
-		return newAnswer(c, padTokens, true), 0, false
+		return "", newAnswer(c, padTokens, true), false
 	}
-	return newAnswer(c, padTokens, false), 0, false
+	return "", newAnswer(c, padTokens, false), false
 }
 
 // The phases of an answer, in order.

@@ -225,11 +225,11 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 	if len(calls) > 0 {
 		return result(), nil
 	}
-	text, held, cut := formatAnswer(req.Settings.TextFormat, req.Context, p.AnswerTokens, limit)
-	if err := st.hold(held); err != nil {
+	value, rest, cut := formatAnswer(req.Settings.TextFormat, req.Context, p.AnswerTokens, limit)
+	if err := st.hold(len(value)); err != nil {
 		return result(), err
 	}
-	err := st.streamFrom(text, out.Text, nil)
+	err := st.streamFrom(value, rest, out.Text, nil)
 	if err == nil && cut && st.incomplete == "" {
 		st.incomplete = protocol.ReasonMaxOutputTokens
 	}

@@ -19,20 +19,6 @@ type textSource interface {
 	next() (string, bool)
 }
 
-// wholeText is a textSource of one string, yielded in one part.
-type wholeText struct {
-	s    string
-	done bool
-}
-
-func (w *wholeText) next() (string, bool) {
-	if w.done {
-		return "", false
-	}
-	w.done = true
-	return w.s, true
-}
-
 // lookahead is how many bytes of text the stream holds beyond a chunk's start before it cuts
 // the chunk: chunkLen looks at no more, so a chunk is cut where it would be in the whole text.
 const lookahead = maxChunk + utf8.UTFMax
@@ -43,18 +29,18 @@ const lookahead = maxChunk + utf8.UTFMax
 // the step's token budget, setting st.incomplete. ids, when not nil, receives the ids of the
 // tokens generated.
 func (st *simStep) stream(text string, emit func(string) error, ids *[]uint32) error {
-	return st.streamFrom(&wholeText{s: text}, emit, ids)
+	return st.streamFrom(text, nil, emit, ids)
 }
 
-// streamFrom is stream of the text src yields. It takes parts in as it goes, holding the text
-// from the start of the delta being built on, and at least lookahead bytes past the next
-// chunk's start (or the rest of the text): the chunks, hence the tokens and the deltas, are
-// those of the whole text.
-func (st *simStep) streamFrom(src textSource, emit func(string) error, ids *[]uint32) error {
+// streamFrom is stream of head followed by the text src yields (nil: none). It takes parts in
+// as it goes, holding the text from the start of the delta being built on, and at least
+// lookahead bytes past the next chunk's start (or the rest of the text): the chunks, hence the
+// tokens and the deltas, are those of the whole text.
+func (st *simStep) streamFrom(head string, src textSource, emit func(string) error, ids *[]uint32) error {
 	var (
 		err   error
-		buf   string // the text from the delta being built on; parts are appended as needed
-		ended bool   // src has no more parts
+		buf   = head       // the text from the delta being built on; parts are appended as needed
+		ended = src == nil // src has no more parts
 	)
 	// In buf: the delta's start, the next token's start, the next chunk's start (pos falls
 	// behind it when the tokenizer drops a character); n is the delta's tokens.

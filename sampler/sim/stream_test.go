@@ -58,12 +58,13 @@ func streamWhole(text string, budget int) streamed {
 	return got
 }
 
-// streamParts streams what src yields through a simStep of the token budget (0: none).
-func streamParts(t *testing.T, src textSource, budget int) streamed {
+// streamParts streams head and what src yields through a simStep of the token budget (0:
+// none).
+func streamParts(t *testing.T, head string, src textSource, budget int) streamed {
 	t.Helper()
 	var got streamed
 	st := simStep{ctx: context.Background(), budget: budget, room: -1}
-	err := st.streamFrom(src, func(d string) error { got.deltas = append(got.deltas, d); return nil }, &got.ids)
+	err := st.streamFrom(head, src, func(d string) error { got.deltas = append(got.deltas, d); return nil }, &got.ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +115,9 @@ func streamTexts() map[string]string {
 	}
 }
 
-// TestStreamPartsAsWhole: a text streamed from parts, cut anywhere, gives the deltas and the
-// tokens of the whole text streamed at once, also when the step's token budget stops it
-// midway.
+// TestStreamPartsAsWhole: a text streamed from parts, cut anywhere (after a head string, or
+// not), gives the deltas and the tokens of the whole text streamed at once, also when the
+// step's token budget stops it midway.
 func TestStreamPartsAsWhole(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for name, text := range streamTexts() {
@@ -125,8 +126,12 @@ func TestStreamPartsAsWhole(t *testing.T) {
 			if budget == 0 && strings.Join(want.deltas, "") != strings.ToValidUTF8(text, "") && !strings.Contains(text, "\x7f") {
 				t.Fatalf("%s: the reference streamed %d of %d bytes", name, len(strings.Join(want.deltas, "")), len(text))
 			}
-			for _, maxPart := range []int{9, 100, 5000, 1 << 20} {
-				got := streamParts(t, &cutParts{s: text, rng: rng, max: maxPart}, budget)
+			for _, maxPart := range []int{0, 9, 100, 5000, 1 << 20} {
+				head, rest := "", text
+				if maxPart == 0 { // a head, and the rest in one part
+					head, rest, maxPart = text[:len(text)/3], text[len(text)/3:], len(text)
+				}
+				got := streamParts(t, head, &cutParts{s: rest, rng: rng, max: maxPart}, budget)
 				if !slices.Equal(got.deltas, want.deltas) || !slices.Equal(got.ids, want.ids) ||
 					got.generated != want.generated || got.incomplete != want.incomplete {
 					t.Fatalf("%s, budget %d, parts of up to %d bytes: %d deltas, %d tokens (%q), want %d deltas, %d tokens (%q)",

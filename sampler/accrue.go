@@ -8,7 +8,11 @@ package sampler
 // AccrueChunk is the unit, in bytes of budget, in which a rollout reserves its step's
 // accruing output: a step touches the server-wide counter once per AccrueChunk / AccrueFactor
 // bytes of text and arguments (8 KiB), not once per delta, and holds less than one chunk more
-// than its output costs.
+// than its output costs. A step's first chunk is counted whether it fits or not (Budget.Grow),
+// as a connection's only queued frame is written over a full budget: a step that produces
+// little (a tool call, a short answer) is never failed for the memory others hold once it
+// runs, and what the budget passes its bound by is one chunk per step sampling. The chunks
+// after it must fit.
 const AccrueChunk = 16 << 10
 
 // accrual is what a step's output holds of Config.Budget: the emitter's part of the rollout.
@@ -22,8 +26,9 @@ type accrual struct {
 }
 
 // add counts n more bytes of the step's text or arguments, reserving whole AccrueChunks as
-// they are needed. When they do not fit, nothing of them is counted, and the *MemoryError
-// that the step fails with is returned (and kept in over).
+// they are needed (the first counted whether it fits or not). When they do not fit, nothing of
+// them is counted, and the *MemoryError that the step fails with is returned (and kept in
+// over).
 func (a *accrual) add(n int) error {
 	if a.budget == nil {
 		return nil
@@ -31,7 +36,10 @@ func (a *accrual) add(n int) error {
 	need := (a.bytes + int64(n)) * AccrueFactor
 	if need > a.held {
 		more := (need - a.held + AccrueChunk - 1) / AccrueChunk * AccrueChunk
-		if !a.budget.TryReserve(more) {
+		switch {
+		case a.held == 0 && more == AccrueChunk:
+			a.budget.Grow(more) // the step's first chunk
+		case !a.budget.TryReserve(more):
 			a.over = &MemoryError{What: "one step's text and arguments", Held: a.bytes + int64(n)}
 			return a.over
 		}

@@ -15,6 +15,7 @@ type countingBudget struct {
 	max      int64
 	used     atomic.Int64
 	reserves atomic.Int64 // TryReserve calls that fit
+	grows    atomic.Int64 // Grow calls
 }
 
 func (b *countingBudget) TryReserve(n int64) bool {
@@ -30,12 +31,13 @@ func (b *countingBudget) TryReserve(n int64) bool {
 	}
 }
 
+func (b *countingBudget) Grow(n int64)    { b.used.Add(n); b.grows.Add(1) }
 func (b *countingBudget) Release(n int64) { b.used.Add(-n) }
 
 // TestStepOutputCountedInChunks: the text and arguments a step passes to its Output are
 // counted in the rollout's Budget as they accrue (AccrueFactor bytes per byte, in whole
-// AccrueChunks: one reservation per chunk, not per delta), and given back once the step has
-// ended, at its suspension and at the rollout's end.
+// AccrueChunks: one reservation per chunk, not per delta, the first counted with Grow), and
+// given back once the step has ended, at its suspension and at the rollout's end.
 func TestStepOutputCountedInChunks(t *testing.T) {
 	const deltas, size = 40, 1 << 10 // 40 KiB of text and 1 KiB of arguments: 82 KiB counted, six chunks
 	b := &countingBudget{}
@@ -67,8 +69,9 @@ func TestStepOutputCountedInChunks(t *testing.T) {
 				i, accrued, AccrueFactor, held, AccrueChunk)
 		}
 	}
-	if want := ((textBytes+size)*AccrueFactor + AccrueChunk - 1) / AccrueChunk; b.reserves.Load() != want {
-		t.Fatalf("%d reservations for %d deltas, want one per chunk: %d", b.reserves.Load(), deltas+1, want)
+	if want := ((textBytes+size)*AccrueFactor + AccrueChunk - 1) / AccrueChunk; b.grows.Load() != 1 || b.reserves.Load()+1 != want {
+		t.Fatalf("%d reservations and %d grows for %d deltas, want one per chunk (%d), the first a grow",
+			b.reserves.Load(), b.grows.Load(), deltas+1, want)
 	}
 	if b.used.Load() != 0 {
 		t.Fatalf("suspended, the budget still holds %d bytes of the step (its items are the sink's to count)", b.used.Load())
@@ -152,4 +155,35 @@ func TestEmitterAllocsCounted(t *testing.T) {
 		t.Fatalf("%v allocations per text delta", n)
 	}
 	r.emit.acc.release()
+}
+
+// TestStepFirstChunkCounted: a step's first chunk is counted whether it fits or not, so that a
+// step that produces little completes even when the Budget is full (the budget passes its
+// bound by that chunk while the step runs); a step that needs a second chunk then fails.
+func TestStepFirstChunkCounted(t *testing.T) {
+	b := &countingBudget{max: 1} // full: nothing fits
+	var during int64
+	short, long := strings.Repeat("s", AccrueChunk/AccrueFactor), strings.Repeat("l", AccrueChunk/AccrueFactor+1)
+	m := &script{steps: []func(Output) (StepResult, error){
+		func(out Output) (StepResult, error) {
+			err := out.Text(short)
+			during = b.used.Load()
+			return StepResult{}, err
+		},
+		say(long),
+	}}
+	s := newSink()
+	r := Start(context.Background(), Config{Model: m, Sink: s, Input: []protocol.Item{user("x")}, Budget: b, SuspendOnAnswer: true})
+	s.suspension(t)
+	if during != AccrueChunk || b.used.Load() != 0 {
+		t.Fatalf("the short step held %d bytes of a full budget (want its first chunk, %d), %d after it", during, AccrueChunk, b.used.Load())
+	}
+	if err := r.Resume(Resume{Input: []protocol.Item{user("more")}}); err != nil {
+		t.Fatal(err)
+	}
+	e := s.ending(t)
+	r.Wait()
+	if e.Status != protocol.ResponseFailed || e.Error == nil || !strings.Contains(e.Error.Message, "memory budget") || b.used.Load() != 0 {
+		t.Fatalf("a step past its first chunk of a full budget ended %s %+v; the budget holds %d", e.Status, e.Error, b.used.Load())
+	}
 }

@@ -126,8 +126,11 @@
 // its builder's room to grow) before it is taken, reserved in AccrueChunk units, so that the
 // shared counter is touched once per 8 KiB of output, not per delta; the step's reservation is
 // given back when it ends, when its items become the rollout's and its Sink counts them
-// (Suspension.Output, Ending.Context). A delta that does not fit is refused with a
-// *MemoryError, and so is everything after it; the step then fails (failed, server_error,
+// (Suspension.Output, Ending.Context). A step's first chunk is counted whether it fits or not
+// (Budget.Grow): a step that produces little is not failed for what others hold. A later
+// chunk that does not fit (after the server has tried to make room: the session parks
+// suspended rollouts) refuses its delta with a *MemoryError, and everything after it; the
+// step then fails (failed, server_error,
 // "The model failed to generate a response: the server's memory budget (-max-memory) is in
 // use: …"), whatever the backend returns, its open item closed incomplete. Nothing waits for
 // room. A backend counts what else it holds of a step in the same Budget (RolloutInfo.Budget):

@@ -25,12 +25,16 @@ type OutputLimits struct {
 // sampling step accrues (AccrueFactor bytes per byte, in AccrueChunks) until the step ends; a
 // backend reserves what else it holds of a step while it holds it (an upstream's event or
 // frame being read: MeteredReader; a value built before it is streamed), so that neither a
-// model nor an upstream can make the server hold more than the bound. Nothing waits for room:
-// what does not fit fails the step (*MemoryError). Safe for concurrent use.
+// model nor an upstream can make the server hold more than the bound. What does not fit fails
+// the step (*MemoryError). Safe for concurrent use.
 type Budget interface {
-	// TryReserve reserves n bytes; false (nothing reserved) when they do not fit.
+	// TryReserve reserves n bytes; false (nothing reserved) when they do not fit. It may first
+	// make room (the server parks suspended rollouts), for a fraction of a second.
 	TryReserve(n int64) bool
-	// Release returns n bytes reserved by TryReserve.
+	// Grow counts n bytes without a check, fitting or not: memory a step holds to make any
+	// progress at all (its first AccrueChunk). Release returns them.
+	Grow(n int64)
+	// Release returns n bytes reserved by TryReserve or counted by Grow.
 	Release(n int64)
 }
 

@@ -39,9 +39,10 @@ func DecodeCost(frame []byte) int64 {
 // fails (its response failed, server_error, the message naming the budget) and gives back
 // what it held. It also holds an optional bound on HTTP bodies
 // being decoded at once. A reservation that does not fit is refused at once
-// (server_overloaded, 503); only a create or append first has suspended live rollouts parked to
-// make room (pressure.go), and waits for that. A nil *Budget admits everything. Safe for
-// concurrent use.
+// (server_overloaded, 503); only a create or append, a frame or body being read
+// (TryReserveFor) and a sampling step (its output, an upstream's event) first have suspended
+// live rollouts parked to make room (pressure.go), and wait for that. A nil *Budget admits
+// everything. Safe for concurrent use.
 type Budget struct {
 	max      int64               // 0: no byte bound
 	requests *semaphore.Weighted // nil: no bound

@@ -189,3 +189,40 @@ func TestAnswerOverBudgetFailsHTTP(t *testing.T) {
 	t.Logf("failed: %s", msg)
 	waitFor(t, func() bool { return b.InUse() == 0 })
 }
+
+// TestAnswerParksSuspendedRollouts: when suspended live rollouts hold the memory budget, an
+// answer that needs room as it accrues has them parked to make it, as a create does, instead
+// of failing: it completes, and the parked rollouts resume hot.
+func TestAnswerParksSuspendedRollouts(t *testing.T) {
+	const budget, suspended = 512 << 10, 20
+	s, url := testServer(t, Options{MaxMemory: budget, Limits: session.Limits{MaxFrame: 64 << 10, ParkAfter: time.Hour, SuspendTimeout: time.Minute}})
+	c := dialAppend(t, url)
+	var first [2]string
+	for i := range suspended {
+		id, call, _ := suspendCalls(t, c, false)
+		if i == 0 {
+			first = [2]string{id, call}
+		}
+	}
+	m := s.Metrics()
+	parks := m.PressureParks.Load()
+	c.Send(create("a long one", map[string]string{simmeta.AnswerTokens: "10000"})) // about 110 KiB counted
+	f, text := readFailure(t, c)
+	if f.Type() != "response.completed" {
+		t.Fatalf("%s after %d bytes of text, %d rollouts parked: %v", f.Type(), text, m.PressureParks.Load()-parks, f)
+	}
+	if m.PressureParks.Load() == parks {
+		t.Fatalf("the answer (%d bytes) completed in a budget of %d held by %d suspended rollouts without parking one: the test proves nothing",
+			text, budget, suspended)
+	}
+	t.Logf("%d bytes of text; %d suspended rollouts parked to make room; budget %d of %d",
+		text, m.PressureParks.Load()-parks, s.Budget().InUse(), budget)
+	appendTo(c, first[0], first[1]) // the longest suspended, parked first
+	fs := c.Until("response.done")
+	if last := fs[len(fs)-1]; last.Str("response_id") != first[0] {
+		t.Fatalf("resumed %s: %v", first[0], last)
+	}
+	if m.Unparks.Load() == 0 {
+		t.Fatal("the oldest rollout was not parked")
+	}
+}

@@ -81,6 +81,7 @@ func BenchmarkResume(b *testing.B) {
 type benchBudget struct{ used atomic.Int64 }
 
 func (b *benchBudget) TryReserve(n int64) bool { b.used.Add(n); return true }
+func (b *benchBudget) Grow(n int64)            { b.used.Add(n) }
 func (b *benchBudget) Release(n int64)         { b.used.Add(-n) }
 
 // BenchmarkEventsPerSecond streams one long answer (about 100k tokens) at instant speed and

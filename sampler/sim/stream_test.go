@@ -241,6 +241,13 @@ func (b *boundedBudget) TryReserve(n int64) bool {
 	return true
 }
 
+func (b *boundedBudget) Grow(n int64) {
+	b.mu.Lock()
+	b.used += n
+	b.peak = max(b.peak, b.used)
+	b.mu.Unlock()
+}
+
 func (b *boundedBudget) Release(n int64) {
 	b.mu.Lock()
 	b.used -= n

@@ -109,7 +109,7 @@ func (m *MeteredReader) Settle() {
 // an upstream backend closes its stream. Nothing waits for room.
 type MemoryError struct {
 	// What is what did not fit: "one step's text and arguments", "one event of the stream",
-	// "one WebSocket frame", "one answer of the sim".
+	// "one WebSocket frame", "one value the sim synthesised".
 	What string
 	// Held is the bytes of it received or produced so far, the delta or chunk that did not
 	// fit included.

@@ -193,7 +193,11 @@ type Config struct {
 	// ParkAfter parks the rollout once it has been suspended this long, when it can park (see
 	// Park); 0 means only Park parks it.
 	ParkAfter time.Duration
-	// Budget is the server-wide memory bound, passed to the backend (RolloutInfo.Budget);
-	// nil means none.
+	// Budget is the server-wide memory bound; nil means none. The rollout counts in it the
+	// text and arguments each sampling step accrues, AccrueFactor bytes per byte reserved in
+	// AccrueChunks before a delta is taken, until the step ends (its items are then the Sink's
+	// to count: Suspension.Output, Ending.Context); a delta that does not fit fails the step
+	// (failed, server_error, a *MemoryError's message) and releases what it held. It is
+	// passed on to the backend (RolloutInfo.Budget) for what else it holds of a step.
 	Budget Budget
 }

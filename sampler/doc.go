@@ -94,7 +94,9 @@
 // with status incomplete); the suspend timer → incomplete, idle_timeout; max_output_tokens
 // reached in a step → incomplete, max_output_tokens; a model error → failed with error
 // {code: server_error, message} (or the code and message of a *protocol.Error the backend
-// returned, e.g. sampler/chat's invalid_prompt for an upstream 400); Start's ctx ending
+// returned, e.g. sampler/chat's invalid_prompt for an upstream 400); a step whose output does
+// not fit in Config.Budget → failed, server_error, a *MemoryError's message (see "Memory");
+// Start's ctx ending
 // (client disconnect) or the Sink's Event failing → incomplete, cancelled, with Ending.Err set
 // and no further events: the sink drops it.
 //
@@ -115,6 +117,25 @@
 // server_error; Ending.Err is a *PanicError with the stack, which the session logs).
 // Optional interfaces: RequestChecker validates create requests before a rollout starts
 // (the sim checks its "sim.*" metadata), Lister lists the model ids for GET /v1/models.
+//
+// # Memory
+//
+// A step's output lives in the rollout's items as it accrues, whatever the backend: the
+// rollout counts it in Config.Budget (the server's -max-memory budget) in one place, its
+// Output. Each Text and Arguments delta is counted at AccrueFactor bytes a byte (the text and
+// its builder's room to grow) before it is taken, reserved in AccrueChunk units, so that the
+// shared counter is touched once per 8 KiB of output, not per delta; the step's reservation is
+// given back when it ends, when its items become the rollout's and its Sink counts them
+// (Suspension.Output, Ending.Context). A step's first chunk is counted whether it fits or not
+// (Budget.Grow): a step that produces little is not failed for what others hold. A later
+// chunk that does not fit (after the server has tried to make room: the session parks
+// suspended rollouts) refuses its delta with a *MemoryError, and everything after it; the
+// step then fails (failed, server_error,
+// "The model failed to generate a response: the server's memory budget (-max-memory) is in
+// use: …"), whatever the backend returns, its open item closed incomplete. Nothing waits for
+// room. A backend counts what else it holds of a step in the same Budget (RolloutInfo.Budget):
+// an upstream's event or frame being read (MeteredReader), a value built before it is
+// streamed (the sim's synthesised values).
 //
 // # Usage
 //

@@ -9,7 +9,8 @@ import (
 // OutputLimits bound what an engine streams in one sampling step: a backend wraps the step's
 // Output in LimitOutput so that an upstream that never stops (or sends one enormous delta) is
 // held to the step's max_output_tokens and to byte bounds, as a client is. Zero fields are no
-// bound.
+// bound. (The memory the step's output takes is counted by the rollout itself, for every
+// backend: see Config.Budget.)
 type OutputLimits struct {
 	// MaxTokens is the step's max_output_tokens (Settings.MaxOutputTokens).
 	MaxTokens int
@@ -17,20 +18,23 @@ type OutputLimits struct {
 	MaxBytes int
 	// MaxArgumentBytes bounds the bytes of one call's arguments.
 	MaxArgumentBytes int
-	// Budget, when set, counts the step's text and arguments as they accrue: AccrueFactor
-	// bytes per byte, reserved before a delta is passed on and returned by Release once the
-	// step has ended (its items are then counted by their holder). A delta that does not fit
-	// fails the step (*MemoryError).
-	Budget Budget
 }
 
-// Budget is the server-wide memory bound as a backend sees it (session.Budget implements
-// it): what a step holds of an upstream's stream is reserved in it while it is held, so that
-// an upstream cannot make the server hold more than the bound. Safe for concurrent use.
+// Budget is the server-wide memory bound as the rollout and its backend see it
+// (session.Budget implements it). The rollout reserves in it the text and arguments a
+// sampling step accrues (AccrueFactor bytes per byte, in AccrueChunks) until the step ends; a
+// backend reserves what else it holds of a step while it holds it (an upstream's event or
+// frame being read: MeteredReader; a value built before it is streamed), so that neither a
+// model nor an upstream can make the server hold more than the bound. What does not fit fails
+// the step (*MemoryError). Safe for concurrent use.
 type Budget interface {
-	// TryReserve reserves n bytes; false (nothing reserved) when they do not fit.
+	// TryReserve reserves n bytes; false (nothing reserved) when they do not fit. It may first
+	// make room (the server parks suspended rollouts), for a fraction of a second.
 	TryReserve(n int64) bool
-	// Release returns n bytes reserved by TryReserve.
+	// Grow counts n bytes without a check, fitting or not: memory a step holds to make any
+	// progress at all (its first AccrueChunk). Release returns them.
+	Grow(n int64)
+	// Release returns n bytes reserved by TryReserve or counted by Grow.
 	Release(n int64)
 }
 
@@ -80,7 +84,7 @@ func (m *MeteredReader) Read(p []byte) (int, error) {
 	if n > 0 && m.Budget != nil {
 		cost := int64(n) * StreamFactor
 		if !m.Budget.TryReserve(cost) {
-			return 0, &MemoryError{What: m.What, Held: m.N + int64(n)}
+			return 0, &MemoryError{What: m.What, Held: m.N + int64(n), Upstream: true}
 		}
 		m.Held += cost
 	}
@@ -96,18 +100,31 @@ func (m *MeteredReader) Settle() {
 	m.Held, m.N = 0, 0
 }
 
-// MemoryError is returned by a LimitedOutput's Text and Arguments, and by the backends'
-// stream readers, when what an upstream streamed does not fit in the server's memory budget:
-// the step fails (server_error) and the upstream's stream is closed.
+// MemoryError is the error of a step whose output does not fit in the server's memory budget
+// (Config.Budget): returned by the rollout's Output (Text and Arguments) when the step's text
+// and arguments do not fit, by a MeteredReader when an upstream's event or frame does not, and
+// by a backend for what else it holds of a step. The rollout ends failed, error {code:
+// server_error, message: "The model failed to generate a response: " and Error}, whatever the
+// backend returns once its Output refused (it must stop: the Output refuses everything after);
+// an upstream backend closes its stream. Nothing waits for room.
 type MemoryError struct {
-	// What is what did not fit: "one step's text and arguments" or "one event of the stream".
+	// What is what did not fit: "one step's text and arguments", "one event of the stream",
+	// "one WebSocket frame", "one value the sim synthesised".
 	What string
-	// Held is the bytes of it received so far, the delta or chunk that did not fit included.
+	// Held is the bytes of it received or produced so far, the delta or chunk that did not
+	// fit included.
 	Held int64
+	// Upstream reports that the bytes came from an upstream engine's stream (MeteredReader):
+	// the message names it.
+	Upstream bool
 }
 
 func (e *MemoryError) Error() string {
-	return fmt.Sprintf("the server's memory budget (-max-memory) is in use: it cannot hold more of what the upstream engine streamed (%s, %s so far)", e.What, approxSize(e.Held))
+	of := "the model's output"
+	if e.Upstream {
+		of = "what the upstream engine streamed"
+	}
+	return fmt.Sprintf("the server's memory budget (-max-memory) is in use: it cannot hold more of %s (%s, %s so far)", of, e.What, approxSize(e.Held))
 }
 
 // approxSize writes n bytes in KiB or MiB, rounded to one decimal.
@@ -157,15 +174,13 @@ func sizeString(n int) string {
 // OutputLimits. It counts a lower bound of the tokens streamed, the larger of the number of
 // non-empty deltas (an engine streams whole tokens, one or more per delta) and the bytes over
 // MaxTokenBytes, so a well-behaved engine, which stops at max_output_tokens itself, is never
-// cut. A delta that would pass a bound is not passed on. With OutputLimits.Budget it holds
-// its bytes in the budget until Release. It is not safe for concurrent use.
+// cut. A delta that would pass a bound is not passed on. It is not safe for concurrent use.
 type LimitedOutput struct {
-	out      Output
-	lim      OutputLimits
-	deltas   int   // non-empty Text and Arguments deltas
-	bytes    int   // of text and arguments
-	args     int   // bytes of the open call's arguments
-	reserved int64 // held in lim.Budget
+	out    Output
+	lim    OutputLimits
+	deltas int // non-empty Text and Arguments deltas
+	bytes  int // of text and arguments
+	args   int // bytes of the open call's arguments
 }
 
 // LimitOutput returns out held to lim.
@@ -176,19 +191,6 @@ func LimitOutput(out Output, lim OutputLimits) *LimitedOutput {
 // Tokens returns the lower bound of the tokens streamed so far (see LimitedOutput).
 func (o *LimitedOutput) Tokens() int {
 	return max(o.deltas, (o.bytes+MaxTokenBytes-1)/MaxTokenBytes)
-}
-
-// Reserved returns the bytes the step holds in OutputLimits.Budget now.
-func (o *LimitedOutput) Reserved() int64 { return o.reserved }
-
-// Release returns what the step holds in OutputLimits.Budget: call it once the step has
-// ended and its output was handed over. Idempotent; the output may be used again after it
-// (counting from 0 bytes held).
-func (o *LimitedOutput) Release() {
-	if o.reserved > 0 {
-		o.lim.Budget.Release(o.reserved)
-		o.reserved = 0
-	}
 }
 
 // Text implements Output.
@@ -228,13 +230,6 @@ func (o *LimitedOutput) count(delta string, args bool) error {
 	}
 	if m := o.lim.MaxTokens; m > 0 && max(o.deltas+1, (o.bytes+n+MaxTokenBytes-1)/MaxTokenBytes) > m {
 		return ErrMaxOutputTokens
-	}
-	if b := o.lim.Budget; b != nil {
-		cost := int64(n) * AccrueFactor
-		if !b.TryReserve(cost) {
-			return &MemoryError{What: "one step's text and arguments", Held: int64(o.bytes + n)}
-		}
-		o.reserved += cost
 	}
 	o.deltas++
 	o.bytes += n

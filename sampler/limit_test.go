@@ -64,48 +64,6 @@ func TestLimitOutput(t *testing.T) {
 	}
 }
 
-// testBudget is a byte-bounded sampler.Budget.
-type testBudget struct{ max, used int64 }
-
-func (b *testBudget) TryReserve(n int64) bool {
-	if b.used+n > b.max {
-		return false
-	}
-	b.used += n
-	return true
-}
-
-func (b *testBudget) Release(n int64) { b.used -= n }
-
-// TestLimitOutputBudget: each delta is reserved (AccrueFactor per byte) before it is passed
-// on; one that does not fit is not passed on and fails with a MemoryError; Release gives
-// everything back.
-func TestLimitOutputBudget(t *testing.T) {
-	var rec recorder
-	b := &testBudget{max: 10 * sampler.AccrueFactor}
-	o := sampler.LimitOutput(&rec, sampler.OutputLimits{Budget: b})
-	for _, d := range []string{"1234", "5678"} {
-		if err := o.Text(d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if b.used != 8*sampler.AccrueFactor || o.Reserved() != b.used {
-		t.Fatalf("budget holds %d, output says %d; want %d", b.used, o.Reserved(), 8*sampler.AccrueFactor)
-	}
-	var me *sampler.MemoryError
-	if err := o.Text("90a"); !errors.As(err, &me) || me.Held != 11 || !strings.Contains(err.Error(), "upstream") {
-		t.Fatalf("a delta past the budget: %v", err)
-	}
-	if rec.text.String() != "12345678" {
-		t.Fatalf("passed on %q", rec.text.String())
-	}
-	o.Release()
-	o.Release()
-	if b.used != 0 || o.Reserved() != 0 {
-		t.Fatalf("after Release the budget holds %d", b.used)
-	}
-}
-
 // TestStepTokens: the smaller positive bound wins; 0 or negative is none.
 func TestStepTokens(t *testing.T) {
 	for _, c := range []struct{ req, srv, want int }{

@@ -33,9 +33,11 @@ type RolloutInfo struct {
 	// Settings are the rollout's generation settings, fixed for its life. Read-only; valid
 	// until Close.
 	Settings *Settings
-	// Budget is the server-wide memory bound (Config.Budget; nil: none). A backend that
-	// streams from an upstream reserves in it what a step holds of the stream while it holds
-	// it (OutputLimits.Budget).
+	// Budget is the server-wide memory bound (Config.Budget; nil: none). The rollout counts
+	// the text and arguments a step passes to its Output there; a backend reserves in it what
+	// else it holds of a step while it holds it: an upstream's event or frame being read
+	// (MeteredReader), a value built before it is streamed. What does not fit fails the step:
+	// return a *MemoryError.
 	Budget Budget
 }
 

@@ -186,6 +186,7 @@ func New(ctx context.Context, cfg Config) *Rollout {
 	r.stepCtx = r.ctx
 	r.rng = newRNG()
 	r.emit.r = r
+	r.emit.acc.budget = cfg.Budget
 	return r
 }
 
@@ -438,8 +439,9 @@ func (r *Rollout) sample() (e Ending, end, cut bool) {
 	}
 
 	interrupted := r.ctx.Err() != nil
+	over := r.emit.acc.over // the step's output did not fit in the memory budget
 	status := protocol.StatusCompleted
-	if interrupted || err != nil || res.Incomplete != "" || r.emit.err != nil {
+	if interrupted || err != nil || over != nil || res.Incomplete != "" || r.emit.err != nil {
 		status = protocol.StatusIncomplete
 	}
 	// Close the open item, unless nobody listens any more.
@@ -448,6 +450,7 @@ func (r *Rollout) sample() (e Ending, end, cut bool) {
 
 	newItems := r.output[r.emit.first:]
 	r.appendItems(newItems)
+	r.emit.acc.release() // the items are the rollout's now: the Sink counts them
 	r.stepOut = len(newItems)
 	r.stepUsage = protocol.Usage{InputTokens: res.InputTokens, OutputTokens: res.OutputTokens}
 	r.stepUsage.InputTokensDetails.CachedTokens = protocol.CachedTokens(res.CachedTokens, res.InputTokens)
@@ -459,6 +462,8 @@ func (r *Rollout) sample() (e Ending, end, cut bool) {
 		return r.interrupted(), true, false
 	case r.emit.err != nil:
 		return Ending{Status: protocol.ResponseIncomplete, Reason: protocol.ReasonCancelled, StepUsage: r.stepUsage, Err: r.emit.err}, true, false
+	case over != nil:
+		return failed(over, r.stepUsage), true, false // whatever the backend made of the error
 	case err != nil:
 		return failed(err, r.stepUsage), true, false
 	case res.Incomplete != "" && !cut:
@@ -567,7 +572,8 @@ func (r *Rollout) await(pending []string) (Ending, bool) {
 }
 
 // emitter is the rollout's Output: it turns a model's stream into items and Sink events. One
-// Event value is reused for every event (see Sink.Event).
+// Event value is reused for every event (see Sink.Event). The text and arguments it accrues
+// are counted in the rollout's memory budget (acc) before they are taken.
 type emitter struct {
 	r     *Rollout
 	ev    protocol.Event
@@ -575,8 +581,9 @@ type emitter struct {
 	item  protocol.Item // scratch for the events' item
 	open  int           // index in r.output of the open item, -1 when none
 	text  strings.Builder
-	first int   // len(r.output) when the step began
-	err   error // the sink's error: the consumer is gone
+	first int     // len(r.output) when the step began
+	err   error   // the sink's error: the consumer is gone
+	acc   accrual // the step's output in Config.Budget (accrue.go)
 }
 
 func (m *emitter) reset() {
@@ -588,6 +595,9 @@ func (m *emitter) reset() {
 func (m *emitter) check() error {
 	if m.err != nil {
 		return m.err
+	}
+	if m.acc.over != nil {
+		return m.acc.over // the step has failed: a backend that goes on is told again
 	}
 	if err := m.r.stepCtx.Err(); err != nil {
 		if c := context.Cause(m.r.stepCtx); c != nil {
@@ -648,6 +658,9 @@ func (m *emitter) Text(delta string) error {
 	if delta == "" {
 		return nil
 	}
+	if err := m.acc.add(len(delta)); err != nil {
+		return err
+	}
 	m.text.WriteString(delta)
 	m.ev = protocol.OutputTextDelta(m.open, 0, m.r.output[m.open].ID, delta)
 	return m.send()
@@ -684,6 +697,9 @@ func (m *emitter) Arguments(delta string) error {
 	}
 	if delta == "" {
 		return nil
+	}
+	if err := m.acc.add(len(delta)); err != nil {
+		return err
 	}
 	m.text.WriteString(delta)
 	m.ev = protocol.ArgumentsDelta(m.open, m.r.output[m.open].ID, delta)

@@ -31,13 +31,18 @@ func DecodeCost(frame []byte) int64 {
 // rollouts and connection registries hold (items and settings, Options.Budget, plus the
 // model session's state, sampler.StateSizer, and SuspendedLiveBytes per suspended rollout
 // whose goroutine waits), the frames queued to a
-// WebSocket peer until they are written (Conn.Write), and what an upstream backend holds of a
-// step while it runs (sampler.Budget: events and frames being read, text and arguments
-// accrued; a step that does not fit fails). It also holds an optional bound on HTTP bodies
+// WebSocket peer until they are written (Conn.Write), and what a sampling step holds while it
+// runs, whatever the backend (sampler.Budget): the text and tool-call arguments it accrues,
+// counted by the rollout at sampler.AccrueFactor bytes a byte in sampler.AccrueChunk units
+// until the step ends and its items are counted as the rollout's; an upstream's event or frame
+// being read; a value the sim builds before it streams it. A step whose output does not fit
+// fails (its response failed, server_error, the message naming the budget) and gives back
+// what it held. It also holds an optional bound on HTTP bodies
 // being decoded at once. A reservation that does not fit is refused at once
-// (server_overloaded, 503); only a create or append first has suspended live rollouts parked to
-// make room (pressure.go), and waits for that. A nil *Budget admits everything. Safe for
-// concurrent use.
+// (server_overloaded, 503); only a create or append, a frame or body being read
+// (TryReserveFor) and a sampling step (its output, an upstream's event) first have suspended
+// live rollouts parked to make room (pressure.go), and wait for that. A nil *Budget admits
+// everything. Safe for concurrent use.
 type Budget struct {
 	max      int64               // 0: no byte bound
 	requests *semaphore.Weighted // nil: no bound

@@ -107,12 +107,28 @@ func (c *Conn) shareLocked(h *rollout, stored bool) {
 	}
 }
 
-// modelBudget is Options.Budget as the backend sees it (sampler.Config.Budget): what a step
-// holds of an upstream's stream is counted there while the step runs. Nil when there is none
-// (not a nil *Budget in a non-nil interface).
+// modelBudget is Options.Budget as a rollout and its backend see it (sampler.Config.Budget):
+// what a step holds (its output as it accrues, an upstream's event being read) is counted there
+// while the step runs. Nil when there is none (not a nil *Budget in a non-nil interface).
 func (c *Conn) modelBudget() sampler.Budget {
 	if c.opts.Budget == nil {
 		return nil
 	}
-	return c.opts.Budget
+	return stepBudget{c.opts.Budget}
 }
+
+// stepBudget is a Budget as a sampling step reserves in it: what does not fit first has
+// suspended live rollouts parked to make room (Budget.TryReserveFor, without a key's share),
+// as a create or append does, so that a step admitted under pressure is not failed for the
+// charges of idle suspended goroutines; then the step fails (sampler.MemoryError). It is
+// called on the rollout's goroutine, which holds no connection's lock.
+type stepBudget struct{ b *Budget }
+
+// TryReserve implements sampler.Budget.
+func (s stepBudget) TryReserve(n int64) bool { return s.b.TryReserveFor("", 0, n) }
+
+// Grow implements sampler.Budget.
+func (s stepBudget) Grow(n int64) { s.b.Grow(n) }
+
+// Release implements sampler.Budget.
+func (s stepBudget) Release(n int64) { s.b.Release(n) }

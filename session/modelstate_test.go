@@ -21,8 +21,9 @@ func modelState(t *testing.T, c *Conn, id string) (model, own int64) {
 }
 
 // TestModelStateCounted: a suspended rollout's held bytes include its model session's state
-// (the sim's rendered context, 4 bytes a token and the slack of its slice: 4 to 8 × the step's
-// input_tokens at a suspension), which grows
+// (the sim's rendered context and the tokens of the call it generated, 4 bytes a token and the
+// slack of their slices: 4 × the step's input_tokens to 8 × its input and output tokens at a
+// suspension), which grows
 // with each turn and is counted in the Budget; -max-rollout-bytes still sees only items and
 // settings; once the rollout has ended its model state is no longer counted.
 func TestModelStateCounted(t *testing.T) {
@@ -37,10 +38,12 @@ func TestModelStateCounted(t *testing.T) {
 				t.Fatalf("%s: the Budget holds %d bytes, the registry %d", when, got, want)
 			}
 		}
-		// input_tokens is cumulative on the append shape; a step's is the context it saw.
-		tokens := func(fs []map[string]any) int64 {
-			n, _ := usageOf(fs[len(fs)-1])["input_tokens"].(float64)
-			return int64(n)
+		// Usage is cumulative on the append shape; a step's input_tokens is the context it saw.
+		tokens := func(fs []map[string]any) (in, out int64) {
+			u := usageOf(fs[len(fs)-1])
+			i, _ := u["input_tokens"].(float64)
+			o, _ := u["output_tokens"].(float64)
+			return int64(i), int64(o)
 		}
 		p.send(t, map[string]any{"type": "response.create", "model": "sim", "input": "run the checks",
 			"tools": []any{shellTool}, "metadata": map[string]string{"sim.calls": "2"}})
@@ -48,18 +51,21 @@ func TestModelStateCounted(t *testing.T) {
 		synctest.Wait()
 		id := fs[0]["response"].(map[string]any)["id"].(string)
 		call := fs[len(fs)-1]["pending_call_ids"].([]any)[0].(string)
-		first := tokens(fs)
+		first, firstOut := tokens(fs)
 		model, own := modelState(t, c, id)
-		if model < 4*first || model > 8*first || own <= 0 || heldBytes(c) != model+own {
-			t.Fatalf("suspended: model %d (want 4 to 8 × %d input tokens), own %d, held %d", model, first, own, heldBytes(c))
+		if model < 4*first || model > 8*(first+firstOut) || own <= 0 || heldBytes(c) != model+own {
+			t.Fatalf("suspended: model %d (want 4 × %d input tokens to 8 × those and %d output tokens), own %d, held %d",
+				model, first, firstOut, own, heldBytes(c))
 		}
 		exact("first suspension")
 		appendOutput(t, p, id, call)
 		fs = p.until(t, protocol.EventDone)
 		synctest.Wait()
 		model2, own2 := modelState(t, c, id)
-		if n := tokens(fs) - first; model2 < 4*n || model2 > 8*n || model2 <= model || own2 <= own {
-			t.Fatalf("second suspension: model %d (want 4 to 8 × %d input tokens, more than %d), own %d (was %d)", model2, n, model, own2, own)
+		in, out := tokens(fs)
+		if n, o := in-first, out-firstOut; model2 < 4*n || model2 > 8*(n+o) || model2 <= model || own2 <= own {
+			t.Fatalf("second suspension: model %d (want 4 × %d input tokens to 8 × those and %d output tokens, more than %d), own %d (was %d)",
+				model2, n, o, model, own2, own)
 		}
 		exact("second suspension")
 		call = fs[len(fs)-1]["pending_call_ids"].([]any)[0].(string)

@@ -60,7 +60,7 @@ func TestLimitUpstreamMaxOutputTokens(t *testing.T) {
 // TestLimitUpstreamBytesCounted: the text an engine streams counts in -max-memory while the
 // step runs (tether_memory_budget_bytes rises mid-step and falls back after it), and an
 // endless stream that does not fit fails its step with a server_error naming the budget and
-// the upstream.
+// what did not fit (the upstream's event being read, or the step's output accrued from it).
 func TestLimitUpstreamBytesCounted(t *testing.T) {
 	release := make(chan struct{})
 	base := limitServer(t, "-backend", "chat", "-upstream", textEngine(t, 16<<10, release), "-max-frame", "256KiB", "-max-memory", "4MiB")
@@ -87,8 +87,9 @@ func TestLimitUpstreamBytesCounted(t *testing.T) {
 	code, m := call(t, "POST", base+"/v1/responses", "", `{"model":"m","input":"endless","store":false}`)
 	e, _ := m["error"].(map[string]any)
 	msg, _ := e["message"].(string)
-	if code != 200 || m["status"] != "failed" || e["code"] != "server_error" || !strings.Contains(msg, "-max-memory") || !strings.Contains(msg, "upstream") {
-		t.Fatalf("%d %v %v; want failed server_error naming -max-memory and the upstream", code, m["status"], m["error"])
+	if code != 200 || m["status"] != "failed" || e["code"] != "server_error" || !strings.Contains(msg, "-max-memory") ||
+		!strings.Contains(msg, "what the upstream engine streamed (one event") && !strings.Contains(msg, "the model's output (one step's text") {
+		t.Fatalf("%d %v %v; want failed server_error naming -max-memory and what did not fit", code, m["status"], m["error"])
 	}
 	waitUntil(t, "the budget given back", func() bool { return budget() == idle })
 }

@@ -90,8 +90,9 @@ func TestStepBytesInBudget(t *testing.T) {
 }
 
 // TestStepOverBudget: an engine whose endless stream does not fit in the server's memory
-// budget fails its step with a server_error naming the upstream and the budget; the engine's
-// stream is closed, and everything the step held is given back.
+// budget fails its step with a server_error naming the budget and what did not fit (the
+// upstream's event being read, or the step's output accrued from it); the engine's stream is
+// closed, and everything the step held is given back.
 func TestStepOverBudget(t *testing.T) {
 	big := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + strings.Repeat("w", 16<<10) + "\"}}]}\n\n"
 	f := &faultEngine{body: big, served: make(chan faultRun, 1)}
@@ -103,8 +104,9 @@ func TestStepOverBudget(t *testing.T) {
 	idle := b.InUse()
 	r := create(t, front, `{"model":"m","input":"hi","store":false}`)
 	if r.Status != "failed" || r.Error == nil || r.Error.Code != "server_error" ||
-		!strings.Contains(r.Error.Message, "memory budget (-max-memory)") || !strings.Contains(r.Error.Message, "upstream engine") {
-		t.Fatalf("status %s, error %+v; want failed server_error naming the memory budget and the upstream", r.Status, r.Error)
+		!strings.Contains(r.Error.Message, "memory budget (-max-memory)") ||
+		!strings.Contains(r.Error.Message, "what the upstream engine streamed (one event") && !strings.Contains(r.Error.Message, "the model's output (one step's text") {
+		t.Fatalf("status %s, error %+v; want failed server_error naming the memory budget and what did not fit", r.Status, r.Error)
 	}
 	t.Logf("error: %s", r.Error.Message)
 	run := <-f.served

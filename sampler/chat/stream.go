@@ -31,8 +31,9 @@ type reader struct {
 	lim       limits
 	// cancel ends the step's request with a cause (the session's cancel).
 	cancel context.CancelCauseFunc
-	// budget is the server's memory budget (nil: none): the event being read and the step's
-	// text and arguments are held in it while the step runs (close returns them).
+	// budget is the server's memory budget (nil: none): the event being read is held in it
+	// until it is applied (close returns the last); the rollout counts the step's text and
+	// arguments there itself.
 	budget sampler.Budget
 	body   *sampler.MeteredReader // set by read; an event counts in the budget while it is read and applied
 
@@ -65,7 +66,7 @@ func (s *session) newReader(out sampler.Output, timer *time.Timer) *reader {
 	return &reader{
 		capTokens: maxTokens,
 		out: sampler.LimitOutput(out, sampler.OutputLimits{MaxTokens: maxTokens, MaxBytes: lim.stepBytes,
-			MaxArgumentBytes: lim.argBytes, Budget: s.budget}),
+			MaxArgumentBytes: lim.argBytes}),
 		timer:     timer,
 		timeout:   s.m.opts.Timeout,
 		maxOutput: s.settings.MaxOutputTokens,
@@ -75,13 +76,12 @@ func (s *session) newReader(out sampler.Output, timer *time.Timer) *reader {
 	}
 }
 
-// close returns what the step holds in the budget: its step has ended, and its output has
-// been handed to the rollout (which counts its items from there).
+// close returns what the step's stream holds in the budget: the step has ended (its text and
+// arguments are the rollout's to count).
 func (r *reader) close() {
 	if r.body != nil {
 		r.body.Settle()
 	}
-	r.out.Release()
 }
 
 // read consumes the SSE body until [DONE], its end after a finish_reason, or a usage chunk

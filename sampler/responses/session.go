@@ -135,12 +135,11 @@ func (s *session) attempt(ctx context.Context, full []protocol.Item, calls int, 
 		f.Generate = &generate
 	}
 	o := &s.up.m.opts
-	lim := sampler.OutputLimits{MaxBytes: o.MaxStepBytes, MaxArgumentBytes: o.MaxArgumentBytes, Budget: s.up.budget}
+	lim := sampler.OutputLimits{MaxBytes: o.MaxStepBytes, MaxArgumentBytes: o.MaxArgumentBytes}
 	if generate {
 		lim.MaxTokens = sampler.StepTokens(s.settings.MaxOutputTokens, o.MaxOutputTokens)
 	}
 	st := &stream{out: sampler.LimitOutput(out, lim)}
-	defer st.out.Release() // the step has ended: its output is the rollout's to count
 	res, id, clean, err := s.run(ctx, c, f, st)
 	if errors.Is(err, sampler.ErrMaxOutputTokens) {
 		// The upstream streamed past max_output_tokens: the step ends there, and the socket,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tetherd/tether/protocol"
@@ -42,7 +43,7 @@ func history(t testing.TB, n int) []protocol.Item {
 
 // BenchmarkResume measures one resume with a small tool output up to the next suspension
 // (render the new item, sample a call, stream its events) at growing histories: the cost must
-// stay flat.
+// stay flat. The rollout counts its steps in a memory budget, as the server's do.
 func BenchmarkResume(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("history=%dk", n/1000), func(b *testing.B) {
@@ -50,7 +51,7 @@ func BenchmarkResume(b *testing.B) {
 			sink := &discard{suspended: make(chan Suspension, 1), ended: make(chan Ending, 1)}
 			r := Start(context.Background(), Config{Model: NewSim(SimOptions{}), Sink: sink, History: hist,
 				Settings: Settings{Tools: []protocol.Tool{execTool}, Metadata: map[string]string{MetaCalls: "1000000"}},
-				Input:    []protocol.Item{userMsg("go on")}})
+				Input:    []protocol.Item{userMsg("go on")}, Budget: &benchBudget{}})
 			defer func() { r.Cancel(""); r.Wait() }()
 			var s Suspension
 			select {
@@ -76,25 +77,41 @@ func BenchmarkResume(b *testing.B) {
 	}
 }
 
+// benchBudget is a Budget without a bound that counts what is reserved, as the server's does.
+type benchBudget struct{ used atomic.Int64 }
+
+func (b *benchBudget) TryReserve(n int64) bool { b.used.Add(n); return true }
+func (b *benchBudget) Grow(n int64)            { b.used.Add(n) }
+func (b *benchBudget) Release(n int64)         { b.used.Add(-n) }
+
 // BenchmarkEventsPerSecond streams one long answer (about 100k tokens) at instant speed and
-// reports the rollout's event rate.
+// reports the rollout's event rate: without a memory budget, and with one (the server always
+// has one) that counts the answer as it accrues.
 func BenchmarkEventsPerSecond(b *testing.B) {
-	sink := &discard{suspended: make(chan Suspension, 1), ended: make(chan Ending, 1)}
-	set := Settings{Metadata: map[string]string{MetaAnswerTokens: "100000"}}
-	events := 0
-	for b.Loop() {
-		sink.events = 0
-		r := Start(context.Background(), Config{Model: NewSim(SimOptions{}), Sink: sink, Settings: set,
-			Input: []protocol.Item{userMsg("write a long answer")}})
-		e := <-sink.ended
-		r.Wait()
-		if e.Status != protocol.ResponseCompleted {
-			b.Fatalf("ended %s", e.Status)
-		}
-		events += sink.events
+	for _, counted := range []bool{false, true} {
+		b.Run(map[bool]string{false: "budget=none", true: "budget=counted"}[counted], func(b *testing.B) {
+			sink := &discard{suspended: make(chan Suspension, 1), ended: make(chan Ending, 1)}
+			set := Settings{Metadata: map[string]string{MetaAnswerTokens: "100000"}}
+			var budget Budget
+			if counted {
+				budget = &benchBudget{}
+			}
+			events := 0
+			for b.Loop() {
+				sink.events = 0
+				r := Start(context.Background(), Config{Model: NewSim(SimOptions{}), Sink: sink, Settings: set,
+					Input: []protocol.Item{userMsg("write a long answer")}, Budget: budget})
+				e := <-sink.ended
+				r.Wait()
+				if e.Status != protocol.ResponseCompleted {
+					b.Fatalf("ended %s", e.Status)
+				}
+				events += sink.events
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(events)/float64(b.N), "events/op")
+		})
 	}
-	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
-	b.ReportMetric(float64(events)/float64(b.N), "events/op")
 }
 
 // commandOutput returns about n bytes that look like a command's output (paths, line numbers,

@@ -85,6 +85,17 @@
 // tokens). max_output_tokens is honoured per step: generation stops when the step has
 // generated that many tokens (StepResult.Incomplete = "max_output_tokens").
 //
+// Memory. The plain answer, and its json_object form, are produced as they stream, a few KiB
+// at a time, never built whole: an answer of a million filler words (about 5 MiB) holds the
+// delta being built and the tokenizer's next chunk, and the text it has streamed so far is
+// counted by the rollout in the server's memory budget as it accrues (sampler.Config.Budget),
+// so an answer that does not fit fails its step (failed, server_error) instead of being held.
+// Tokens, deltas and text are those of the whole answer (the chunks are cut where they would
+// be in it). A synthesised value (arguments, a json_schema answer) is built before it is
+// streamed, so it is counted in the budget while it streams (values of 16 KiB or more); one
+// that does not fit fails the step before any of it is streamed. The token ids of the calls a
+// step generated, kept for the next step, count in the session's state (StateBytes).
+//
 // Metadata keys (all optional; CheckMetadata rejects bad values with invalid_value, the sim
 // itself falls back to the defaults):
 //

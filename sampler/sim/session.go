@@ -21,6 +21,8 @@ type request struct {
 	// Step is the step's index in the rollout; Calls the function calls made before it.
 	Step  int
 	Calls int
+	// Budget is the server's memory budget (sampler.RolloutInfo.Budget; nil: none).
+	Budget sampler.Budget
 	// session holds the rollout's caches (nil: none, everything is computed afresh).
 	session *session
 }
@@ -105,6 +107,7 @@ type session struct {
 	sim      *Sim
 	settings *sampler.Settings
 	context  *Context
+	budget   sampler.Budget // the server's memory budget (RolloutInfo.Budget; nil: none)
 	// prefilled is the number of leading tokens of context in the model's state: 0 for a new
 	// rollout (the cold path), the warm-up's context after Prefill, everything up to the end
 	// of the previous step's output after a step.
@@ -155,12 +158,12 @@ func (s *Sim) Open(ctx context.Context, info sampler.RolloutInfo) (sampler.Model
 	if err != nil {
 		return nil, err
 	}
-	return newSession(s, info.Settings, c, 0), nil
+	return newSession(s, info, c, 0), nil
 }
 
-// newSession is a session over c with empty caches.
-func newSession(s *Sim, settings *sampler.Settings, c *Context, prefilled int) *session {
-	return &session{sim: s, settings: settings, context: c, prefilled: prefilled,
+// newSession is a session of the rollout info over c with empty caches.
+func newSession(s *Sim, info sampler.RolloutInfo, c *Context, prefilled int) *session {
+	return &session{sim: s, settings: info.Settings, context: c, prefilled: prefilled, budget: info.Budget,
 		tools: make(map[*protocol.Tool]*toolInfo), names: make(map[string][]uint32)}
 }
 
@@ -208,7 +211,7 @@ func (ss *session) Sample(ctx context.Context, step *sampler.Step, out sampler.O
 		return sampler.StepResult{}, err
 	}
 	req := request{Settings: ss.settings, Context: ss.context, Cached: ss.prefilled, Step: step.Index, Calls: step.Calls,
-		session: ss}
+		Budget: ss.budget, session: ss}
 	res, err := ss.sim.sample(ctx, &req, out)
 	ss.prefilled = ss.context.Len()
 	return res, err
@@ -222,8 +225,15 @@ const parkVersion = 1
 
 // StateBytes implements sampler.StateSizer: the rendered context, 4 bytes a token, with the
 // room its slice has grown (Park's state holds the tokens alone; items not rendered yet are
-// counted with the rollout's items).
-func (ss *session) StateBytes() int64 { return 4 * int64(cap(ss.context.tokens)) }
+// counted with the rollout's items), and the token buffers of the calls the steps generated
+// (kept for the next step, and reused by the steps after it).
+func (ss *session) StateBytes() int64 {
+	n := 4 * int64(cap(ss.context.tokens))
+	for _, g := range ss.gen[:cap(ss.gen)] {
+		n += 4 * int64(cap(g.ids))
+	}
+	return n
+}
 
 // Park implements sampler.ParkableSession. The state is the rendered context as it is:
 // a version byte, the prefilled token count (uvarint), then every token (4 bytes, little
@@ -266,5 +276,5 @@ func (s *Sim) Unpark(_ context.Context, info sampler.RolloutInfo, state []byte, 
 		c.note(&fed[i])
 	}
 	c.items = fed
-	return newSession(s, info.Settings, c, int(prefilled)), nil
+	return newSession(s, info, c, int(prefilled)), nil
 }

@@ -2,10 +2,8 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -173,7 +171,9 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 		realtime: s.opts.Realtime && speed != SpeedInstant,
 		budget:   req.Settings.MaxOutputTokens,
 		room:     -1,
+		mem:      req.Budget,
 	}
+	defer st.drop()
 	if w := req.Context.window; w > 0 {
 		st.room = max(w-req.Context.Len(), 0)
 	}
@@ -202,6 +202,9 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 		marker := "tether-call-" + strconv.Itoa(req.Context.Calls()+i+1)
 		info := req.tool(t)
 		args, cut := synthArguments(info, marker, keyword(req.Context.LastUserText()), limit)
+		if err := st.hold(len(args)); err != nil {
+			return result(), err
+		}
 		if err := out.Call(t.Name, ""); err != nil {
 			return result(), err
 		}
@@ -217,12 +220,16 @@ func (s *Sim) sample(ctx context.Context, req *request, out sampler.Output) (sam
 			return result(), nil
 		}
 		req.keepGenerated(t.Name, args, ids)
+		st.drop()
 	}
 	if len(calls) > 0 {
 		return result(), nil
 	}
-	text, cut := formatAnswer(req.Settings.TextFormat, req.Context, p.AnswerTokens, limit)
-	err := st.stream(text, out.Text, nil)
+	value, rest, cut := formatAnswer(req.Settings.TextFormat, req.Context, p.AnswerTokens, limit)
+	if err := st.hold(len(value)); err != nil {
+		return result(), err
+	}
+	err := st.streamFrom(value, rest, out.Text, nil)
 	if err == nil && cut && st.incomplete == "" {
 		st.incomplete = protocol.ReasonMaxOutputTokens
 	}
@@ -245,27 +252,6 @@ func synthLimit(budget int) int {
 		return budget*maxTokenBytes + 1
 	}
 	return maxSynthBytes
-}
-
-// formatAnswer shapes the answer by text.format: json_schema → a value synthesised from the
-// schema (strings are the last word of the last user text) of at most limit bytes (cut reports
-// that it was cut), json_object → {"answer": the plain answer}, anything else the plain answer.
-func formatAnswer(format json.RawMessage, c *Context, padTokens, limit int) (answerText string, cut bool) {
-	var f struct {
-		Type   string          `json:"type"`
-		Schema json.RawMessage `json:"schema"`
-	}
-	if len(format) > 0 {
-		_ = json.Unmarshal(format, &f)
-	}
-	switch f.Type {
-	case "json_schema":
-		return synthValue(f.Schema, keyword(c.LastUserText()), limit)
-	case "json_object":
-		b, _ := json.Marshal(map[string]string{"answer": answer(c, padTokens)})
-		return string(b), false
-	}
-	return answer(c, padTokens), false
 }
 
 // planCalls returns the tools to call in this step, in order; none means answer.
@@ -364,54 +350,6 @@ func truncRunes(s string, n int) string {
 	return s
 }
 
-// quoteLimit is how many characters of each user text and tool output the answer quotes.
-const quoteLimit = 64
-
-// answer builds the sim's final answer: one line per user text and tool output of the context
-// (`user: "…"`, `tool: "…"`, each cut to quoteLimit characters), optional filler words up to
-// about padTokens tokens, then the context fingerprint.
-func answer(c *Context, padTokens int) string {
-	var b strings.Builder
-	items := c.Items()
-	for i := range items {
-		it := &items[i]
-		switch {
-		case it.Type == protocol.ItemMessage && it.Role == protocol.RoleUser:
-			b.WriteString("user: ")
-			writeQuote(&b, it.Text())
-		case it.Type == protocol.ItemFunctionCallOutput:
-			b.WriteString("tool: ")
-			writeQuote(&b, outputText(it))
-		default:
-			continue
-		}
-		b.WriteByte('\n')
-	}
-	if padTokens > 0 {
-		for i := 0; i < padTokens; i++ {
-			if i > 0 && i%16 == 0 {
-				b.WriteByte('\n')
-			} else if i > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(fillerWords[i%len(fillerWords)])
-		}
-		b.WriteByte('\n')
-	}
-	b.WriteString(c.Fingerprint())
-	return b.String()
-}
-
-var fillerWords = []string{"the", "model", "keeps", "its", "state", "while", "tools", "run", "and", "then", "it", "goes", "on", "from", "where", "stopped"}
-
-func writeQuote(b *strings.Builder, s string) {
-	cut := truncRunes(s, quoteLimit)
-	if len(cut) < len(s) {
-		cut += "…"
-	}
-	b.WriteString(strconv.Quote(cut))
-}
-
 // Fingerprint returns the context fingerprint the sim's answer ends with:
 // "[ctx N tokens 0xHHHHHHHHHHHHHHHH]", N the token count and H the FNV-64a hash of the token ids
 // (each as 4 little-endian bytes). Equal fingerprints mean the model saw identical contexts.
@@ -452,6 +390,37 @@ type simStep struct {
 	room       int           // tokens the context window has left for the output, -1 = unlimited
 	generated  int
 	incomplete string
+	mem        sampler.Budget // the server's memory budget (nil: none), for what the step builds ahead
+	held       int64          // reserved in mem by hold
+}
+
+// heldMin is the smallest value hold counts: a value the sim builds before it streams it is
+// at most maxSynthBytes, and one under this takes no more than the rollout's Output reserves
+// at a time for what it streams (sampler.AccrueChunk).
+const heldMin = sampler.AccrueChunk
+
+// hold counts n bytes the step has built before streaming them (a call's arguments, a
+// json_schema answer) in the memory budget until drop; the rollout's Output counts the copy it
+// accrues as they stream. n under heldMin is not counted. A value that does not fit fails
+// the step with a *sampler.MemoryError.
+func (st *simStep) hold(n int) error {
+	st.drop()
+	if st.mem == nil || n < heldMin {
+		return nil
+	}
+	if !st.mem.TryReserve(int64(n)) {
+		return &sampler.MemoryError{What: "one value the sim synthesised", Held: int64(n)}
+	}
+	st.held = int64(n)
+	return nil
+}
+
+// drop gives back what hold counted.
+func (st *simStep) drop() {
+	if st.held > 0 {
+		st.mem.Release(st.held)
+		st.held = 0
+	}
 }
 
 // wait sleeps until the model time due (realtime only), honouring ctx.
@@ -471,61 +440,6 @@ func (st *simStep) wait() error {
 	case <-st.ctx.Done():
 		return st.ctx.Err()
 	}
-}
-
-// maxDeltaTokens is the most tokens one delta carries.
-const maxDeltaTokens = 8
-
-// stream generates text token by token and emits it through emit in word-ish deltas (a delta
-// ends before a token starting with a space or newline, or after maxDeltaTokens tokens, never
-// inside a UTF-8 character). emit nil generates without emitting (a call's name). It stops at
-// the step's token budget, setting st.incomplete. ids, when not nil, receives the ids of the
-// tokens generated.
-func (st *simStep) stream(text string, emit func(string) error, ids *[]uint32) error {
-	var err error
-	from, pos, n := 0, 0, 0
-	flush := func(end int) bool {
-		if end <= from {
-			return true
-		}
-		if err = st.wait(); err != nil {
-			return false
-		}
-		if emit != nil {
-			if err = emit(text[from:end]); err != nil {
-				return false
-			}
-		}
-		from, n = end, 0
-		return true
-	}
-	encodePieces(text, func(id uint32, size int) bool {
-		if st.full() {
-			return false
-		}
-		if n > 0 && utf8.RuneStart(text[pos]) && (n >= maxDeltaTokens || text[pos] == ' ' || text[pos] == '\n') {
-			if !flush(pos) {
-				return false
-			}
-		}
-		if ids != nil {
-			*ids = append(*ids, id)
-		}
-		pos += size
-		n++
-		st.generated++
-		st.due += st.cost.decode(1)
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	end := pos
-	for end > from && !utf8.ValidString(text[from:end]) {
-		end-- // a cut inside a character: drop its leading bytes
-	}
-	flush(end)
-	return err
 }
 
 // full reports whether the step may generate no more tokens, and then sets st.incomplete: its

@@ -94,14 +94,19 @@ func encodeChunks(s string, fn func(chunk string)) {
 func encodeChunksUntil(s string, fn func(chunk string) bool) {
 	for len(s) > 0 {
 		n := chunkLen(s)
-		if countEncodes {
-			encodeStats.calls.Add(1)
-			encodeStats.bytes.Add(int64(n))
-		}
+		countEncode(n)
 		if !fn(s[:n]) {
 			return
 		}
 		s = s[n:]
+	}
+}
+
+// countEncode counts the encoding of a chunk of n bytes in encodeStats (when countEncodes).
+func countEncode(n int) {
+	if countEncodes {
+		encodeStats.calls.Add(1)
+		encodeStats.bytes.Add(int64(n))
 	}
 }
 

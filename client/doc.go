@@ -89,4 +89,13 @@
 // [Rollout.Events]; a rejected append or cancel leaves the rollout as it was. A refused upgrade
 // is a *Error too, with the HTTP status. The sentinels in errors.go cover the client's own
 // states.
+//
+// # Contexts
+//
+// The ctx of Start, Append and Cancel bounds sending the frame: a ctx that has ended sends
+// nothing and returns its error, and the rollout is as it was. A ctx that ends while the frame
+// is being written (a server that does not read) cuts the frame, and a WebSocket cannot go on
+// after half a frame: the connection ends, and its rollouts with ErrConnectionLost. The ctx of
+// Events bounds the wait for the next event only: its end stops the iteration, and the events
+// that come meanwhile wait for the next call.
 package client

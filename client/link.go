@@ -99,7 +99,10 @@ func (l *link) goingAway() bool {
 }
 
 // send applies q and writes its frame. It returns errLinkGone, with nothing changed, when the
-// link has ended; a write error ends the link, and the reader's exit ends the rollout.
+// link has ended, and ctx's error, with nothing changed, when ctx ends before the frame is
+// registered. Once registered, the frame is in pending, which must match the wire: a write
+// error (ctx ending while the frame is written, or a broken socket) ends the link, and the
+// reader's exit ends the requests and rollouts on it.
 func (l *link) send(ctx context.Context, q *request) error {
 	select {
 	case l.wsem <- struct{}{}:
@@ -107,6 +110,11 @@ func (l *link) send(ctx context.Context, q *request) error {
 		return ctx.Err()
 	}
 	defer func() { <-l.wsem }()
+	if err := ctx.Err(); err != nil {
+		// The select picks at random when both are ready: a ctx that has already ended must
+		// not reach Write, which would end the WebSocket of every rollout on it.
+		return err
+	}
 	l.mu.Lock()
 	if l.err != nil || l.away {
 		l.mu.Unlock()
@@ -127,6 +135,10 @@ func (l *link) send(ctx context.Context, q *request) error {
 		l.trace(true, frame)
 	}
 	if err := l.ws.Write(ctx, websocket.MessageText, frame); err != nil {
+		// The frame may be unsent (the library's lock was not taken) or cut: either way the
+		// server will not answer it, and a request left in pending would take the answer of
+		// the next one.
+		_ = l.ws.CloseNow()
 		return fmt.Errorf("%w: %w", errWrite, err)
 	}
 	return nil

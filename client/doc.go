@@ -43,11 +43,15 @@
 // # Routing
 //
 // Lifecycle events and response.done are routed by response id. Output events carry no response
-// id: they belong to the rollout holding the connection's sampling slot, which the client tracks
-// from the order in which it sent creates and appends (append-protocol.md, Scheduling). error frames do not
-// say which frame they answer (append-protocol.md, Known limitations): the client gives an error to the request whose response id
-// or call_id (pending, or in the request's input) the message names, else to the oldest request
-// not yet answered. A client that sends one request at a time per connection is never affected.
+// id: they belong to the rollout holding the sampling slot of their lane (their stream_id;
+// CreateRequest.StreamID names a rollout's lane, "" the default one), which the client tracks
+// from the order in which it sent the lane's creates and appends (append-protocol.md,
+// Scheduling and Lanes). Rollouts of different lanes sample concurrently on one Conn. error
+// frames do not say which frame they answer (append-protocol.md, Known limitations): the
+// client gives an error to the request whose response id or call_id (pending, or in the
+// request's input) the message names, else to the oldest request not yet answered, of the
+// error's lane when it names one. A client that sends one request at a time per connection is
+// never affected.
 //
 // # Reconnects
 //

@@ -62,7 +62,7 @@ type link struct {
 	byID    map[string]*Rollout
 	all     map[*Rollout]struct{} // rollouts that sent a frame on this link
 	pending []*request            // requests not answered yet, in wire order
-	holder  *Rollout              // the rollout holding the sampling slot
+	holders map[string]*Rollout   // the rollout holding the sampling slot of each lane ("": the default lane)
 	err     error                 // why the reader exited; nil while it runs
 	away    bool                  // the server announced the age limit or closed with 1001
 	closing bool                  // Conn.Close closes this link
@@ -71,7 +71,7 @@ type link struct {
 func newLink(ws *websocket.Conn, shape Shape, reconnect bool, trace func(bool, []byte)) *link {
 	return &link{ws: ws, shape: shape, reconnect: reconnect, trace: trace, done: make(chan struct{}),
 		wsem: make(chan struct{}, 1),
-		byID: map[string]*Rollout{}, all: map[*Rollout]struct{}{}}
+		byID: map[string]*Rollout{}, all: map[*Rollout]struct{}{}, holders: map[string]*Rollout{}}
 }
 
 // status reports whether the link can no longer take requests, and why.
@@ -197,7 +197,7 @@ func (l *link) exit(err error) {
 		}
 		r.mu.Unlock()
 	}
-	l.all, l.pending, l.holder = nil, nil, nil
+	l.all, l.pending, l.holders = nil, nil, nil
 }
 
 // handle routes one server event; raw is not reused by the reader (ws.Read returns a new
@@ -209,7 +209,7 @@ func (l *link) handle(raw []byte) {
 	}
 	switch {
 	case w.Type == "error":
-		l.onError(w.apiError())
+		l.onError(w.apiError(), w.StreamID)
 	case w.Type == "response.created" && w.Response != nil:
 		l.onCreated(&w, raw)
 	case w.Type == "response.done":
@@ -223,11 +223,11 @@ func (l *link) handle(raw []byte) {
 	}
 }
 
-func (l *link) onError(e *Error) {
+func (l *link) onError(e *Error, lane string) {
 	if e.Code == "websocket_connection_limit_reached" {
 		l.away = true
 	}
-	i := l.match(e)
+	i := l.match(e, lane)
 	if i < 0 {
 		return
 	}
@@ -258,10 +258,19 @@ func (l *link) onError(e *Error) {
 }
 
 // match returns the pending request an error answers: the one whose response id, pending
-// call_id or input call_id the message names, else the oldest (append-protocol.md, Known limitations); -1 if
-// none is pending.
-func (l *link) match(e *Error) int {
+// call_id or input call_id the message names, else the oldest (append-protocol.md, Known
+// limitations); -1 if none is pending. An error that names a lane (its stream_id) answers a
+// request of that lane only; one without may answer any (the default lane's errors and those
+// of no lane, such as invalid_stream_id, carry none).
+func (l *link) match(e *Error, lane string) int {
+	oldest := -1
 	for i, q := range l.pending {
+		if lane != "" && q.r.lane != lane {
+			continue
+		}
+		if oldest < 0 {
+			oldest = i
+		}
 		q.r.mu.Lock()
 		named := q.r.named(e.Message)
 		q.r.mu.Unlock()
@@ -272,21 +281,18 @@ func (l *link) match(e *Error) int {
 			return i
 		}
 	}
-	if len(l.pending) == 0 {
-		return -1
-	}
-	return 0
+	return oldest
 }
 
 func (l *link) onCreated(w *wireEvent, raw []byte) {
-	i := l.firstPending(reqCreate, nil)
+	i := l.firstInLane(reqCreate, w.StreamID)
 	if i < 0 {
 		return
 	}
 	q := l.pending[i]
 	l.pending = append(l.pending[:i], l.pending[i+1:]...)
 	r := q.r
-	l.holder = r
+	l.holders[r.lane] = r
 	r.mu.Lock()
 	delete(l.byID, r.id)
 	r.created(w.Response.ID)
@@ -300,8 +306,8 @@ func (l *link) onSuspended(w *wireEvent, raw []byte) {
 	if r == nil {
 		return
 	}
-	if l.holder == r {
-		l.holder = nil
+	if l.holders[r.lane] == r {
+		delete(l.holders, r.lane)
 	}
 	r.mu.Lock()
 	if r.link == l {
@@ -352,8 +358,8 @@ func (l *link) onLifecycle(w *wireEvent, raw []byte) {
 		r.mu.Unlock()
 		return
 	}
-	if l.holder == r {
-		l.holder = nil
+	if l.holders[r.lane] == r {
+		delete(l.holders, r.lane)
 	}
 	for i := l.firstPending(-1, r); i >= 0; i = l.firstPending(-1, r) {
 		l.pending = append(l.pending[:i], l.pending[i+1:]...)
@@ -370,16 +376,20 @@ func (l *link) onLifecycle(w *wireEvent, raw []byte) {
 	}
 }
 
+// onOutput routes an output event, which carries no response id, to the rollout holding the
+// sampling slot of its lane: the one whose response.created came last, or, after a
+// suspension, the one whose append was sent first.
 func (l *link) onOutput(w *wireEvent, raw []byte) {
-	if l.holder == nil {
-		i := l.firstPending(reqAppend, nil)
+	r := l.holders[w.StreamID]
+	if r == nil {
+		i := l.firstInLane(reqAppend, w.StreamID)
 		if i < 0 {
 			return
 		}
-		l.holder = l.pending[i].r
+		r = l.pending[i].r
+		l.holders[w.StreamID] = r
 		l.pending = append(l.pending[:i], l.pending[i+1:]...)
 	}
-	r := l.holder
 	r.mu.Lock()
 	r.push(w.event(raw), nil)
 	r.mu.Unlock()
@@ -390,6 +400,17 @@ func (l *link) onOutput(w *wireEvent, raw []byte) {
 func (l *link) firstPending(kind reqKind, r *Rollout) int {
 	for i, q := range l.pending {
 		if (kind < 0 || q.kind == kind) && (r == nil || q.r == r) {
+			return i
+		}
+	}
+	return -1
+}
+
+// firstInLane returns the index of the oldest pending request of kind of a rollout in lane,
+// or -1: within a lane the server answers in the order the requests were sent.
+func (l *link) firstInLane(kind reqKind, lane string) int {
+	for i, q := range l.pending {
+		if q.kind == kind && q.r.lane == lane {
 			return i
 		}
 	}

@@ -39,6 +39,7 @@ type Rollout struct {
 	settings   map[string]json.RawMessage // the create's members but input and previous_response_id
 	store      bool                       // the Responses are stored (store is not false)
 	replayable bool                       // the create named no previous_response_id
+	lane       string                     // stream_id: "" for the default lane
 
 	mu         sync.Mutex    // guards the fields below
 	wake       chan struct{} // closed (and replaced) when queue grows or the state changes
@@ -67,7 +68,7 @@ func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
 		return nil, fmt.Errorf("client: encode create: %w", err)
 	}
 	r := &Rollout{c: c, settings: settings, store: req.Store == nil || *req.Store,
-		replayable: req.PreviousResponseID == "", wake: make(chan struct{})}
+		replayable: req.PreviousResponseID == "", lane: req.lane(), wake: make(chan struct{})}
 	members := maps.Clone(settings)
 	if len(req.Input) > 0 {
 		if members["input"], err = json.Marshal(req.Input); err != nil {

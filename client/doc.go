@@ -50,8 +50,11 @@
 // frames do not say which frame they answer (append-protocol.md, Known limitations): the
 // client gives an error to the request whose response id or call_id (pending, or in the
 // request's input) the message names, else to the oldest request not yet answered, of the
-// error's lane when it names one. A client that sends one request at a time per connection is
-// never affected.
+// error's lane when it names one, and of a kind the error can answer (a create for an error
+// about previous_response_id, an append or a cancel for one about response_id). An error that
+// names a rollout that has ended answers nothing (a second cancel's response_already_completed
+// comes after the terminal event). A client that sends one request at a time per connection
+// is never affected.
 //
 // # Reconnects
 //

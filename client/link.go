@@ -5,11 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
 )
+
+// endedKeep is how many ended rollouts a link remembers, so that the error answering a
+// request that a rollout's end overtook (a second response.cancel is answered
+// response_already_completed right after the terminal event) is not given to another
+// rollout's request.
+const endedKeep = 256
 
 // errLinkGone is returned by link.send when the WebSocket ended before the request was sent;
 // nothing was changed and the caller retries on a new WebSocket.
@@ -63,6 +70,7 @@ type link struct {
 	all     map[*Rollout]struct{} // rollouts that sent a frame on this link
 	pending []*request            // requests not answered yet, in wire order
 	holders map[string]*Rollout   // the rollout holding the sampling slot of each lane ("": the default lane)
+	ended   []string              // the ids of the last endedKeep rollouts that ended here, oldest first
 	err     error                 // why the reader exited; nil while it runs
 	away    bool                  // the server announced the age limit or closed with 1001
 	closing bool                  // Conn.Close closes this link
@@ -259,13 +267,16 @@ func (l *link) onError(e *Error, lane string) {
 
 // match returns the pending request an error answers: the one whose response id, pending
 // call_id or input call_id the message names, else the oldest (append-protocol.md, Known
-// limitations); -1 if none is pending. An error that names a lane (its stream_id) answers a
-// request of that lane only; one without may answer any (the default lane's errors and those
-// of no lane, such as invalid_stream_id, carry none).
+// limitations); -1 if none is pending, or when the message names a rollout that has ended
+// on this link (the error answers one of its requests, which its end overtook). An error
+// that names a lane (its stream_id) answers a request of that lane only; one without may
+// answer any (the default lane's errors and those of no lane, such as invalid_stream_id,
+// carry none), and one about a response_id or a previous_response_id only a request that has
+// one (mayAnswer).
 func (l *link) match(e *Error, lane string) int {
 	oldest := -1
 	for i, q := range l.pending {
-		if lane != "" && q.r.lane != lane {
+		if lane != "" && q.r.lane != lane || !q.mayAnswer(e) {
 			continue
 		}
 		if oldest < 0 {
@@ -281,7 +292,31 @@ func (l *link) match(e *Error, lane string) int {
 			return i
 		}
 	}
+	if oldest >= 0 && slices.ContainsFunc(l.ended, func(id string) bool { return mentions(e.Message, id) }) {
+		return -1
+	}
 	return oldest
+}
+
+// mayAnswer reports whether e can be the answer to q: the errors about the response_id of an
+// append or a cancel answer no create, those about a create's previous_response_id no append
+// or cancel.
+func (q *request) mayAnswer(e *Error) bool {
+	switch e.Code {
+	case "response_not_found", "response_not_suspended", "response_already_completed":
+		return q.kind != reqCreate
+	case "previous_response_not_found", "response_in_progress":
+		return q.kind == reqCreate
+	}
+	return true
+}
+
+// remember records that rollout id has ended on this link (l.mu is held).
+func (l *link) remember(id string) {
+	if len(l.ended) == endedKeep {
+		l.ended = append(l.ended[:0], l.ended[1:]...)
+	}
+	l.ended = append(l.ended, id)
 }
 
 func (l *link) onCreated(w *wireEvent, raw []byte) {
@@ -373,6 +408,7 @@ func (l *link) onLifecycle(w *wireEvent, raw []byte) {
 	if ended {
 		delete(l.byID, w.Response.ID)
 		delete(l.all, r)
+		l.remember(w.Response.ID)
 	}
 }
 

@@ -367,7 +367,7 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 	if err != nil {
 		conn.Close()
 		untrack()
-		h.fail(w, err)
+		h.fail(w, h.runningParent(r.Context(), err, p, owner))
 		return
 	}
 	run.id = ps.seg.id

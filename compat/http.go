@@ -89,7 +89,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	ps, err := reg.create(p, em, false, opts.counters())
 	res.Release() // the request is decoded; its rollout's items are counted by the rollout limits
 	if err != nil {
-		h.fail(w, err)
+		h.fail(w, h.runningParent(r.Context(), err, p, owner))
 		return
 	}
 	select {
@@ -379,7 +379,7 @@ func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode fun
 }
 
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
-// A background response that has not ended is 409 response_in_progress (bgdelete.go); one
+// A background response that has not ended is 409 response_in_progress (bgrunning.go); one
 // that has ended goes with its kept events, so that neither GET nor its stream answers it
 // any more.
 func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) {

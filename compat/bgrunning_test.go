@@ -26,8 +26,25 @@ func gone(t *testing.T, ctx context.Context, base, id string) {
 	}
 }
 
+// continuationWaits checks that a continuation of background response id, which still runs,
+// is 409 response_in_progress at base, in the foreground and in the background, rather than
+// previous_response_not_found.
+func continuationWaits(t *testing.T, ctx context.Context, base, id string) {
+	t.Helper()
+	for _, extra := range []map[string]any{nil, {"background": true}} {
+		body := map[string]any{"model": "sim", "input": "next", "previous_response_id": id}
+		for k, v := range extra {
+			body[k] = v
+		}
+		e := jsonAnswer(t, do(t, ctx, "POST", base+"/responses", body), 409)
+		if e.Str("error", "code") != "response_in_progress" || e.Str("error", "param") != "previous_response_id" {
+			t.Fatalf("a continuation (%v) while it runs: %v", extra, e)
+		}
+	}
+}
+
 // TestBackgroundDelete: a DELETE of a background response that still runs is 409
-// response_in_progress and leaves it running; once it has ended (here cancelled) the DELETE
+// response_in_progress and leaves it running, and so is a continuation naming it; once it has ended (here cancelled) the DELETE
 // removes it, and neither GET, its kept events, a cancel nor a second DELETE answers it any
 // more. A failed one, which only the instance keeps (it is not stored), is deleted the same
 // way.
@@ -47,6 +64,7 @@ func TestBackgroundDelete(t *testing.T) {
 		if st := jsonAnswer(t, do(t, ctx, "GET", f.base+"/responses/"+id, nil), 200).Str("status"); st != "in_progress" && st != "queued" {
 			t.Fatalf("GET after the refused DELETE: status %q", st)
 		}
+		continuationWaits(t, ctx, f.base, id)
 		jsonAnswer(t, do(t, ctx, "POST", f.base+"/responses/"+id+"/cancel", nil), 200)
 		follow.rest()
 		del := jsonAnswer(t, do(t, ctx, "DELETE", f.base+"/responses/"+id, nil), 200)
@@ -75,7 +93,7 @@ func TestBackgroundDelete(t *testing.T) {
 }
 
 // TestBackgroundSharedDelete: on a shared store, B refuses to DELETE a background response
-// that runs on A (409 response_in_progress); once it has completed, B's DELETE removes it for
+// that runs on A, or to continue it (409 response_in_progress); once it has completed, B's DELETE removes it for
 // both instances: A, which ran it and keeps its events, answers 404 like B.
 func TestBackgroundSharedDelete(t *testing.T) {
 	a, b := sharedPair(t, server.Options{}, server.Options{})
@@ -88,6 +106,7 @@ func TestBackgroundSharedDelete(t *testing.T) {
 	if e := jsonAnswer(t, do(t, ctx, "DELETE", b.base+"/responses/"+id, nil), 409); e.Str("error", "code") != "response_in_progress" {
 		t.Fatalf("DELETE on B while it runs on A: %v", e)
 	}
+	continuationWaits(t, ctx, b.base, id)
 	if end := final(onA.rest()); end.Type() != "response.completed" {
 		t.Fatalf("A's stream ends %s", end.Type())
 	}

@@ -10,12 +10,28 @@ import (
 	"github.com/tetherd/tether/session"
 )
 
-// Deleting a background response. While it runs, DELETE is refused (response_in_progress):
-// its Response is not in the store yet, and would be once it ends. Once it has ended, the
-// store holds its terminal Response, except a failed one, which only the instance that ran it
-// keeps (with its events, for Keep). A DELETE removes the stored Response, the record on a
-// shared store and what this instance keeps; an instance that ran it and did not take the
-// DELETE still keeps its events, so it asks the store before it answers from them.
+// A background response while it runs, and once it has ended. While it runs its Response is
+// not in the store yet, and will be once it ends: a DELETE is refused, and a continuation
+// naming it is told to wait, both with response_in_progress (409), rather than that it does
+// not exist. Once it has ended, the store holds its terminal Response, except a failed one,
+// which only the instance that ran it keeps (with its events, for Keep). A DELETE removes the
+// stored Response, the record on a shared store and what this instance keeps; an instance
+// that ran it and did not take the DELETE still keeps its events, so it asks the store before
+// it answers from them.
+
+// runningParent is err, the error of create p, unless that is previous_response_not_found
+// for a previous_response_id naming a background response that still runs (here or on
+// another instance sharing the store): then response_in_progress (409, param
+// previous_response_id).
+func (h *HTTP) runningParent(ctx context.Context, err error, p *protocol.CreateParams, owner string) error {
+	perr, ok := protocol.AsError(err)
+	if !ok || perr.Code != protocol.CodePreviousNotFound || p.PreviousResponseID == nil ||
+		!h.backgroundRunning(ctx, *p.PreviousResponseID, owner) {
+		return err
+	}
+	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
+		"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", *p.PreviousResponseID)
+}
 
 // inProgress is response_in_progress (409) for a DELETE of background response id, which has
 // not ended.

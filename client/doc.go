@@ -43,11 +43,18 @@
 // # Routing
 //
 // Lifecycle events and response.done are routed by response id. Output events carry no response
-// id: they belong to the rollout holding the connection's sampling slot, which the client tracks
-// from the order in which it sent creates and appends (append-protocol.md, Scheduling). error frames do not
-// say which frame they answer (append-protocol.md, Known limitations): the client gives an error to the request whose response id
-// or call_id (pending, or in the request's input) the message names, else to the oldest request
-// not yet answered. A client that sends one request at a time per connection is never affected.
+// id: they belong to the rollout holding the sampling slot of their lane (their stream_id;
+// CreateRequest.StreamID names a rollout's lane, "" the default one), which the client tracks
+// from the order in which it sent the lane's creates and appends (append-protocol.md,
+// Scheduling and Lanes). Rollouts of different lanes sample concurrently on one Conn. error
+// frames do not say which frame they answer (append-protocol.md, Known limitations): the
+// client gives an error to the request whose response id or call_id (pending, or in the
+// request's input) the message names, else to the oldest request not yet answered, of the
+// error's lane when it names one, and of a kind the error can answer (a create for an error
+// about previous_response_id, an append or a cancel for one about response_id). An error that
+// names a rollout that has ended answers nothing (a second cancel's response_already_completed
+// comes after the terminal event). A client that sends one request at a time per connection
+// is never affected.
 //
 // # Reconnects
 //
@@ -89,4 +96,13 @@
 // [Rollout.Events]; a rejected append or cancel leaves the rollout as it was. A refused upgrade
 // is a *Error too, with the HTTP status. The sentinels in errors.go cover the client's own
 // states.
+//
+// # Contexts
+//
+// The ctx of Start, Append and Cancel bounds sending the frame: a ctx that has ended sends
+// nothing and returns its error, and the rollout is as it was. A ctx that ends while the frame
+// is being written (a server that does not read) cuts the frame, and a WebSocket cannot go on
+// after half a frame: the connection ends, and its rollouts with ErrConnectionLost. The ctx of
+// Events bounds the wait for the next event only: its end stops the iteration, and the events
+// that come meanwhile wait for the next call.
 package client

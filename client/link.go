@@ -5,11 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
 )
+
+// endedKeep is how many ended rollouts a link remembers, so that the error answering a
+// request that a rollout's end overtook (a second response.cancel is answered
+// response_already_completed right after the terminal event) is not given to another
+// rollout's request.
+const endedKeep = 256
 
 // errLinkGone is returned by link.send when the WebSocket ended before the request was sent;
 // nothing was changed and the caller retries on a new WebSocket.
@@ -62,7 +69,8 @@ type link struct {
 	byID    map[string]*Rollout
 	all     map[*Rollout]struct{} // rollouts that sent a frame on this link
 	pending []*request            // requests not answered yet, in wire order
-	holder  *Rollout              // the rollout holding the sampling slot
+	holders map[string]*Rollout   // the rollout holding the sampling slot of each lane ("": the default lane)
+	ended   []string              // the ids of the last endedKeep rollouts that ended here, oldest first
 	err     error                 // why the reader exited; nil while it runs
 	away    bool                  // the server announced the age limit or closed with 1001
 	closing bool                  // Conn.Close closes this link
@@ -71,7 +79,7 @@ type link struct {
 func newLink(ws *websocket.Conn, shape Shape, reconnect bool, trace func(bool, []byte)) *link {
 	return &link{ws: ws, shape: shape, reconnect: reconnect, trace: trace, done: make(chan struct{}),
 		wsem: make(chan struct{}, 1),
-		byID: map[string]*Rollout{}, all: map[*Rollout]struct{}{}}
+		byID: map[string]*Rollout{}, all: map[*Rollout]struct{}{}, holders: map[string]*Rollout{}}
 }
 
 // status reports whether the link can no longer take requests, and why.
@@ -99,7 +107,10 @@ func (l *link) goingAway() bool {
 }
 
 // send applies q and writes its frame. It returns errLinkGone, with nothing changed, when the
-// link has ended; a write error ends the link, and the reader's exit ends the rollout.
+// link has ended, and ctx's error, with nothing changed, when ctx ends before the frame is
+// registered. Once registered, the frame is in pending, which must match the wire: a write
+// error (ctx ending while the frame is written, or a broken socket) ends the link, and the
+// reader's exit ends the requests and rollouts on it.
 func (l *link) send(ctx context.Context, q *request) error {
 	select {
 	case l.wsem <- struct{}{}:
@@ -107,6 +118,11 @@ func (l *link) send(ctx context.Context, q *request) error {
 		return ctx.Err()
 	}
 	defer func() { <-l.wsem }()
+	if err := ctx.Err(); err != nil {
+		// The select picks at random when both are ready: a ctx that has already ended must
+		// not reach Write, which would end the WebSocket of every rollout on it.
+		return err
+	}
 	l.mu.Lock()
 	if l.err != nil || l.away {
 		l.mu.Unlock()
@@ -127,6 +143,10 @@ func (l *link) send(ctx context.Context, q *request) error {
 		l.trace(true, frame)
 	}
 	if err := l.ws.Write(ctx, websocket.MessageText, frame); err != nil {
+		// The frame may be unsent (the library's lock was not taken) or cut: either way the
+		// server will not answer it, and a request left in pending would take the answer of
+		// the next one.
+		_ = l.ws.CloseNow()
 		return fmt.Errorf("%w: %w", errWrite, err)
 	}
 	return nil
@@ -185,7 +205,7 @@ func (l *link) exit(err error) {
 		}
 		r.mu.Unlock()
 	}
-	l.all, l.pending, l.holder = nil, nil, nil
+	l.all, l.pending, l.holders = nil, nil, nil
 }
 
 // handle routes one server event; raw is not reused by the reader (ws.Read returns a new
@@ -197,7 +217,7 @@ func (l *link) handle(raw []byte) {
 	}
 	switch {
 	case w.Type == "error":
-		l.onError(w.apiError())
+		l.onError(w.apiError(), w.StreamID)
 	case w.Type == "response.created" && w.Response != nil:
 		l.onCreated(&w, raw)
 	case w.Type == "response.done":
@@ -211,11 +231,11 @@ func (l *link) handle(raw []byte) {
 	}
 }
 
-func (l *link) onError(e *Error) {
+func (l *link) onError(e *Error, lane string) {
 	if e.Code == "websocket_connection_limit_reached" {
 		l.away = true
 	}
-	i := l.match(e)
+	i := l.match(e, lane)
 	if i < 0 {
 		return
 	}
@@ -246,10 +266,22 @@ func (l *link) onError(e *Error) {
 }
 
 // match returns the pending request an error answers: the one whose response id, pending
-// call_id or input call_id the message names, else the oldest (append-protocol.md, Known limitations); -1 if
-// none is pending.
-func (l *link) match(e *Error) int {
+// call_id or input call_id the message names, else the oldest (append-protocol.md, Known
+// limitations); -1 if none is pending, or when the message names a rollout that has ended
+// on this link (the error answers one of its requests, which its end overtook). An error
+// that names a lane (its stream_id) answers a request of that lane only; one without may
+// answer any (the default lane's errors and those of no lane, such as invalid_stream_id,
+// carry none), and one about a response_id or a previous_response_id only a request that has
+// one (mayAnswer).
+func (l *link) match(e *Error, lane string) int {
+	oldest := -1
 	for i, q := range l.pending {
+		if lane != "" && q.r.lane != lane || !q.mayAnswer(e) {
+			continue
+		}
+		if oldest < 0 {
+			oldest = i
+		}
 		q.r.mu.Lock()
 		named := q.r.named(e.Message)
 		q.r.mu.Unlock()
@@ -260,21 +292,42 @@ func (l *link) match(e *Error) int {
 			return i
 		}
 	}
-	if len(l.pending) == 0 {
+	if oldest >= 0 && slices.ContainsFunc(l.ended, func(id string) bool { return mentions(e.Message, id) }) {
 		return -1
 	}
-	return 0
+	return oldest
+}
+
+// mayAnswer reports whether e can be the answer to q: the errors about the response_id of an
+// append or a cancel answer no create, those about a create's previous_response_id no append
+// or cancel.
+func (q *request) mayAnswer(e *Error) bool {
+	switch e.Code {
+	case "response_not_found", "response_not_suspended", "response_already_completed":
+		return q.kind != reqCreate
+	case "previous_response_not_found", "response_in_progress":
+		return q.kind == reqCreate
+	}
+	return true
+}
+
+// remember records that rollout id has ended on this link (l.mu is held).
+func (l *link) remember(id string) {
+	if len(l.ended) == endedKeep {
+		l.ended = append(l.ended[:0], l.ended[1:]...)
+	}
+	l.ended = append(l.ended, id)
 }
 
 func (l *link) onCreated(w *wireEvent, raw []byte) {
-	i := l.firstPending(reqCreate, nil)
+	i := l.firstInLane(reqCreate, w.StreamID)
 	if i < 0 {
 		return
 	}
 	q := l.pending[i]
 	l.pending = append(l.pending[:i], l.pending[i+1:]...)
 	r := q.r
-	l.holder = r
+	l.holders[r.lane] = r
 	r.mu.Lock()
 	delete(l.byID, r.id)
 	r.created(w.Response.ID)
@@ -288,8 +341,8 @@ func (l *link) onSuspended(w *wireEvent, raw []byte) {
 	if r == nil {
 		return
 	}
-	if l.holder == r {
-		l.holder = nil
+	if l.holders[r.lane] == r {
+		delete(l.holders, r.lane)
 	}
 	r.mu.Lock()
 	if r.link == l {
@@ -340,8 +393,8 @@ func (l *link) onLifecycle(w *wireEvent, raw []byte) {
 		r.mu.Unlock()
 		return
 	}
-	if l.holder == r {
-		l.holder = nil
+	if l.holders[r.lane] == r {
+		delete(l.holders, r.lane)
 	}
 	for i := l.firstPending(-1, r); i >= 0; i = l.firstPending(-1, r) {
 		l.pending = append(l.pending[:i], l.pending[i+1:]...)
@@ -355,19 +408,24 @@ func (l *link) onLifecycle(w *wireEvent, raw []byte) {
 	if ended {
 		delete(l.byID, w.Response.ID)
 		delete(l.all, r)
+		l.remember(w.Response.ID)
 	}
 }
 
+// onOutput routes an output event, which carries no response id, to the rollout holding the
+// sampling slot of its lane: the one whose response.created came last, or, after a
+// suspension, the one whose append was sent first.
 func (l *link) onOutput(w *wireEvent, raw []byte) {
-	if l.holder == nil {
-		i := l.firstPending(reqAppend, nil)
+	r := l.holders[w.StreamID]
+	if r == nil {
+		i := l.firstInLane(reqAppend, w.StreamID)
 		if i < 0 {
 			return
 		}
-		l.holder = l.pending[i].r
+		r = l.pending[i].r
+		l.holders[w.StreamID] = r
 		l.pending = append(l.pending[:i], l.pending[i+1:]...)
 	}
-	r := l.holder
 	r.mu.Lock()
 	r.push(w.event(raw), nil)
 	r.mu.Unlock()
@@ -378,6 +436,17 @@ func (l *link) onOutput(w *wireEvent, raw []byte) {
 func (l *link) firstPending(kind reqKind, r *Rollout) int {
 	for i, q := range l.pending {
 		if (kind < 0 || q.kind == kind) && (r == nil || q.r == r) {
+			return i
+		}
+	}
+	return -1
+}
+
+// firstInLane returns the index of the oldest pending request of kind of a rollout in lane,
+// or -1: within a lane the server answers in the order the requests were sent.
+func (l *link) firstInLane(kind reqKind, lane string) int {
+	for i, q := range l.pending {
+		if q.kind == kind && q.r.lane == lane {
 			return i
 		}
 	}

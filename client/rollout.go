@@ -31,16 +31,18 @@ type result struct {
 
 // Rollout is one agent rollout: one Response in the append shape, a chain of Responses linked
 // by previous_response_id in the public shape. Its methods may be called from several
-// goroutines, but Events should have one reader at a time.
+// goroutines. Events is meant for one reader at a time: several share the events between
+// them, each event going to one of them, and each stops at the suspension or the end.
 type Rollout struct {
 	// Immutable
 	c          *Conn
 	settings   map[string]json.RawMessage // the create's members but input and previous_response_id
 	store      bool                       // the Responses are stored (store is not false)
 	replayable bool                       // the create named no previous_response_id
-	wake       chan struct{}              // signalled when queue grows or the state changes
+	lane       string                     // stream_id: "" for the default lane
 
-	mu         sync.Mutex // guards the fields below
+	mu         sync.Mutex    // guards the fields below
+	wake       chan struct{} // closed (and replaced) when queue grows or the state changes
 	link       *link
 	state      state
 	id         string // the current Response id ("" until response.created)
@@ -66,7 +68,7 @@ func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
 		return nil, fmt.Errorf("client: encode create: %w", err)
 	}
 	r := &Rollout{c: c, settings: settings, store: req.Store == nil || *req.Store,
-		replayable: req.PreviousResponseID == "", wake: make(chan struct{}, 1)}
+		replayable: req.PreviousResponseID == "", lane: req.lane(), wake: make(chan struct{})}
 	members := maps.Clone(settings)
 	if len(req.Input) > 0 {
 		if members["input"], err = json.Marshal(req.Input); err != nil {
@@ -182,12 +184,13 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 			return res, true
 		}
 		idle := (r.state == stSuspended && !r.cancelling) || r.state == stDetached || r.state == stEnded
+		wake := r.wake
 		r.mu.Unlock()
 		if idle {
 			return result{}, false
 		}
 		select {
-		case <-r.wake:
+		case <-wake:
 		case <-ctx.Done():
 			return result{err: ctx.Err()}, true
 		}

@@ -7,13 +7,13 @@ import (
 
 // The methods below change a rollout's state for the link's reader; r.mu is held.
 
-// push queues an event or an error for Events.
+// push queues an event or an error for Events and wakes every waiting reader: with two
+// readers (a misuse), the one that finds nothing left sees the state the push came with and
+// stops, instead of waiting for a signal that the other took.
 func (r *Rollout) push(ev Event, err error) {
 	r.queue = append(r.queue, result{ev, err})
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	close(r.wake)
+	r.wake = make(chan struct{})
 }
 
 // named reports whether an error message names the rollout's Response or a pending call.

@@ -108,7 +108,20 @@ type CreateRequest struct {
 	Store              *bool             `json:"store,omitempty"` // nil: the server's default (true)
 	Metadata           map[string]string `json:"metadata,omitempty"`
 	PreviousResponseID string            `json:"previous_response_id,omitempty"`
-	Extra              map[string]any    `json:"-"`
+	// StreamID names the lane (docs/append-protocol.md, Lanes): rollouts of different lanes
+	// of one Conn sample concurrently, those of one lane one after another; "" is the
+	// default lane. Its continuations stay in it.
+	StreamID string         `json:"stream_id,omitempty"`
+	Extra    map[string]any `json:"-"`
+}
+
+// lane is the request's lane: StreamID, or a stream_id string in Extra.
+func (q CreateRequest) lane() string {
+	if q.StreamID != "" {
+		return q.StreamID
+	}
+	s, _ := q.Extra["stream_id"].(string)
+	return s
 }
 
 // settings returns the request's members without input and previous_response_id: what a
@@ -246,6 +259,7 @@ type Event struct {
 type wireEvent struct {
 	Type           string    `json:"type"`
 	SequenceNumber *int      `json:"sequence_number"`
+	StreamID       string    `json:"stream_id"`
 	ResponseID     string    `json:"response_id"`
 	OutputIndex    int       `json:"output_index"`
 	ItemID         string    `json:"item_id"`

@@ -296,10 +296,10 @@ func (run *bgRun) snapshotLocked() protocol.Response {
 	return r
 }
 
-// getEndedBackground answers GET of a background response of this server that has ended,
-// while its events are kept, with its terminal Response, and reports whether it did: the
-// store does not have every terminal Response (a failed one is not stored), and a poller must
-// see how the response ended.
+// getEndedBackground answers GET of a background response of this server that has ended
+// failed, while its events are kept, with its terminal Response, and reports whether it did:
+// a failed Response is not stored, and a poller must see how the response ended. Any other
+// terminal Response is the store's to answer (404 once it was deleted).
 func (h *HTTP) getEndedBackground(w http.ResponseWriter, id, owner string) bool {
 	if h.Background == nil {
 		return false
@@ -316,8 +316,8 @@ func (h *HTTP) getEndedBackground(w http.ResponseWriter, id, owner string) bool 
 	run.mu.Lock()
 	final := run.final
 	run.mu.Unlock()
-	if final == nil {
-		return false
+	if final == nil || final.Status != protocol.ResponseFailed {
+		return false // not ended, or stored: the store answers (404 once it was deleted)
 	}
 	writeJSON(w, http.StatusOK, *final)
 	return true
@@ -372,7 +372,7 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 	if err != nil {
 		conn.Close()
 		untrack()
-		h.fail(w, err)
+		h.fail(w, h.runningParent(r.Context(), err, p, owner))
 		return
 	}
 	run.id = ps.seg.id
@@ -454,6 +454,9 @@ func (h *HTTP) getBackground(w http.ResponseWriter, r *http.Request, id, owner s
 			}
 		}
 		WriteError(w, notFound(id))
+		return true
+	}
+	if h.deleted(w, r, run) {
 		return true
 	}
 	run.follow(w, r, after, h.WriteTimeout)
@@ -626,6 +629,9 @@ func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) 
 	var run *bgRun
 	if h.Background != nil {
 		run = h.Background.lookup(id, owner)
+	}
+	if run != nil && run.storedEnd() {
+		run = nil // the store has its terminal Response, unless it was deleted
 	}
 	if run != nil {
 		run.requestCancel()

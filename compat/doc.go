@@ -51,7 +51,8 @@
 //   - background:true is served over HTTP only (background.go, [Background]): the response
 //     runs on its own connection core detached from the request, GET polls it,
 //     GET ?stream=true&starting_after=N replays its kept events and follows it, POST
-//     /v1/responses/{id}/cancel cancels it; on a shared store (Background.Shared,
+//     /v1/responses/{id}/cancel cancels it, DELETE removes it with its kept events once it has
+//     ended (response_in_progress before, bgrunning.go); on a shared store (Background.Shared,
 //     bgshared.go) all of these work on every instance; store:false with it is invalid_value, and a
 //     WebSocket create with it unsupported_parameter. generate and stream_id are
 //     WebSocket-only; response.processed is accepted silently; stream, stream_options, event_id,

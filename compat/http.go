@@ -89,7 +89,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	ps, err := reg.create(p, em, false, opts.counters())
 	res.Release() // the request is decoded; its rollout's items are counted by the rollout limits
 	if err != nil {
-		h.fail(w, err)
+		h.fail(w, h.runningParent(r.Context(), err, p, owner))
 		return
 	}
 	select {
@@ -381,13 +381,23 @@ func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode fun
 }
 
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
+// A background response that has not ended is 409 response_in_progress (bgrunning.go); one
+// that has ended goes with its kept events, so that neither GET nor its stream answers it
+// any more.
 func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) {
 	st := h.Options.Store
 	if st == nil {
 		WriteError(w, notFound(id))
 		return
 	}
-	if err := st.Delete(r.Context(), id, owner); err != nil {
+	if h.backgroundRunning(r.Context(), id, owner) {
+		WriteError(w, inProgress(id))
+		return
+	}
+	err := st.Delete(r.Context(), id, owner)
+	// A failed background response is not in the store: this instance's copy is all there is.
+	kept := h.Background != nil && h.Background.forgetEnded(id, owner)
+	if err != nil && !(kept && errors.Is(err, session.ErrNotFound)) {
 		storeError(w, id, err)
 		return
 	}

@@ -142,6 +142,9 @@
 //	response.cancel of a rollout that has ended         409    response_already_completed           response_id
 //	previous_response_id of a rollout still running     409    response_in_progress                 previous_response_id
 //	  on this append connection
+//	DELETE of a background response still running       409    response_in_progress                 null
+//	previous_response_id of a background response       409    response_in_progress                 previous_response_id
+//	  still running (HTTP)
 //	create or upgrade while the server drains (HTTP;    503    server_shutting_down                 null
 //	  with Retry-After: 1)
 //	over the live-rollout cap (connection or server),   429    rollout_limit_reached                null

@@ -79,7 +79,9 @@ const (
 	// 400, param starting_after.
 	CodeEventsExpired = "response_events_expired"
 	// CodeResponseInProgress: previous_response_id names a rollout of this connection that has
-	// not ended (append shape). 409, param previous_response_id.
+	// not ended (append shape), or a background response that has not ended (HTTP), 409,
+	// param previous_response_id; or a DELETE names a background response that has not
+	// ended, 409, param null.
 	CodeResponseInProgress = "response_in_progress"
 	// CodeShuttingDown: a create or an upgrade while the server or connection drains. 503.
 	CodeShuttingDown = "server_shutting_down"

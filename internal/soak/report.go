@@ -337,14 +337,15 @@ func (rep *Report) WriteText(w io.Writer) {
 		if s.Error != "" {
 			p("suspended rollouts: %d on %d connections: FAILED: %s", s.Rollouts, s.Connections, s.Error)
 		} else {
-			heap := "heap after GC"
+			p("suspended rollouts: %d held on %d connections (%d-token contexts): %s; goroutine stacks %d B per rollout; RSS %s → %s, %s",
+				s.Rollouts, s.Connections, s.ContextTokens, heapText(rep.Target == "in-process", s),
+				s.StackPerRollout, mib(s.RSSBefore), mib(s.RSSHeld), perRollout(s.RSSPerRollout, "the server returned memory to the OS meanwhile"))
+			speed := ""
 			if rep.Target != "in-process" {
-				heap = "heap (no GC: includes garbage)"
+				speed = ", at the server's model speed"
 			}
-			p("suspended rollouts: %d held on %d connections (%d-token contexts): %s %s → %s, %d B per rollout; goroutine stacks %d B per rollout; RSS %s → %s, %d B per rollout",
-				s.Rollouts, s.Connections, s.ContextTokens, heap, mib(s.HeapBefore), mib(s.HeapHeld), s.HeapPerRollout,
-				s.StackPerRollout, mib(s.RSSBefore), mib(s.RSSHeld), s.RSSPerRollout)
-			p("resume of one more rollout while they are held: p50 %s over %d appends", s.ResumeP50.Round(time.Microsecond), s.Resumes)
+			p("resume of one more rollout while they are held (append to its next response.done%s): p50 %s over %d appends",
+				speed, s.ResumeP50.Round(time.Microsecond), s.Resumes)
 		}
 	}
 	p("total run time %.1fs: warm-up %s, load %.1fs (grace included), settling and the suspended measurement %.1fs",
@@ -355,6 +356,26 @@ func (rep *Report) WriteText(w io.Writer) {
 	} else {
 		p("FAIL: %s", strings.Join(rep.Failures, "; "))
 	}
+}
+
+// heapText is the heap part of the suspended measurement. In-process the heap is read after a
+// GC; a server's /metrics heap includes garbage, so a collection between the two readings can
+// make it shrink while the rollouts are held, which says nothing per rollout.
+func heapText(inProcess bool, s *SuspendedReport) string {
+	if inProcess {
+		return fmt.Sprintf("heap after GC %s → %s, %s", mib(s.HeapBefore), mib(s.HeapHeld),
+			perRollout(s.HeapPerRollout, "the heap shrank"))
+	}
+	return fmt.Sprintf("heap (no GC: includes garbage) %s → %s, %s", mib(s.HeapBefore), mib(s.HeapHeld),
+		perRollout(s.HeapPerRollout, "the server collected garbage meanwhile"))
+}
+
+// perRollout is "N B per rollout", or, for a figure below zero, that there is none and why.
+func perRollout(b int64, why string) string {
+	if b < 0 {
+		return "no per-rollout figure (" + why + ")"
+	}
+	return fmt.Sprintf("%d B per rollout", b)
 }
 
 func okString(ok bool, yes, no string) string {

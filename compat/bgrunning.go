@@ -1,0 +1,111 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/tetherd/tether/protocol"
+	"github.com/tetherd/tether/session"
+)
+
+// A background response while it runs, and once it has ended. While it runs its Response is
+// not in the store yet, and will be once it ends: a DELETE is refused, and a continuation
+// naming it is told to wait, both with response_in_progress (409), rather than that it does
+// not exist. Once it has ended, the store holds its terminal Response, except a failed one,
+// which only the instance that ran it keeps (with its events, for Keep). A DELETE removes the
+// stored Response, the record on a shared store and what this instance keeps; an instance
+// that ran it and did not take the DELETE still keeps its events, so it asks the store before
+// it answers from them.
+
+// runningParent is err, the error of create p, unless that is previous_response_not_found
+// for a previous_response_id naming a background response that still runs (here or on
+// another instance sharing the store): then response_in_progress (409, param
+// previous_response_id).
+func (h *HTTP) runningParent(ctx context.Context, err error, p *protocol.CreateParams, owner string) error {
+	perr, ok := protocol.AsError(err)
+	if !ok || perr.Code != protocol.CodePreviousNotFound || p.PreviousResponseID == nil ||
+		!h.backgroundRunning(ctx, *p.PreviousResponseID, owner) {
+		return err
+	}
+	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
+		"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", *p.PreviousResponseID)
+}
+
+// inProgress is response_in_progress (409) for a DELETE of background response id, which has
+// not ended.
+func inProgress(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "",
+		"Response '%s' is still in progress: cancel it (POST /v1/responses/%s/cancel) or wait for its end, then delete it.", id, id)
+}
+
+// backgroundRunning reports whether background response id of owner has not ended, on this
+// instance or on another one sharing the store.
+func (h *HTTP) backgroundRunning(ctx context.Context, id, owner string) bool {
+	if h.Background == nil {
+		return false
+	}
+	if run := h.Background.lookup(id, owner); run != nil {
+		select {
+		case <-run.done:
+			return false
+		default:
+			return true
+		}
+	}
+	b := h.shared()
+	if b == nil {
+		return false
+	}
+	rec, _, err := b.loadShared(ctx, id, owner, -1, 0)
+	return err == nil && !rec.Ended && !rec.stopped(time.Now())
+}
+
+// forgetEnded drops what this instance keeps of background response id of owner once it has
+// ended (its events and terminal Response), and reports whether there was such a response.
+func (b *Background) forgetEnded(id, owner string) bool {
+	run := b.lookup(id, owner)
+	if run == nil {
+		return false
+	}
+	select {
+	case <-run.done:
+	default:
+		return false
+	}
+	b.forget(run)
+	return true
+}
+
+// storedEnd reports whether run has ended with a Response the store took (any terminal
+// status but failed): from then on the store says whether the response still exists.
+func (run *bgRun) storedEnd() bool {
+	select {
+	case <-run.done:
+	default:
+		return false
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.final != nil && run.final.Status != protocol.ResponseFailed
+}
+
+// deleted reports whether run ended with a stored Response that the store no longer has
+// (deleted, here or on another instance sharing the store, or evicted), answering 404 then,
+// or the store's error; false when run's events may be served.
+func (h *HTTP) deleted(w http.ResponseWriter, r *http.Request, run *bgRun) bool {
+	st := h.Options.Store
+	if st == nil || !run.storedEnd() {
+		return false
+	}
+	_, err := st.Get(r.Context(), run.id, run.owner)
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, session.ErrNotFound) && h.Background != nil {
+		h.Background.forget(run)
+	}
+	storeError(w, run.id, err)
+	return true
+}

@@ -1,11 +1,8 @@
 package compat
 
 import (
-	"encoding/json"
-	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -405,26 +402,15 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 }
 
 // getBackground serves GET /v1/responses/{id} for a background response of this server: with
-// stream (the query stream=true, or a JSON body {"stream":true} as openai-go sends it) its
-// events after starting_after (a sequence_number; all when absent) and then the live ones
+// stream (streamParams: the query stream=true, or a JSON body {"stream":true} as openai-go
+// sends it) its events after starting_after (a sequence_number; all when absent) and then the live ones
 // until the terminal event; without, the running response's snapshot. It reports false when
 // the request is the store's to answer (a plain GET of no running background response).
 func (h *HTTP) getBackground(w http.ResponseWriter, r *http.Request, id, owner string) bool {
-	q := r.URL.Query()
-	stream, err := wantsStream(r)
+	stream, after, err := streamParams(r)
 	if err != nil {
 		h.fail(w, err)
 		return true
-	}
-	after := -1
-	if v := q.Get("starting_after"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			h.fail(w, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "starting_after",
-				"starting_after must be a non-negative integer (a sequence_number)."))
-			return true
-		}
-		after = n
 	}
 	var run *bgRun
 	if h.Background != nil {
@@ -461,35 +447,6 @@ func (h *HTTP) getBackground(w http.ResponseWriter, r *http.Request, id, owner s
 	}
 	run.follow(w, r, after, h.WriteTimeout)
 	return true
-}
-
-// wantsStream reads stream from the query or from a small JSON body of a GET.
-func wantsStream(r *http.Request) (bool, *protocol.Error) {
-	if v := r.URL.Query().Get("stream"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return false, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidValue, "stream", "stream must be true or false.")
-		}
-		return b, nil
-	}
-	if r.ContentLength == 0 || r.Body == nil {
-		return false, nil
-	}
-	const maxBody = 4096
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil || len(body) == 0 {
-		return false, nil
-	}
-	if len(body) > maxBody {
-		return false, bodyTooLarge(maxBody)
-	}
-	var v struct {
-		Stream *bool `json:"stream"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return false, protocol.Errorf(http.StatusBadRequest, protocol.CodeInvalidJSON, "", "The body of a GET must be a JSON object.")
-	}
-	return v.Stream != nil && *v.Stream, nil
 }
 
 // follow streams run's events after sequence_number after as SSE: the kept ones at once,

@@ -267,8 +267,9 @@ func (l *link) onError(e *Error, lane string) {
 
 // match returns the pending request an error answers: the one whose response id, pending
 // call_id or input call_id the message names, else the oldest (append-protocol.md, Known
-// limitations); -1 if none is pending, or when the message names a rollout that has ended
-// on this link (the error answers one of its requests, which its end overtook). An error
+// limitations); -1 if none is pending, or when an error about a response_id names a rollout
+// that has ended on this link (the error answers one of its requests, which its end
+// overtook). An error
 // that names a lane (its stream_id) answers a request of that lane only; one without may
 // answer any (the default lane's errors and those of no lane, such as invalid_stream_id,
 // carry none), and one about a response_id or a previous_response_id only a request that has
@@ -292,10 +293,21 @@ func (l *link) match(e *Error, lane string) int {
 			return i
 		}
 	}
-	if oldest >= 0 && slices.ContainsFunc(l.ended, func(id string) bool { return mentions(e.Message, id) }) {
+	if oldest >= 0 && aboutResponseID(e) && slices.ContainsFunc(l.ended, func(id string) bool { return mentions(e.Message, id) }) {
 		return -1
 	}
 	return oldest
+}
+
+// aboutResponseID reports an error about the response_id of an append or a cancel: only such
+// an error can answer a request of a rollout that has ended (a create's error may name an
+// ended rollout as its previous_response_id, and answers that create).
+func aboutResponseID(e *Error) bool {
+	switch e.Code {
+	case "response_not_found", "response_not_suspended", "response_already_completed":
+		return true
+	}
+	return false
 }
 
 // mayAnswer reports whether e can be the answer to q: the errors about the response_id of an

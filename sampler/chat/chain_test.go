@@ -482,12 +482,7 @@ func TestChainReusesConnections(t *testing.T) {
 }
 
 func TestChainRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := refusedAddr(t)
 	front, _, _ := chain(t, chat.Options{BaseURLs: []string{"http://" + addr + "/v1"}})
 	r := post(t, front)
 	if r.Status != "failed" || r.Error == nil || r.Error.Code != "server_error" || !strings.Contains(r.Error.Message, "upstream request failed") {

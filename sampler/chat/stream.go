@@ -107,7 +107,6 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 			}
 			break // its end, or endGrace passed: the answer is whole either way
 		}
-		r.timer.Reset(r.timeout)
 		if err == io.EOF {
 			break
 		}

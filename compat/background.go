@@ -75,9 +75,7 @@ func (b *Background) Running() int {
 	defer b.mu.Unlock()
 	n := 0
 	for _, run := range b.runs {
-		select {
-		case <-run.done:
-		default:
+		if !run.hasEnded() {
 			n++
 		}
 	}
@@ -128,8 +126,11 @@ func (b *Background) Close() {
 	}
 }
 
-// lookup returns the run id of owner, or nil.
+// lookup returns the run id of owner, or nil (also on a nil Background).
 func (b *Background) lookup(id, owner string) *bgRun {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if run := b.runs[id]; run != nil && run.owner == owner {
@@ -298,16 +299,8 @@ func (run *bgRun) snapshotLocked() protocol.Response {
 // a failed Response is not stored, and a poller must see how the response ended. Any other
 // terminal Response is the store's to answer (404 once it was deleted).
 func (h *HTTP) getEndedBackground(w http.ResponseWriter, id, owner string) bool {
-	if h.Background == nil {
-		return false
-	}
-	run := h.Background.lookup(id, owner)
+	run := h.Background.endedRun(id, owner)
 	if run == nil {
-		return false
-	}
-	select {
-	case <-run.done:
-	default:
 		return false
 	}
 	run.mu.Lock()
@@ -412,18 +405,10 @@ func (h *HTTP) getBackground(w http.ResponseWriter, r *http.Request, id, owner s
 		h.fail(w, err)
 		return true
 	}
-	var run *bgRun
-	if h.Background != nil {
-		run = h.Background.lookup(id, owner)
-	}
+	run := h.Background.lookup(id, owner)
 	if !stream {
-		if run == nil {
-			return false
-		}
-		select {
-		case <-run.done:
+		if run == nil || run.hasEnded() {
 			return false // the store has its terminal Response
-		default:
 		}
 		writeJSON(w, http.StatusOK, run.snapshot())
 		return true
@@ -583,10 +568,7 @@ func writeSSE(w http.ResponseWriter, rc *http.ResponseController, timeout time.D
 // a completed response."), a response created without background:true is 400
 // response_not_background ("Cannot cancel a synchronous response."), an unknown one 404.
 func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) {
-	var run *bgRun
-	if h.Background != nil {
-		run = h.Background.lookup(id, owner)
-	}
+	run := h.Background.lookup(id, owner)
 	if run != nil && run.storedEnd() {
 		run = nil // the store has its terminal Response, unless it was deleted
 	}

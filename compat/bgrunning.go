@@ -47,12 +47,7 @@ func (h *HTTP) backgroundRunning(ctx context.Context, id, owner string) bool {
 		return false
 	}
 	if run := h.Background.lookup(id, owner); run != nil {
-		select {
-		case <-run.done:
-			return false
-		default:
-			return true
-		}
+		return !run.hasEnded()
 	}
 	b := h.shared()
 	if b == nil {
@@ -65,25 +60,38 @@ func (h *HTTP) backgroundRunning(ctx context.Context, id, owner string) bool {
 // forgetEnded drops what this instance keeps of background response id of owner once it has
 // ended (its events and terminal Response), and reports whether there was such a response.
 func (b *Background) forgetEnded(id, owner string) bool {
-	run := b.lookup(id, owner)
+	run := b.endedRun(id, owner)
 	if run == nil {
-		return false
-	}
-	select {
-	case <-run.done:
-	default:
 		return false
 	}
 	b.forget(run)
 	return true
 }
 
+// endedRun returns the background response id of owner that this instance keeps once it has
+// ended, or nil: none kept (or a nil Background), or it has not ended.
+func (b *Background) endedRun(id, owner string) *bgRun {
+	if run := b.lookup(id, owner); run != nil && run.hasEnded() {
+		return run
+	}
+	return nil
+}
+
+// hasEnded reports whether run has ended: its terminal event is kept and its connection core
+// closed (watch).
+func (run *bgRun) hasEnded() bool {
+	select {
+	case <-run.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // storedEnd reports whether run has ended with a Response the store took (any terminal
 // status but failed): from then on the store says whether the response still exists.
 func (run *bgRun) storedEnd() bool {
-	select {
-	case <-run.done:
-	default:
+	if !run.hasEnded() {
 		return false
 	}
 	run.mu.Lock()

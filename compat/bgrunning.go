@@ -57,17 +57,6 @@ func (h *HTTP) backgroundRunning(ctx context.Context, id, owner string) bool {
 	return err == nil && !rec.Ended && !rec.stopped(time.Now())
 }
 
-// forgetEnded drops what this instance keeps of background response id of owner once it has
-// ended (its events and terminal Response), and reports whether there was such a response.
-func (b *Background) forgetEnded(id, owner string) bool {
-	run := b.endedRun(id, owner)
-	if run == nil {
-		return false
-	}
-	b.forget(run)
-	return true
-}
-
 // endedRun returns the background response id of owner that this instance keeps once it has
 // ended, or nil: none kept (or a nil Background), or it has not ended.
 func (b *Background) endedRun(id, owner string) *bgRun {

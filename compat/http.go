@@ -383,27 +383,35 @@ func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode fun
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
 // A background response that has not ended is 409 response_in_progress (bgrunning.go); one
 // that has ended goes with its kept events, so that neither GET nor its stream answers it
-// any more.
+// any more. A store that fails is 503 store_unavailable, and this instance then forgets
+// nothing: the response stays readable until a DELETE succeeds.
 func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) {
 	st := h.Options.Store
 	if st == nil {
 		WriteError(w, notFound(id))
 		return
 	}
-	if h.backgroundRunning(r.Context(), id, owner) {
+	ctx := r.Context()
+	if h.backgroundRunning(ctx, id, owner) {
 		WriteError(w, inProgress(id))
 		return
 	}
-	err := st.Delete(r.Context(), id, owner)
+	err := st.Delete(ctx, id, owner)
 	// A failed background response is not in the store: this instance's copy is all there is.
-	kept := h.Background != nil && h.Background.forgetEnded(id, owner)
-	if err != nil && !(kept && errors.Is(err, session.ErrNotFound)) {
+	run := h.Background.endedRun(id, owner)
+	if err != nil && !(run != nil && errors.Is(err, session.ErrNotFound)) {
 		storeError(w, id, err)
 		return
 	}
 	if b := h.shared(); b != nil {
 		// Its record would answer GET in place of the deleted Response.
-		_ = b.Shared.DeleteBackground(r.Context(), owner, id)
+		if err := b.Shared.DeleteBackground(ctx, owner, id); err != nil {
+			WriteError(w, session.StoreUnavailable())
+			return
+		}
+	}
+	if run != nil {
+		h.Background.forget(run) // only now: every store call has succeeded
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 }

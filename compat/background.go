@@ -296,9 +296,10 @@ func (run *bgRun) snapshotLocked() protocol.Response {
 
 // getEndedBackground answers GET of a background response of this server that has ended
 // failed, while its events are kept, with its terminal Response, and reports whether it did:
-// a failed Response is not stored, and a poller must see how the response ended. Any other
+// a failed Response is not stored, and a poller must see how the response ended. On a shared
+// store its record must still be there (404 once it was deleted on any instance). Any other
 // terminal Response is the store's to answer (404 once it was deleted).
-func (h *HTTP) getEndedBackground(w http.ResponseWriter, id, owner string) bool {
+func (h *HTTP) getEndedBackground(w http.ResponseWriter, r *http.Request, id, owner string) bool {
 	run := h.Background.endedRun(id, owner)
 	if run == nil {
 		return false
@@ -308,6 +309,9 @@ func (h *HTTP) getEndedBackground(w http.ResponseWriter, id, owner string) bool 
 	run.mu.Unlock()
 	if final == nil || final.Status != protocol.ResponseFailed {
 		return false // not ended, or stored: the store answers (404 once it was deleted)
+	}
+	if h.deleted(w, r, run) {
+		return true
 	}
 	writeJSON(w, http.StatusOK, *final)
 	return true
@@ -571,6 +575,9 @@ func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) 
 	run := h.Background.lookup(id, owner)
 	if run != nil && run.storedEnd() {
 		run = nil // the store has its terminal Response, unless it was deleted
+	}
+	if run != nil && h.deleted(w, r, run) {
+		return // a failed one, deleted on another instance sharing the store
 	}
 	if run != nil {
 		run.requestCancel()

@@ -96,3 +96,26 @@ func TestBackgroundDeleteWhileTheStoreFails(t *testing.T) {
 		gone(t, ctx, b.base, id)
 	}
 }
+
+// TestBackgroundSharedDeleteFailed: on a shared store, a background response that ended
+// failed on A is not stored: its record and A's copy keep it. B answers it as A does — GET,
+// its events, and a cancel 400 response_already_completed — and a DELETE on B deletes it
+// where B's GET sees it: afterwards neither instance answers it (404), A's copy included.
+func TestBackgroundSharedDeleteFailed(t *testing.T) {
+	a, b := sharedPair(t, server.Options{Model: windowSim()}, server.Options{})
+	ctx := t.Context()
+	id := endedOn(t, a, failedInput)
+	events := openSSE(t, do(t, ctx, "GET", a.base+"/responses/"+id+"?stream=true", nil)).rest()
+	for _, f := range []*fixture{a, b} {
+		if got := jsonAnswer(t, do(t, ctx, "GET", f.base+"/responses/"+id, nil), 200); !windowFailed(got, "2000") {
+			t.Fatalf("GET of the failed response: %v", got)
+		}
+		sameEvents(t, openSSE(t, do(t, ctx, "GET", f.base+"/responses/"+id+"?stream=true", nil)).rest(), events)
+		alreadyEnded(t, ctx, f.base, id)
+	}
+	if del := jsonAnswer(t, do(t, ctx, "DELETE", b.base+"/responses/"+id, nil), 200); del.Get("deleted") != true || del.Str("id") != id {
+		t.Fatalf("DELETE on B of the failed response that ran on A: %v", del)
+	}
+	gone(t, ctx, a.base, id)
+	gone(t, ctx, b.base, id)
+}

@@ -14,10 +14,11 @@ import (
 // not in the store yet, and will be once it ends: a DELETE is refused, and a continuation
 // naming it is told to wait, both with response_in_progress (409), rather than that it does
 // not exist. Once it has ended, the store holds its terminal Response, except a failed one,
-// which only the instance that ran it keeps (with its events, for Keep). A DELETE removes the
-// stored Response, the record on a shared store and what this instance keeps; an instance
-// that ran it and did not take the DELETE still keeps its events, so it asks the store before
-// it answers from them.
+// which only the instance that ran it keeps (with its events, for Keep), and its record on a
+// shared store. A DELETE, on any instance, removes the stored Response, the record and what
+// this instance keeps, and only once every store call has succeeded (a failed one changes
+// nothing); an instance that ran it and did not take the DELETE still keeps its events, so it
+// asks the store (for a failed one, the record) before it answers from them.
 
 // runningParent is err, the error of create p, unless that is previous_response_not_found
 // for a previous_response_id naming a background response that still runs (here or on
@@ -88,21 +89,38 @@ func (run *bgRun) storedEnd() bool {
 	return run.final != nil && run.final.Status != protocol.ResponseFailed
 }
 
-// deleted reports whether run ended with a stored Response that the store no longer has
-// (deleted, here or on another instance sharing the store, or evicted), answering 404 then,
-// or the store's error; false when run's events may be served.
+// deleted reports whether run, which this instance keeps, has ended with a Response that is
+// gone since (deleted here or on another instance sharing the store, or evicted): the store
+// no longer has its stored Response, or, for a failed one (never stored), the shared store
+// no longer has its record. It then answers 404 and forgets run, or answers the store's
+// error; false when run may be answered from what this instance keeps.
 func (h *HTTP) deleted(w http.ResponseWriter, r *http.Request, run *bgRun) bool {
-	st := h.Options.Store
-	if st == nil || !run.storedEnd() {
-		return false
-	}
-	_, err := st.Get(r.Context(), run.id, run.owner)
+	err := h.stillThere(r.Context(), run)
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, session.ErrNotFound) && h.Background != nil {
+	if errors.Is(err, session.ErrNotFound) {
 		h.Background.forget(run)
 	}
 	storeError(w, run.id, err)
 	return true
+}
+
+// stillThere asks the store whether what run's end left there is still there: its stored
+// Response, or the record of a failed run on a shared store. nil when it is, or when there is
+// nothing to ask (run has not ended; a failed run without a shared store); ErrNotFound when it
+// is gone; another error when the store fails.
+func (h *HTTP) stillThere(ctx context.Context, run *bgRun) error {
+	switch {
+	case run.storedEnd():
+		if st := h.Options.Store; st != nil {
+			_, err := st.Get(ctx, run.id, run.owner)
+			return err
+		}
+	case run.hasEnded():
+		if b := h.shared(); b != nil {
+			return b.recordKept(ctx, run.id, run.owner)
+		}
+	}
+	return nil
 }

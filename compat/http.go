@@ -309,7 +309,7 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	if errors.Is(err, session.ErrNotFound) && h.getShared(w, r, id, owner) {
 		return // a background response running on another instance, or one that did not reach the store
 	}
-	if errors.Is(err, session.ErrNotFound) && h.getEndedBackground(w, id, owner) {
+	if errors.Is(err, session.ErrNotFound) && h.getEndedBackground(w, r, id, owner) {
 		return // a background response of this server that ended without being stored (failed)
 	}
 	if err != nil {
@@ -397,13 +397,18 @@ func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) 
 		return
 	}
 	err := st.Delete(ctx, id, owner)
-	// A failed background response is not in the store: this instance's copy is all there is.
+	// A failed background response is not in the store: its record on a shared store, and
+	// the copy of the instance that ran it, are all there is (GET answers from either).
 	run := h.Background.endedRun(id, owner)
+	b := h.shared()
+	if errors.Is(err, session.ErrNotFound) && run == nil && b != nil {
+		err = b.recordKept(ctx, id, owner)
+	}
 	if err != nil && !(run != nil && errors.Is(err, session.ErrNotFound)) {
 		storeError(w, id, err)
 		return
 	}
-	if b := h.shared(); b != nil {
+	if b != nil {
 		// Its record would answer GET in place of the deleted Response.
 		if err := b.Shared.DeleteBackground(ctx, owner, id); err != nil {
 			WriteError(w, session.StoreUnavailable())

@@ -347,10 +347,7 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 		h.fail(w, session.BudgetFullError("another background response"))
 		return
 	}
-	sess := h.Session
-	sess.Owner = owner
-	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
-	conn := session.NewConn(idleTransport{}, sess)
+	conn := session.NewConn(idleTransport{}, h.session(r, owner))
 	untrack := func() {}
 	if h.Track != nil {
 		untrack = h.Track(conn)
@@ -366,7 +363,7 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 	if err != nil {
 		conn.Close()
 		untrack()
-		h.fail(w, h.runningParent(r.Context(), err, p, owner))
+		h.fail(w, err)
 		return
 	}
 	run.id = ps.seg.id

@@ -12,27 +12,14 @@ import (
 
 // A background response while it runs, and once it has ended. While it runs its Response is
 // not in the store yet, and will be once it ends: a DELETE is refused, and a continuation
-// naming it is told to wait, both with response_in_progress (409), rather than that it does
+// naming it is told to wait (Background.InProgress, asked by every shape's create), both with
+// response_in_progress (409), rather than that it does
 // not exist. Once it has ended, the store holds its terminal Response, except a failed one,
 // which only the instance that ran it keeps (with its events, for Keep), and its record on a
 // shared store. A DELETE, on any instance, removes the stored Response, the record and what
 // this instance keeps, and only once every store call has succeeded (a failed one changes
 // nothing); an instance that ran it and did not take the DELETE still keeps its events, so it
 // asks the store (for a failed one, the record) before it answers from them.
-
-// runningParent is err, the error of create p, unless that is previous_response_not_found
-// for a previous_response_id naming a background response that still runs (here or on
-// another instance sharing the store): then response_in_progress (409, param
-// previous_response_id).
-func (h *HTTP) runningParent(ctx context.Context, err error, p *protocol.CreateParams, owner string) error {
-	perr, ok := protocol.AsError(err)
-	if !ok || perr.Code != protocol.CodePreviousNotFound || p.PreviousResponseID == nil ||
-		!h.backgroundRunning(ctx, *p.PreviousResponseID, owner) {
-		return err
-	}
-	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
-		"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", *p.PreviousResponseID)
-}
 
 // inProgress is response_in_progress (409) for a DELETE of background response id, which has
 // not ended.
@@ -41,17 +28,19 @@ func inProgress(id string) *protocol.Error {
 		"Response '%s' is still in progress: cancel it (POST /v1/responses/%s/cancel) or wait for its end, then delete it.", id, id)
 }
 
-// backgroundRunning reports whether background response id of owner has not ended, on this
-// instance or on another one sharing the store.
-func (h *HTTP) backgroundRunning(ctx context.Context, id, owner string) bool {
-	if h.Background == nil {
+// InProgress reports whether background response id of owner has not ended (queued or
+// running), on this instance or, on a shared store, on another one (its record, unless its
+// lease is past); false on a nil Background, or when the store fails. It is the
+// session.Options.InProgress of a server's connections: a continuation naming such a
+// response is answered response_in_progress (409) on every shape.
+func (b *Background) InProgress(ctx context.Context, id, owner string) bool {
+	if b == nil {
 		return false
 	}
-	if run := h.Background.lookup(id, owner); run != nil {
+	if run := b.lookup(id, owner); run != nil {
 		return !run.hasEnded()
 	}
-	b := h.shared()
-	if b == nil {
+	if b.Shared == nil {
 		return false
 	}
 	rec, _, err := b.loadShared(ctx, id, owner, -1, 0)

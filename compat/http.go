@@ -68,10 +68,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		h.createBackground(w, r, p, res, owner)
 		return
 	}
-	sess := h.Session
-	sess.Owner = owner
-	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
-	conn := session.NewConn(idleTransport{}, sess)
+	conn := session.NewConn(idleTransport{}, h.session(r, owner))
 	defer conn.Close()
 	if h.Track != nil {
 		defer h.Track(conn)()
@@ -89,7 +86,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	ps, err := reg.create(p, em, false, opts.counters())
 	res.Release() // the request is decoded; its rollout's items are counted by the rollout limits
 	if err != nil {
-		h.fail(w, h.runningParent(r.Context(), err, p, owner))
+		h.fail(w, err)
 		return
 	}
 	select {
@@ -100,6 +97,18 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	if col != nil {
 		writeJSON(w, http.StatusOK, col.final)
 	}
+}
+
+// session is the connection core's options of a request of owner: a continuation naming a
+// background response that has not ended is response_in_progress (Background.InProgress).
+func (h *HTTP) session(r *http.Request, owner string) session.Options {
+	sess := h.Session
+	sess.Owner = owner
+	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
+	if h.Background != nil {
+		sess.InProgress = h.Background.InProgress
+	}
+	return sess
 }
 
 // ReadBody admits and reads a POST body, for every route that decodes one (POST
@@ -392,7 +401,7 @@ func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) 
 		return
 	}
 	ctx := r.Context()
-	if h.backgroundRunning(ctx, id, owner) {
+	if h.Background.InProgress(ctx, id, owner) {
 		WriteError(w, inProgress(id))
 		return
 	}

@@ -122,6 +122,7 @@ func (b *Background) Close() {
 		}
 		run.budget.Grow(-run.bytes)
 		run.bytes = 0
+		run.dropOutputLocked()
 		run.mu.Unlock()
 	}
 }
@@ -153,6 +154,7 @@ func (b *Background) forget(run *bgRun) {
 	run.budget.Grow(-run.bytes)
 	run.bytes, run.events = 0, nil
 	run.first = run.next
+	run.dropOutputLocked()
 	run.mu.Unlock()
 }
 
@@ -202,6 +204,9 @@ type bgRun struct {
 	final  *protocol.Response
 	ended  bool // no more events will come
 	cancel bool // POST …/cancel was accepted
+	// out is the output built by the events so far (GET shows it while the response runs),
+	// until the terminal Response, which has it all; its buffers are counted in budget.
+	out    bgOutput
 	wake   chan struct{}
 	expiry *time.Timer
 
@@ -247,6 +252,7 @@ func (run *bgRun) emit(ev *protocol.Event) error {
 	if !reserved {
 		run.budget.Grow(add)
 	}
+	run.budget.Grow(run.out.apply(ev)) // the output's buffers: counted over the budget if need be, as the newest event
 	if ev.Response != nil {
 		run.ver++
 		run.resp, run.begun = *ev.Response, true
@@ -254,10 +260,18 @@ func (run *bgRun) emit(ev *protocol.Event) error {
 		case protocol.EventCompleted, protocol.EventIncomplete, protocol.EventFailed:
 			final := *ev.Response
 			run.final = &final
+			run.dropOutputLocked() // the terminal Response has it all
 		}
 	}
 	run.wakeLocked()
 	return nil
+}
+
+// dropOutputLocked drops the output built by the events and gives its buffers' bytes back to
+// the Budget.
+func (run *bgRun) dropOutputLocked() {
+	run.budget.Grow(-run.out.bytes)
+	run.out = bgOutput{}
 }
 
 func (run *bgRun) errorFrame(*protocol.Error) {}
@@ -276,13 +290,21 @@ func (run *bgRun) wakeLocked() {
 }
 
 // snapshot is what GET answers for a run: the terminal Response once there is one, else the
-// latest one sent (status in_progress), or queued before response.created.
+// latest one sent (status in_progress) with the output as it stands (bgOutput: the items done
+// and those in progress, with what they hold so far), or queued before response.created.
 func (run *bgRun) snapshot() protocol.Response {
 	run.mu.Lock()
 	defer run.mu.Unlock()
-	return run.snapshotLocked()
+	r := run.snapshotLocked()
+	if run.final == nil && run.begun {
+		r.Output = run.out.list()
+	}
+	return r
 }
 
+// snapshotLocked is snapshot without the output in progress (the Response as last sent): what
+// the record on a shared store carries (bgshared.go), so that each of its writes costs the
+// new events, not the whole output again.
 func (run *bgRun) snapshotLocked() protocol.Response {
 	if run.final != nil {
 		return *run.final

@@ -13,13 +13,13 @@ import (
 // A background response while it runs, and once it has ended. While it runs its Response is
 // not in the store yet, and will be once it ends: a DELETE is refused, and a continuation
 // naming it is told to wait (Background.InProgress, asked by every shape's create), both with
-// response_in_progress (409), rather than that it does
-// not exist. Once it has ended, the store holds its terminal Response, except a failed one,
-// which only the instance that ran it keeps (with its events, for Keep), and its record on a
-// shared store. A DELETE, on any instance, removes the stored Response, the record and what
-// this instance keeps, and only once every store call has succeeded (a failed one changes
-// nothing); an instance that ran it and did not take the DELETE still keeps its events, so it
-// asks the store (for a failed one, the record) before it answers from them.
+// response_in_progress (409), rather than that it does not exist. Once it has ended, the
+// store holds its terminal Response, except a failed one, which only the instance that ran it
+// keeps (with its events, for Keep), and its record on a shared store. A DELETE, on any
+// instance, removes the stored Response, the record and what this instance keeps, and only
+// once every store call has succeeded (a failed one changes nothing); an instance that ran it
+// and did not take the DELETE still keeps its events, so it asks the store (for a failed one,
+// the record) before it answers from them.
 
 // inProgress is response_in_progress (409) for a DELETE of background response id, which has
 // not ended.

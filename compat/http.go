@@ -405,29 +405,40 @@ func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) 
 		WriteError(w, inProgress(id))
 		return
 	}
+	run, err := h.deleteStored(ctx, st, id, owner)
+	if err != nil {
+		storeError(w, id, err)
+		return
+	}
+	if run != nil {
+		h.Background.forget(run) // only now: every store call has succeeded
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+}
+
+// deleteStored deletes what st keeps of response id of owner: its stored Response, and its
+// record on a shared store. A failed background response is not in st: its record, and the
+// copy of the instance that ran it, are all there is (GET answers from either). It returns
+// that copy when this instance keeps one (nil: none), for the caller to forget once all went
+// well; ErrNotFound when nothing has the response; another error when a store call failed
+// (what it deleted before stays deleted, and a DELETE again completes it).
+func (h *HTTP) deleteStored(ctx context.Context, st session.Store, id, owner string) (*bgRun, error) {
 	err := st.Delete(ctx, id, owner)
-	// A failed background response is not in the store: its record on a shared store, and
-	// the copy of the instance that ran it, are all there is (GET answers from either).
 	run := h.Background.endedRun(id, owner)
 	b := h.shared()
 	if errors.Is(err, session.ErrNotFound) && run == nil && b != nil {
 		err = b.recordKept(ctx, id, owner)
 	}
 	if err != nil && !(run != nil && errors.Is(err, session.ErrNotFound)) {
-		storeError(w, id, err)
-		return
+		return nil, err
 	}
 	if b != nil {
 		// Its record would answer GET in place of the deleted Response.
 		if err := b.Shared.DeleteBackground(ctx, owner, id); err != nil {
-			WriteError(w, session.StoreUnavailable())
-			return
+			return nil, err
 		}
 	}
-	if run != nil {
-		h.Background.forget(run) // only now: every store call has succeeded
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+	return run, nil
 }
 
 // InputItems serves GET /v1/responses/{id}/input_items: {"object":"list","data","first_id",

@@ -75,9 +75,7 @@ func (b *Background) Running() int {
 	defer b.mu.Unlock()
 	n := 0
 	for _, run := range b.runs {
-		select {
-		case <-run.done:
-		default:
+		if !run.hasEnded() {
 			n++
 		}
 	}
@@ -124,12 +122,16 @@ func (b *Background) Close() {
 		}
 		run.budget.Grow(-run.bytes)
 		run.bytes = 0
+		run.dropOutputLocked()
 		run.mu.Unlock()
 	}
 }
 
-// lookup returns the run id of owner, or nil.
+// lookup returns the run id of owner, or nil (also on a nil Background).
 func (b *Background) lookup(id, owner string) *bgRun {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if run := b.runs[id]; run != nil && run.owner == owner {
@@ -152,6 +154,7 @@ func (b *Background) forget(run *bgRun) {
 	run.budget.Grow(-run.bytes)
 	run.bytes, run.events = 0, nil
 	run.first = run.next
+	run.dropOutputLocked()
 	run.mu.Unlock()
 }
 
@@ -201,6 +204,9 @@ type bgRun struct {
 	final  *protocol.Response
 	ended  bool // no more events will come
 	cancel bool // POST …/cancel was accepted
+	// out is the output built by the events so far (GET shows it while the response runs),
+	// until the terminal Response, which has it all; its buffers are counted in budget.
+	out    bgOutput
 	wake   chan struct{}
 	expiry *time.Timer
 
@@ -246,6 +252,7 @@ func (run *bgRun) emit(ev *protocol.Event) error {
 	if !reserved {
 		run.budget.Grow(add)
 	}
+	run.budget.Grow(run.out.apply(ev)) // the output's buffers: counted over the budget if need be, as the newest event
 	if ev.Response != nil {
 		run.ver++
 		run.resp, run.begun = *ev.Response, true
@@ -253,10 +260,18 @@ func (run *bgRun) emit(ev *protocol.Event) error {
 		case protocol.EventCompleted, protocol.EventIncomplete, protocol.EventFailed:
 			final := *ev.Response
 			run.final = &final
+			run.dropOutputLocked() // the terminal Response has it all
 		}
 	}
 	run.wakeLocked()
 	return nil
+}
+
+// dropOutputLocked drops the output built by the events and gives its buffers' bytes back to
+// the Budget.
+func (run *bgRun) dropOutputLocked() {
+	run.budget.Grow(-run.out.bytes)
+	run.out = bgOutput{}
 }
 
 func (run *bgRun) errorFrame(*protocol.Error) {}
@@ -275,13 +290,21 @@ func (run *bgRun) wakeLocked() {
 }
 
 // snapshot is what GET answers for a run: the terminal Response once there is one, else the
-// latest one sent (status in_progress), or queued before response.created.
+// latest one sent (status in_progress) with the output as it stands (bgOutput: the items done
+// and those in progress, with what they hold so far), or queued before response.created.
 func (run *bgRun) snapshot() protocol.Response {
 	run.mu.Lock()
 	defer run.mu.Unlock()
-	return run.snapshotLocked()
+	r := run.snapshotLocked()
+	if run.final == nil && run.begun {
+		r.Output = run.out.list()
+	}
+	return r
 }
 
+// snapshotLocked is snapshot without the output in progress (the Response as last sent): what
+// the record on a shared store carries (bgshared.go), so that each of its writes costs the
+// new events, not the whole output again.
 func (run *bgRun) snapshotLocked() protocol.Response {
 	if run.final != nil {
 		return *run.final
@@ -295,19 +318,12 @@ func (run *bgRun) snapshotLocked() protocol.Response {
 
 // getEndedBackground answers GET of a background response of this server that has ended
 // failed, while its events are kept, with its terminal Response, and reports whether it did:
-// a failed Response is not stored, and a poller must see how the response ended. Any other
+// a failed Response is not stored, and a poller must see how the response ended. On a shared
+// store its record must still be there (404 once it was deleted on any instance). Any other
 // terminal Response is the store's to answer (404 once it was deleted).
-func (h *HTTP) getEndedBackground(w http.ResponseWriter, id, owner string) bool {
-	if h.Background == nil {
-		return false
-	}
-	run := h.Background.lookup(id, owner)
+func (h *HTTP) getEndedBackground(w http.ResponseWriter, r *http.Request, id, owner string) bool {
+	run := h.Background.endedRun(id, owner)
 	if run == nil {
-		return false
-	}
-	select {
-	case <-run.done:
-	default:
 		return false
 	}
 	run.mu.Lock()
@@ -315,6 +331,9 @@ func (h *HTTP) getEndedBackground(w http.ResponseWriter, id, owner string) bool 
 	run.mu.Unlock()
 	if final == nil || final.Status != protocol.ResponseFailed {
 		return false // not ended, or stored: the store answers (404 once it was deleted)
+	}
+	if h.deleted(w, r, run) {
+		return true
 	}
 	writeJSON(w, http.StatusOK, *final)
 	return true
@@ -350,10 +369,7 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 		h.fail(w, session.BudgetFullError("another background response"))
 		return
 	}
-	sess := h.Session
-	sess.Owner = owner
-	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
-	conn := session.NewConn(idleTransport{}, sess)
+	conn := session.NewConn(idleTransport{}, h.session(r, owner))
 	untrack := func() {}
 	if h.Track != nil {
 		untrack = h.Track(conn)
@@ -369,7 +385,7 @@ func (h *HTTP) createBackground(w http.ResponseWriter, r *http.Request, p *proto
 	if err != nil {
 		conn.Close()
 		untrack()
-		h.fail(w, h.runningParent(r.Context(), err, p, owner))
+		h.fail(w, err)
 		return
 	}
 	run.id = ps.seg.id
@@ -412,18 +428,10 @@ func (h *HTTP) getBackground(w http.ResponseWriter, r *http.Request, id, owner s
 		h.fail(w, err)
 		return true
 	}
-	var run *bgRun
-	if h.Background != nil {
-		run = h.Background.lookup(id, owner)
-	}
+	run := h.Background.lookup(id, owner)
 	if !stream {
-		if run == nil {
-			return false
-		}
-		select {
-		case <-run.done:
+		if run == nil || run.hasEnded() {
 			return false // the store has its terminal Response
-		default:
 		}
 		writeJSON(w, http.StatusOK, run.snapshot())
 		return true
@@ -583,12 +591,12 @@ func writeSSE(w http.ResponseWriter, rc *http.ResponseController, timeout time.D
 // a completed response."), a response created without background:true is 400
 // response_not_background ("Cannot cancel a synchronous response."), an unknown one 404.
 func (h *HTTP) Cancel(w http.ResponseWriter, r *http.Request, id, owner string) {
-	var run *bgRun
-	if h.Background != nil {
-		run = h.Background.lookup(id, owner)
-	}
+	run := h.Background.lookup(id, owner)
 	if run != nil && run.storedEnd() {
 		run = nil // the store has its terminal Response, unless it was deleted
+	}
+	if run != nil && h.deleted(w, r, run) {
+		return // a failed one, deleted on another instance sharing the store
 	}
 	if run != nil {
 		run.requestCancel()

@@ -261,6 +261,14 @@ func (h *HTTP) shared() *Background {
 	return h.Background
 }
 
+// recordKept reports whether the shared store holds the record of background response id of
+// owner: ErrNotFound when it does not (deleted, or expired), another error when the store
+// fails.
+func (b *Background) recordKept(ctx context.Context, id, owner string) error {
+	_, _, err := b.loadShared(ctx, id, owner, -1, 0)
+	return err
+}
+
 // getShared answers a GET (without stream) of id that the store does not have: from its
 // record in the shared store while it runs on another instance, or when it ended without
 // reaching the store (its instance shut down). It reports false when there is no record.
@@ -344,8 +352,10 @@ func (h *HTTP) followShared(w http.ResponseWriter, r *http.Request, id, owner st
 
 // cancelShared serves a cancel of a background response that runs on another instance: it
 // leaves a cancel request in the shared store, which the running instance acts on at its
-// next write (within Sync), then waits for the record to end and answers it. It reports
-// false when the response is not running elsewhere (no record, or it has ended).
+// next write (within Sync), then waits for the record to end and answers it. One that ended
+// failed (not stored; its record is all there is) is answered response_already_completed, as
+// GET answers it from the record. It reports false when the store is to answer: no record, or
+// one that ended otherwise.
 func (h *HTTP) cancelShared(w http.ResponseWriter, r *http.Request, id, owner string) bool {
 	b := h.shared()
 	if b == nil {
@@ -353,8 +363,16 @@ func (h *HTTP) cancelShared(w http.ResponseWriter, r *http.Request, id, owner st
 	}
 	ctx := r.Context()
 	rec, _, err := b.loadShared(ctx, id, owner, -1, 0)
-	if err != nil || rec.Ended || rec.stopped(time.Now()) {
+	if err != nil {
 		return false
+	}
+	if now := time.Now(); rec.Ended || rec.stopped(now) {
+		cur := rec.current(now)
+		if cur.Status != protocol.ResponseFailed {
+			return false
+		}
+		answerCancel(w, &cur)
+		return true
 	}
 	if err := b.Shared.CancelBackground(ctx, owner, id, b.keep()); err != nil {
 		WriteError(w, session.StoreUnavailable())

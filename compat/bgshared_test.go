@@ -18,9 +18,17 @@ import (
 	"github.com/tetherd/tether/session/store"
 )
 
-// sharedPair starts a real redis-server and two instances (A and B) of the realtime sim that
-// share it as their store, each with its own connection pool and opts.
+// sharedPair starts a real redis-server and two instances (A and B) of the realtime sim (or of
+// opts.Model when set) that share it as their store, each with its own connection pool and
+// opts (a StoreTimeout of 5 s unless set).
 func sharedPair(t *testing.T, a, b server.Options) (*fixture, *fixture) {
+	t.Helper()
+	fa, fb, _ := sharedPairOn(t, a, b)
+	return fa, fb
+}
+
+// sharedPairOn is sharedPair, and also returns the redis-server.
+func sharedPairOn(t *testing.T, a, b server.Options) (*fixture, *fixture, *redistest.Server) {
 	t.Helper()
 	rs := redistest.Start(t)
 	start := func(opts server.Options) *fixture {
@@ -30,10 +38,15 @@ func sharedPair(t *testing.T, a, b server.Options) (*fixture, *fixture) {
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		opts.Store = st
-		opts.StoreTimeout = 5 * time.Second
-		return newFixture(t, realtime(opts))
+		if opts.StoreTimeout == 0 {
+			opts.StoreTimeout = 5 * time.Second
+		}
+		if opts.Model == nil {
+			opts = realtime(opts)
+		}
+		return newFixture(t, opts)
 	}
-	return start(a), start(b)
+	return start(a), start(b), rs
 }
 
 // sameEvents checks that got and want are the same events, byte for byte in their decoding.

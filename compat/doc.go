@@ -49,12 +49,15 @@
 //     duplicate_tool_output, missing_tool_output ("No tool output found for function call
 //     <call_id>.").
 //   - background:true is served over HTTP only (background.go, [Background]): the response
-//     runs on its own connection core detached from the request, GET polls it,
-//     GET ?stream=true&starting_after=N replays its kept events and follows it, POST
+//     runs on its own connection core detached from the request, GET polls it (with its output
+//     as it stands on the instance that runs it: bgoutput.go), GET
+//     ?stream=true&starting_after=N replays its kept events and follows it, POST
 //     /v1/responses/{id}/cancel cancels it, DELETE removes it with its kept events once it has
-//     ended (response_in_progress before, bgrunning.go); on a shared store (Background.Shared,
-//     bgshared.go) all of these work on every instance; store:false with it is invalid_value, and a
-//     WebSocket create with it unsupported_parameter. generate and stream_id are
+//     ended (response_in_progress before, bgrunning.go; a store that fails changes nothing);
+//     a create naming it in previous_response_id is response_in_progress while it runs, on
+//     every shape ([Background.InProgress], session.Options.InProgress); on a shared store
+//     (Background.Shared, bgshared.go) all of these work on every instance; store:false with
+//     it is invalid_value, and a WebSocket create with it unsupported_parameter. generate and stream_id are
 //     WebSocket-only; response.processed is accepted silently; stream, stream_options, event_id,
 //     client_metadata, prompt_cache_key, include and unknown top-level fields are ignored.
 //     Unknown tool types are echoed in the Response unchanged.

@@ -68,10 +68,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 		h.createBackground(w, r, p, res, owner)
 		return
 	}
-	sess := h.Session
-	sess.Owner = owner
-	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
-	conn := session.NewConn(idleTransport{}, sess)
+	conn := session.NewConn(idleTransport{}, h.session(r, owner))
 	defer conn.Close()
 	if h.Track != nil {
 		defer h.Track(conn)()
@@ -89,7 +86,7 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	ps, err := reg.create(p, em, false, opts.counters())
 	res.Release() // the request is decoded; its rollout's items are counted by the rollout limits
 	if err != nil {
-		h.fail(w, h.runningParent(r.Context(), err, p, owner))
+		h.fail(w, err)
 		return
 	}
 	select {
@@ -100,6 +97,18 @@ func (h *HTTP) Create(w http.ResponseWriter, r *http.Request, owner string) {
 	if col != nil {
 		writeJSON(w, http.StatusOK, col.final)
 	}
+}
+
+// session is the connection core's options of a request of owner: a continuation naming a
+// background response that has not ended is response_in_progress (Background.InProgress).
+func (h *HTTP) session(r *http.Request, owner string) session.Options {
+	sess := h.Session
+	sess.Owner = owner
+	sess.QuotaKey = session.QuotaKey(owner, r.RemoteAddr)
+	if h.Background != nil {
+		sess.InProgress = h.Background.InProgress
+	}
+	return sess
 }
 
 // ReadBody admits and reads a POST body, for every route that decodes one (POST
@@ -309,7 +318,7 @@ func (h *HTTP) Get(w http.ResponseWriter, r *http.Request, id, owner string) {
 	if errors.Is(err, session.ErrNotFound) && h.getShared(w, r, id, owner) {
 		return // a background response running on another instance, or one that did not reach the store
 	}
-	if errors.Is(err, session.ErrNotFound) && h.getEndedBackground(w, id, owner) {
+	if errors.Is(err, session.ErrNotFound) && h.getEndedBackground(w, r, id, owner) {
 		return // a background response of this server that ended without being stored (failed)
 	}
 	if err != nil {
@@ -383,29 +392,53 @@ func writeEncoded(w http.ResponseWriter, r *http.Request, size int64, encode fun
 // Delete serves DELETE /v1/responses/{id}: {"id","object":"response","deleted":true}, or 404.
 // A background response that has not ended is 409 response_in_progress (bgrunning.go); one
 // that has ended goes with its kept events, so that neither GET nor its stream answers it
-// any more.
+// any more. A store that fails is 503 store_unavailable, and this instance then forgets
+// nothing: the response stays readable until a DELETE succeeds.
 func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) {
 	st := h.Options.Store
 	if st == nil {
 		WriteError(w, notFound(id))
 		return
 	}
-	if h.backgroundRunning(r.Context(), id, owner) {
+	ctx := r.Context()
+	if h.Background.InProgress(ctx, id, owner) {
 		WriteError(w, inProgress(id))
 		return
 	}
-	err := st.Delete(r.Context(), id, owner)
-	// A failed background response is not in the store: this instance's copy is all there is.
-	kept := h.Background != nil && h.Background.forgetEnded(id, owner)
-	if err != nil && !(kept && errors.Is(err, session.ErrNotFound)) {
+	run, err := h.deleteStored(ctx, st, id, owner)
+	if err != nil {
 		storeError(w, id, err)
 		return
 	}
-	if b := h.shared(); b != nil {
-		// Its record would answer GET in place of the deleted Response.
-		_ = b.Shared.DeleteBackground(r.Context(), owner, id)
+	if run != nil {
+		h.Background.forget(run) // only now: every store call has succeeded
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+}
+
+// deleteStored deletes what st keeps of response id of owner: its stored Response, and its
+// record on a shared store. A failed background response is not in st: its record, and the
+// copy of the instance that ran it, are all there is (GET answers from either). It returns
+// that copy when this instance keeps one (nil: none), for the caller to forget once all went
+// well; ErrNotFound when nothing has the response; another error when a store call failed
+// (what it deleted before stays deleted, and a DELETE again completes it).
+func (h *HTTP) deleteStored(ctx context.Context, st session.Store, id, owner string) (*bgRun, error) {
+	err := st.Delete(ctx, id, owner)
+	run := h.Background.endedRun(id, owner)
+	b := h.shared()
+	if errors.Is(err, session.ErrNotFound) && run == nil && b != nil {
+		err = b.recordKept(ctx, id, owner)
+	}
+	if err != nil && !(run != nil && errors.Is(err, session.ErrNotFound)) {
+		return nil, err
+	}
+	if b != nil {
+		// Its record would answer GET in place of the deleted Response.
+		if err := b.Shared.DeleteBackground(ctx, owner, id); err != nil {
+			return nil, err
+		}
+	}
+	return run, nil
 }
 
 // InputItems serves GET /v1/responses/{id}/input_items: {"object":"list","data","first_id",

@@ -171,6 +171,13 @@ type Options struct {
 	// compaction items are expanded with it). Nil means a random per-process key, so items
 	// from another process (another instance, or before a restart) are invalid_compaction_item.
 	Compaction *Compactor
+	// InProgress, if set, reports whether response id of owner is running, or queued, outside
+	// the connection (a background response, on this instance or another one sharing the
+	// store): a create of either shape whose previous_response_id names it, and which neither
+	// the connection nor Store holds, is answered response_in_progress (409, param
+	// previous_response_id: ParentRunning) rather than previous_response_not_found, as the
+	// HTTP create is. It is asked only then, with the connection's context. Nil means none.
+	InProgress func(ctx context.Context, id, owner string) bool
 }
 
 func (o *Options) withDefaults() Options {

@@ -172,7 +172,7 @@ func (c *Conn) resolveParent(cr *Create, s Shape) error {
 	}
 	if !found {
 		if chain, err = StoredChain(c.ctx, c.opts.Store, cr.Parent, c.opts.Owner); err != nil {
-			return err
+			return c.runningParent(cr.Parent, err)
 		}
 		cr.Cold = cold(protocol.ColdNotOnConnection)
 	}
@@ -187,6 +187,26 @@ func (c *Conn) resolveParent(cr *Create, s Shape) error {
 		return err
 	}
 	return nil
+}
+
+// runningParent is err, the error of the store's lookup of parent, unless that is
+// previous_response_not_found and parent runs outside the connection (Options.InProgress):
+// then ParentRunning.
+func (c *Conn) runningParent(parent string, err error) error {
+	perr, ok := protocol.AsError(err)
+	if !ok || perr.Code != protocol.CodePreviousNotFound || c.opts.InProgress == nil ||
+		!c.opts.InProgress(c.ctx, parent, c.opts.Owner) {
+		return err
+	}
+	return ParentRunning(parent)
+}
+
+// ParentRunning is the response_in_progress error (409, param previous_response_id) of a
+// create whose previous_response_id names response id, which has not ended (a background
+// response that is queued or running): it is continued once it has ended.
+func ParentRunning(id string) *protocol.Error {
+	return protocol.Errorf(http.StatusConflict, protocol.CodeResponseInProgress, "previous_response_id",
+		"Previous response with id '%s' has not finished yet: send the continuation after its terminal event.", id)
 }
 
 // StoredChain reads the chain of the stored response id of owner from st (Store.Chain):

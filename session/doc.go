@@ -74,7 +74,8 @@
 //
 // Besides the codes of protocol's error table this package answers response_already_completed (409,
 // response.cancel of an ended rollout), response_in_progress (409, previous_response_id naming a
-// rollout that has not ended), server_shutting_down (503, a create while draining) and
+// rollout that has not ended, or a response running outside the connection: Options.InProgress,
+// a background response), server_shutting_down (503, a create while draining) and
 // store_unavailable (503, a previous_response_id lookup the store failed; also response.error
 // of a store:true rollout the store did not accept, which then ends response.failed).
 //

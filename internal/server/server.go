@@ -603,7 +603,15 @@ func (s *Server) sessionOptions(owner, quota string) session.Options {
 		KeyRollouts: s.keyRoll,
 		Owner:       owner,
 		QuotaKey:    quota,
+		InProgress:  s.backgroundInProgress,
 	}
+}
+
+// backgroundInProgress is the session.Options.InProgress of every connection: a continuation
+// naming a background response that has not ended is response_in_progress (409) on every
+// shape, as over HTTP.
+func (s *Server) backgroundInProgress(ctx context.Context, id, owner string) bool {
+	return s.http.Background.InProgress(ctx, id, owner)
 }
 
 func (s *Server) track(c *session.Conn, m connMeta) bool {

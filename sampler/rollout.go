@@ -778,14 +778,32 @@ func (r *Rollout) KeepAlive(now time.Time, interval time.Duration) bool {
 		return false
 	}
 	defer r.sinkMu.Unlock()
+	if !r.keepAliveDueLocked(now, interval) {
+		return false
+	}
+	r.quietFrom = now
+	return r.hooks.keep.KeepAlive()
+}
+
+// KeepAliveDue reports whether a KeepAlive(now, interval) would ask the Sink for a keepalive:
+// a sampling step runs, the Sink has a KeepAliver, and it has been called for nothing since
+// interval before now. It keeps the same count of quiet time as KeepAlive (a poll that finds
+// new Sink calls starts the quiet time again), but never calls the Sink and never waits (a
+// Sink call in progress: false), so a poller can run it on its own timer goroutine and start
+// a writer for KeepAlive only when one is due. Safe for concurrent use.
+func (r *Rollout) KeepAliveDue(now time.Time, interval time.Duration) bool {
+	if !r.sinkMu.TryLock() {
+		return false
+	}
+	defer r.sinkMu.Unlock()
+	return r.keepAliveDueLocked(now, interval)
+}
+
+// keepAliveDueLocked is KeepAliveDue with sinkMu held.
+func (r *Rollout) keepAliveDueLocked(now time.Time, interval time.Duration) bool {
 	if r.sinkCalls != r.seenCalls || r.quietFrom.IsZero() {
 		r.seenCalls, r.quietFrom = r.sinkCalls, now
 		return false
 	}
-	k := r.hooks.keep
-	if !r.inStep || k == nil || now.Sub(r.quietFrom) < interval {
-		return false
-	}
-	r.quietFrom = now
-	return k.KeepAlive()
+	return r.inStep && r.hooks.keep != nil && now.Sub(r.quietFrom) >= interval
 }

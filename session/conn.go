@@ -256,7 +256,7 @@ type Conn struct {
 	unparkSink UnparkSink    // SetUnparkSink: continues a parked rollout of the shape's ParkableSink
 	parker     store.Parker  // Options.Parker
 
-	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog, a keepalive ask
+	goroutines sync.WaitGroup // every goroutine the connection starts: one per rollout (Run), the age limit, the pinger, the watchdog, a keepalive writer
 
 	wmu        writeLock    // serialises Write in arrival order (fair between lanes)
 	out        outbox       // the frames Write queued, written by one flusher goroutine at a time
@@ -270,7 +270,8 @@ type Conn struct {
 	qreserved             int64                  // bytes of Options.Budget held for them: whole writeGranules, at least queued
 	watchdogOn            bool                   // immutable: the watchdog runs (and calls trimQueue)
 	dropReason            atomic.Pointer[string] // why dropPeer dropped the peer (DropReason); nil until then
-	keeping               atomic.Bool            // a keepalive ask is in progress (keepAlive)
+	keeping               atomic.Bool            // a keepalive writer is in progress (keepAlive)
+	keepWriters           atomic.Int64           // keepalive writers started (keepAlive): one per keepalive due, not per tick
 }
 
 // NewConn returns the core of one connection over tr. Call Close when the adapter's read loop
@@ -425,6 +426,7 @@ func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	var sampling []*sampler.Rollout // keepAlive's scratch
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -437,7 +439,7 @@ func (c *Conn) watchdog(writeTimeout, keepAlive time.Duration) {
 				return
 			}
 			if keepAlive > 0 {
-				c.keepAlive(now, keepAlive)
+				sampling = c.keepAlive(now, keepAlive, sampling)
 			}
 			if expiry > 0 {
 				c.expireParked(now)

@@ -41,7 +41,8 @@
 // entry's size is held in [Options.Budget] while the entry exists and released exactly once
 // when it leaves, and a connection's registry holds at most the larger of CacheBytes and
 // MaxRolloutBytes (ended entries are evicted first). [KeyLimit] bounds what one quota key
-// ([QuotaKey]) holds at once.
+// ([QuotaKey]) holds at once. The server-wide index of live items ([LiveItems]) counts its
+// own entries in the Budget, [LiveItemBytes] each, while they are indexed.
 //
 // Every create, on either shape, goes through [Conn.Create]: it passes [CheckFormat] (it
 // compiles a text.format JSON schema) and [protocol.CheckCreate], then has its item_reference

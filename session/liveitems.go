@@ -22,13 +22,21 @@ import (
 // the rollout has ended and was stored.
 //
 // Options.LiveItems shares one LiveItems between a server's connections; a nil *LiveItems
-// indexes nothing and finds nothing. Safe for concurrent use. Its entries (an item id and a
-// position each) are small beside the items, which the rollouts hold already (counted in
-// Options.Budget).
+// indexes nothing and finds nothing. Safe for concurrent use. The items themselves are the
+// rollouts' (counted in Options.Budget as theirs); the index's own entries, LiveItemBytes
+// each, are counted in the Budget given to NewLiveItems from when they are indexed until they
+// leave the index.
 type LiveItems struct {
+	budget *Budget // nil: the entries count nowhere
+
 	mu  sync.Mutex // guards ids
 	ids map[liveKey][]liveRef
 }
+
+// LiveItemBytes is what one entry of the index (one item id of one rollout) holds, in bytes,
+// as the Budget counts it: its map key (the owner's and the item id's string headers, the
+// strings being the items'), its slice of holders and the map's slot overhead, rounded up.
+const LiveItemBytes = 100
 
 // liveKey names an item id of an owner.
 type liveKey struct{ owner, id string }
@@ -42,12 +50,17 @@ type liveRef struct {
 // liveHolder is the index's part of one rollout (rollout.live): the items indexed so far,
 // read-only (a prefix of the rollout's append-only context).
 type liveHolder struct {
-	owner string
-	items []protocol.Item // guarded by LiveItems.mu
+	owner   string
+	items   []protocol.Item // guarded by LiveItems.mu
+	entries int64           // guarded by LiveItems.mu: the index entries of items (the ones with an id)
 }
 
-// NewLiveItems returns an empty index.
-func NewLiveItems() *LiveItems { return &LiveItems{ids: make(map[liveKey][]liveRef)} }
+// NewLiveItems returns an empty index whose entries count in b (LiveItemBytes each; nil: in
+// no budget). An entry is counted whether it fits or not: the item it indexes was admitted
+// already, with its rollout.
+func NewLiveItems(b *Budget) *LiveItems {
+	return &LiveItems{budget: b, ids: make(map[liveKey][]liveRef)}
+}
 
 // add indexes the items of ctx (the rollout's whole context, read-only) that h has not
 // indexed yet.
@@ -57,13 +70,17 @@ func (l *LiveItems) add(h *liveHolder, ctx []protocol.Item) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	added := int64(0)
 	for i := len(h.items); i < len(ctx); i++ {
 		if id := ctx[i].ID; id != "" {
 			k := liveKey{h.owner, id}
 			l.ids[k] = append(l.ids[k], liveRef{h: h, pos: i})
+			added++
 		}
 	}
 	h.items = ctx[:len(ctx):len(ctx)]
+	h.entries += added
+	l.budget.Grow(added * LiveItemBytes)
 }
 
 // remove takes every item of h out of the index.
@@ -95,6 +112,8 @@ func (l *LiveItems) remove(h *liveHolder) {
 		}
 	}
 	h.items = nil
+	l.budget.Release(h.entries * LiveItemBytes)
+	h.entries = 0
 }
 
 // Find returns the items with these ids (which may repeat) that live rollouts of owner hold,

@@ -15,7 +15,7 @@ func liveItem(id, text string) protocol.Item {
 // new part of a context; an id two rollouts hold stays found until both are removed; items
 // without an id are not indexed; removing everything leaves an empty index.
 func TestLiveItemsHolders(t *testing.T) {
-	l := NewLiveItems()
+	l := NewLiveItems(nil)
 	a, b := &liveHolder{owner: "k1"}, &liveHolder{owner: "k1"}
 	other := &liveHolder{owner: "k2"}
 	ctx := []protocol.Item{liveItem("msg_1", "one"), liveItem("", "no id"), liveItem("fc_1", "call")}
@@ -50,5 +50,36 @@ func TestLiveItemsHolders(t *testing.T) {
 	none.remove(a)
 	if got := none.Find("k1", []string{"msg_1"}); len(got) != 0 || none.Len() != 0 {
 		t.Fatal("a nil LiveItems found something")
+	}
+}
+
+// TestLiveItemsBudget: each entry of the index counts LiveItemBytes in its Budget from when it
+// is indexed (a later add counts only the new entries; items without an id count nothing)
+// until its rollout leaves the index; removing every rollout brings the budget back to zero,
+// and a second remove gives nothing back twice.
+func TestLiveItemsBudget(t *testing.T) {
+	b := NewBudget(1<<20, 0)
+	l := NewLiveItems(b)
+	a, other := &liveHolder{owner: "k1"}, &liveHolder{owner: "k2"}
+	ctx := []protocol.Item{liveItem("msg_1", "one"), liveItem("", "no id"), liveItem("fc_1", "call")}
+	want := func(entries int64, when string) {
+		t.Helper()
+		if got := b.InUse(); got != entries*LiveItemBytes {
+			t.Fatalf("%s: the budget holds %d bytes, want %d entries of %d", when, got, entries, LiveItemBytes)
+		}
+	}
+	l.add(a, ctx[:1])
+	want(1, "one item indexed")
+	l.add(a, ctx)
+	want(2, "the context grown by an item without an id and one with")
+	l.add(other, []protocol.Item{liveItem("msg_1", "same id, another owner"), liveItem("msg_2", "two")})
+	want(4, "another rollout's two items")
+	l.remove(a)
+	want(2, "the first rollout gone")
+	l.remove(other)
+	l.remove(other)
+	want(0, "every rollout gone")
+	if n := l.Len(); n != 0 {
+		t.Fatalf("%d ids left in the index", n)
 	}
 }

@@ -216,6 +216,7 @@ func (s *parkingSink) Parked(p *sampler.ParkedRollout) {
 		c.forgetStoredLocked(h)
 	case h.cancelled:
 		if r, err := c.unparkLocked(h, true, nil); err == nil {
+			h.parkCancel = r // its ending is the cancel's (cancelKey)
 			r.Cancel(h.cancelWhy)
 		}
 	case c.closing:

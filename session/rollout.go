@@ -43,6 +43,10 @@ type rollout struct {
 	stamp     uint64
 	cancelled bool
 	cancelWhy string // the reason of the Cancel (or drain) that set cancelled
+	// parkCancel is the rollout that the end of a park started from the parked value and
+	// cancelled, because a cancel had come while it parked (parkingSink.Parked): its ending is
+	// that cancel's (cancelKey).
+	parkCancel *sampler.Rollout
 	// answered: the rollout's sink has answered its end (coreSink.Ended); until then refusals
 	// holds the 409s of cancels that came while it ended, written right after its terminal event.
 	answered bool
@@ -430,12 +434,23 @@ func (c *Conn) cancelKey(key, reason string, ordered bool) error {
 	if err != nil {
 		return err // claimed by another instance meanwhile (404), or it could not be continued
 	}
+	// A rollout that has begun to park but is still Suspended (its session's Park runs) takes
+	// the cancel here at once and parks all the same; the park's end then finds h.cancelled
+	// and continues and cancels it (parkingSink.Parked), so the answer, its incomplete
+	// ending with this reason, still comes, and nothing resumes it meanwhile.
 	if r.TryCancel(reason) {
 		return nil
 	}
-	// The rollout had settled on another ending: its sink is answering it.
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if h.parkCancel == r {
+		// The rollout was parking when this cancel came (Parked, its value not yet here):
+		// the park's end continued it and cancelled it for this cancel (parkingSink.Parked),
+		// and it may have ended before TryCancel. Its ending (incomplete, this cancel's
+		// reason) answers the cancel; a 409 would say the cancel came too late.
+		return nil
+	}
+	// The rollout had settled on another ending: its sink is answering it.
 	return c.refuseLocked(h, key, ordered)
 }
 

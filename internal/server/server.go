@@ -236,7 +236,7 @@ func New(opts Options) *Server {
 		q.SetKeyQuota(orDefault(opts.KeyStoredResponses, max(count/KeyStoreShare, 1)), orDefault(opts.KeyStoredBytes, max(bytes/KeyStoreShare, 1)))
 	}
 	s := &Server{opts: opts, log: opts.Logger, conns: make(map[*session.Conn]connMeta), adm: session.NewAdmission(opts.MaxSampling),
-		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger), live: session.NewLiveItems()}
+		store: store.Guard(opts.Store, opts.StoreTimeout, opts.Logger)}
 	if _, inProcess := opts.Store.(*store.Memory); !inProcess {
 		// A rollout parked in this process's own memory would not outlive it: only a store
 		// shared by the deployment (Redis) takes parked rollouts.
@@ -245,6 +245,7 @@ func New(opts Options) *Server {
 	s.keyRoll = session.NewKeyLimit(orDefault(opts.KeyRollouts, DefaultKeyRollouts), "live rollouts")
 	s.keyConns = session.NewKeyLimit(orDefault(opts.KeyConnections, DefaultKeyConnections), "WebSocket connections")
 	s.budget = newBudget(opts.MaxMemory, opts.MaxDecoding)
+	s.live = session.NewLiveItems(s.budget) // its entries count in the budget
 	s.budget.SetKeyShare(keyShare(opts.KeyShare))
 	httpSession := s.sessionOptions("", "")
 	httpSession.MaxConnectionAge = 0 // one request per connection core

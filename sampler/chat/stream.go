@@ -33,7 +33,9 @@ type reader struct {
 	cancel context.CancelCauseFunc
 	// budget is the server's memory budget (nil: none): the event being read is held in it
 	// until it is applied (close returns the last); the rollout counts the step's text and
-	// arguments there itself.
+	// arguments there itself. The body is read on the rollout's goroutine (Sample), and each
+	// step has a response of its own, so a reservation that waits for room holds up that
+	// rollout only.
 	budget sampler.Budget
 	body   *sampler.MeteredReader // set by read; an event counts in the budget while it is read and applied
 

@@ -24,6 +24,13 @@ import (
 // until the step that took it has applied it (frame.cost, release) or the socket closed.
 // The reader notes when the upstream last delivered data (heard), so that a step's silence
 // timeout counts from the last bytes received, not from the start of a frame.
+//
+// A reservation may wait (the session's budget first parks suspended rollouts to make room,
+// for a fraction of a second), and the reader's then holds up the reading of this socket. That
+// stalls the step of one rollout only: the socket is one lane's, whose rollouts sample one at a
+// time, so every frame it reads belongs to the step waiting for it; other lanes read sockets
+// of their own (TestBudgetWaitStallsOneLane). The step's text is reserved by the rollout's own
+// goroutine as it applies the events (sampler.Output).
 type socket struct {
 	c      *websocket.Conn
 	frames chan frame

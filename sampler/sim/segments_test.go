@@ -13,6 +13,17 @@ import (
 	"unsafe"
 )
 
+// encodePieces calls fn with the id and the length in bytes of each token of s, in order (a
+// token may hold part of a multi-byte character; the lengths sum to len(s) unless the tokenizer
+// drops a character: it drops DEL), until fn returns false. The ids are those appendEncoded
+// appends for s. The tests' reference for the stream's tokens and for the bytes a number of
+// tokens takes; the sim itself streams (stream.go) or appends ids (appendEncoded).
+func encodePieces(s string, fn func(id uint32, n int) bool) {
+	encodeChunksUntil(s, func(chunk string) bool {
+		return encodeChunk(chunk, func(t token) bool { return fn(t.id(), t.size()) })
+	})
+}
+
 // referencePieces returns each token of s as the tokenizer gives it for each chunk in one call:
 // ids and the lengths of their texts.
 func referencePieces(s string) (ids []uint32, sizes []int) {

@@ -32,19 +32,16 @@ func (st *simStep) stream(text string, emit func(string) error, ids *[]uint32) e
 	return st.streamFrom(text, nil, emit, ids)
 }
 
-// streamFrom is stream of head followed by the text src yields (nil: none). It takes parts in
-// as it goes, holding the text from the start of the delta being built on, and at least
-// lookahead bytes past the next chunk's start (or the rest of the text): the chunks, hence the
-// tokens and the deltas, are those of the whole text.
+// streamFrom is stream of head followed by the text src yields (nil: none). Its chunker takes
+// parts in as it goes, holding the text from the start of the delta being built on, and at
+// least lookahead bytes past the next chunk's start (or the rest of the text): the chunks,
+// hence the tokens and the deltas, are those of the whole text.
 func (st *simStep) streamFrom(head string, src textSource, emit func(string) error, ids *[]uint32) error {
-	var (
-		err   error
-		buf   = head       // the text from the delta being built on; parts are appended as needed
-		ended = src == nil // src has no more parts
-	)
-	// In buf: the delta's start, the next token's start, the next chunk's start (pos falls
-	// behind it when the tokenizer drops a character); n is the delta's tokens.
-	from, pos, at, n := 0, 0, 0, 0
+	var err error
+	c := chunker{buf: head, src: src} // c.buf: the text from the delta being built on
+	// In c.buf: the delta's start, the next token's start (it falls behind the next chunk's
+	// start, c.at, when the tokenizer drops a character); n is the delta's tokens.
+	from, pos, n := 0, 0, 0
 	flush := func(end int) bool {
 		if end <= from {
 			return true
@@ -53,7 +50,7 @@ func (st *simStep) streamFrom(head string, src textSource, emit func(string) err
 			return false
 		}
 		if emit != nil {
-			if err = emit(buf[from:end]); err != nil {
+			if err = emit(c.buf[from:end]); err != nil {
 				return false
 			}
 		}
@@ -64,7 +61,7 @@ func (st *simStep) streamFrom(head string, src textSource, emit func(string) err
 		if st.full() {
 			return false
 		}
-		if n > 0 && utf8.RuneStart(buf[pos]) && (n >= maxDeltaTokens || buf[pos] == ' ' || buf[pos] == '\n') {
+		if n > 0 && utf8.RuneStart(c.buf[pos]) && (n >= maxDeltaTokens || c.buf[pos] == ' ' || c.buf[pos] == '\n') {
 			if !flush(pos) {
 				return false
 			}
@@ -79,22 +76,9 @@ func (st *simStep) streamFrom(head string, src textSource, emit func(string) err
 		return true
 	}
 	for {
-		for !ended && len(buf)-at < lookahead {
-			part, ok := src.next()
-			if !ok {
-				ended = true
-				break
-			}
-			buf = buf[from:] + part // what was emitted is dropped
-			pos, at, from = pos-from, at-from, 0
-		}
-		if at >= len(buf) {
-			break
-		}
-		chunk := buf[at : at+chunkLen(buf[at:])]
-		at += len(chunk)
-		countEncode(len(chunk))
-		if !encodeChunk(chunk, token) {
+		chunk, shift, ok := c.next(from) // what was emitted is dropped
+		pos, from = pos-shift, from-shift
+		if !ok || !encodeChunk(chunk, token) {
 			break
 		}
 	}
@@ -102,7 +86,7 @@ func (st *simStep) streamFrom(head string, src textSource, emit func(string) err
 		return err
 	}
 	end := pos
-	for end > from && !utf8.ValidString(buf[from:end]) {
+	for end > from && !utf8.ValidString(c.buf[from:end]) {
 		end-- // a cut inside a character: drop its leading bytes
 	}
 	flush(end)

@@ -77,29 +77,56 @@ func countTokens(s string) int {
 	return n
 }
 
-// encodePieces calls fn with the id and the length in bytes of each token of s, in order (a
-// token may hold part of a multi-byte character; the lengths sum to len(s) unless the tokenizer
-// drops a character: it drops DEL), until fn returns false. The ids are those appendEncoded
-// appends for s.
-func encodePieces(s string, fn func(id uint32, n int) bool) {
-	encodeChunksUntil(s, func(chunk string) bool {
-		return encodeChunk(chunk, func(t token) bool { return fn(t.id(), t.size()) })
-	})
-}
-
 func encodeChunks(s string, fn func(chunk string)) {
 	encodeChunksUntil(s, func(chunk string) bool { fn(chunk); return true })
 }
 
+// encodeChunksUntil calls fn with each chunk of s in order (see chunker), until fn returns
+// false.
 func encodeChunksUntil(s string, fn func(chunk string) bool) {
-	for len(s) > 0 {
-		n := chunkLen(s)
-		countEncode(n)
-		if !fn(s[:n]) {
+	c := chunker{buf: s}
+	for {
+		chunk, _, ok := c.next(0)
+		if !ok || !fn(chunk) {
 			return
 		}
-		s = s[n:]
 	}
+}
+
+// chunker cuts a text into the chunks it is encoded in (chunkLen), in order, counting each in
+// encodeStats: a text held whole (appendEncoded, countTokens), or one a textSource yields in
+// parts, taken in as the chunks need them (the sim's stream). Either way the chunks are those
+// of the whole text. It is the one loop over chunks: both callers go through next.
+type chunker struct {
+	buf string     // the text from the first byte still kept on
+	at  int        // the next chunk's start in buf
+	src textSource // the rest of the text; nil once it has ended (or for a text held whole)
+}
+
+// next returns the next chunk, or false at the text's end. With a source it first takes parts
+// in until lookahead bytes past the chunk's start are held, or the text has ended: chunkLen
+// looks at no more, so the chunk is cut where it would be in the whole text. keep is the first
+// byte of buf the caller still needs (the stream's delta being built): the bytes before it are
+// dropped when a part is appended, and shift is how far every offset into buf moved then (the
+// caller's own move by as much, whether a chunk is returned or not).
+func (c *chunker) next(keep int) (chunk string, shift int, ok bool) {
+	for c.src != nil && len(c.buf)-c.at < lookahead {
+		part, more := c.src.next()
+		if !more {
+			c.src = nil
+			break
+		}
+		c.buf = c.buf[keep:] + part // what the caller no longer needs is dropped
+		c.at -= keep
+		shift, keep = shift+keep, 0
+	}
+	if c.at >= len(c.buf) {
+		return "", shift, false
+	}
+	chunk = c.buf[c.at : c.at+chunkLen(c.buf[c.at:])]
+	c.at += len(chunk)
+	countEncode(len(chunk))
+	return chunk, shift, true
 }
 
 // countEncode counts the encoding of a chunk of n bytes in encodeStats (when countEncodes).

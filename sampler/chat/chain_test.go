@@ -111,6 +111,8 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"The model 'gpt-x' does not exist","type":"invalid_request_error","code":"model_not_found"}}`, http.StatusNotFound)
 	case "400":
 		http.Error(w, `{"error":{"message":"the request exceeds the available context size","type":"invalid_request_error"}}`, http.StatusBadRequest)
+	case "ctx": // OpenAI's answer to a prompt over the model's context window
+		http.Error(w, `{"error":{"message":"This model's maximum context length is 128 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, http.StatusBadRequest)
 	case "stall":
 		sse()
 		<-r.Context().Done()
@@ -418,6 +420,7 @@ func TestChainFailures(t *testing.T) {
 		{"500", "server_error", "HTTP 500"},
 		{"401", "server_error", "HTTP 401"},
 		{"400", "invalid_prompt", "exceeds the available context size"},
+		{"ctx", "context_length_exceeded", "maximum context length is 128 tokens"},
 		{"404", "model_not_found", "does not serve this model"},
 		{"stall", "server_error", "sent nothing"},
 		{"malformed", "server_error", "malformed chunk"},

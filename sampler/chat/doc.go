@@ -113,7 +113,9 @@
 // (before the headers, or anywhere in the stream: a long event that arrives slowly is waited
 // for while its bytes keep coming) fails the step. An upstream 400, 413 or 422 fails the
 // step with a *protocol.Error (invalid_request_error, code invalid_prompt, the upstream's
-// message); 401 / 403 fail it as a configuration error (server_error; the upstream's message
+// message; code CodeContextLengthExceeded, param input, when the upstream says the prompt is
+// over its context: llama.cpp's error type exceed_context_size_error, or the code
+// context_length_exceeded); 401 / 403 fail it as a configuration error (server_error; the upstream's message
 // is not echoed); any other status, a refused connection, a malformed chunk, an error object
 // in the stream, or a stream that ends without finish_reason fail it with server_error and a
 // message naming the cause. The rollout then ends response.failed. Each failure is logged once

@@ -162,6 +162,62 @@ func TestEngineContextFull(t *testing.T) {
 	}
 }
 
+// TestEngineInputOverContext sends an input longer than a slot's context: llama-server refuses
+// it (400, exceed_context_size_error), and the response ends failed with the code the sim's
+// context window and OpenAI give such input, context_length_exceeded, over JSON and SSE; a
+// continuation that takes the conversation past the context fails the same way; the server
+// then serves a short request.
+func TestEngineInputOverContext(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 1})
+	front, _, _ := engineFront(t, chat.Options{Slots: 1}, eng)
+	long := strings.Repeat("dreams unfold ", 1500) // about 9,000 tokens of this model: over the 2,048 of a slot
+	overContext := func(how string, f conformance.Frame) {
+		t.Helper()
+		if f.Str("response", "status") != "failed" || f.Str("response", "error", "code") != chat.CodeContextLengthExceeded ||
+			!strings.Contains(f.Str("response", "error", "message"), "context") {
+			t.Fatalf("%s: status %s, error %v: want failed, %s", how, f.Str("response", "status"), f.Get("response", "error"), chat.CodeContextLengthExceeded)
+		}
+	}
+
+	code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": long})
+	if code != 200 {
+		t.Fatalf("POST: %d %v", code, r)
+	}
+	overContext("JSON", conformance.Frame{"response": r})
+
+	b, _ := json.Marshal(map[string]any{"model": llamatest.Model, "input": long, "stream": true})
+	resp, err := http.Post(front+"/v1/responses", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last conformance.Frame
+	for sr := protocol.NewSSEReader(resp.Body); ; {
+		_, data, err := sr.Next()
+		if err != nil {
+			break
+		}
+		last = nil
+		_ = json.Unmarshal(data, &last)
+	}
+	resp.Body.Close()
+	if last.Type() != "response.failed" {
+		t.Fatalf("SSE ended with %v, want response.failed", last)
+	}
+	overContext("SSE", last)
+
+	code, r = postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": "weather 0", "max_output_tokens": 16, "store": true})
+	first := conformance.Frame{"response": r}
+	if code != 200 || first.Str("response", "status") == "failed" {
+		t.Fatalf("a short request after the refusals: %d %v", code, r)
+	}
+	code, r = postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": long,
+		"previous_response_id": first.Str("response", "id")})
+	if code != 200 {
+		t.Fatalf("continuation: %d %v", code, r)
+	}
+	overContext("continuation", conformance.Frame{"response": r})
+}
+
 // TestEngineKeepAlive sends 80 streamed steps, 16 at a time, straight to a llama-server (which
 // closes each connection after a streamed reply although it advertises keep-alive): none fails.
 func TestEngineKeepAlive(t *testing.T) {

@@ -113,6 +113,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"the request exceeds the available context size","type":"invalid_request_error"}}`, http.StatusBadRequest)
 	case "ctx": // OpenAI's answer to a prompt over the model's context window
 		http.Error(w, `{"error":{"message":"This model's maximum context length is 128 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, http.StatusBadRequest)
+	case "json": // an engine that ignores "stream": true and answers one chat.completion
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+	case "html": // an -upstream URL that is a web page, not the engine's API
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html><body>Welcome</body></html>")
 	case "stall":
 		sse()
 		<-r.Context().Done()
@@ -423,6 +429,8 @@ func TestChainFailures(t *testing.T) {
 		{"ctx", "context_length_exceeded", "maximum context length is 128 tokens"},
 		{"404", "model_not_found", "does not serve this model"},
 		{"stall", "server_error", "sent nothing"},
+		{"json", "server_error", `Content-Type application/json, no SSE event; it began "{\"id\":\"x\",\"object\":\"chat.completion\"`},
+		{"html", "server_error", `is not a Chat Completions stream (HTTP 200, Content-Type text/html, no SSE event; it began "<html>`},
 		{"malformed", "server_error", "malformed chunk"},
 		{"eof", "server_error", "without a finish_reason"},
 		{"", "", ""},

@@ -118,7 +118,9 @@
 // context_length_exceeded); 401 / 403 fail it as a configuration error (server_error; the upstream's message
 // is not echoed); any other status, a refused connection, a malformed chunk, an error object
 // in the stream, or a stream that ends without finish_reason fail it with server_error and a
-// message naming the cause. The rollout then ends response.failed. Each failure is logged once
+// message naming the cause (a 200 answer that held no SSE event at all, such as a JSON
+// chat.completion from an engine that ignored "stream": true or a web page at a wrong
+// -upstream, names its Content-Type and quotes its first 200 bytes). The rollout then ends response.failed. Each failure is logged once
 // (replica, kind, error; never content or keys) and counted by kind. Requests carry an
 // Idempotency-Key, so that net/http resends one the engine closed a kept-alive connection
 // under before reading it (llama-server advertises keep-alive and then closes after each

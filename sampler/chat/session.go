@@ -221,6 +221,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		return res, false, err
 	}
 	rd := s.newReader(out, timer)
+	rd.contentType = resp.Header.Get("Content-Type")
 	defer rd.close()
 	res, err = rd.read(ctx, resp.Body)
 	if err != nil {

@@ -113,6 +113,8 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"the request exceeds the available context size","type":"invalid_request_error"}}`, http.StatusBadRequest)
 	case "ctx": // OpenAI's answer to a prompt over the model's context window
 		http.Error(w, `{"error":{"message":"This model's maximum context length is 128 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, http.StatusBadRequest)
+	case "404path": // a path the upstream does not serve (Go's answer)
+		http.Error(w, "404 page not found", http.StatusNotFound)
 	case "json": // an engine that ignores "stream": true and answers one chat.completion
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
@@ -428,6 +430,7 @@ func TestChainFailures(t *testing.T) {
 		{"400", "invalid_prompt", "exceeds the available context size"},
 		{"ctx", "context_length_exceeded", "maximum context length is 128 tokens"},
 		{"404", "model_not_found", "does not serve this model"},
+		{"404path", "server_error", "/v1/chat/completions (HTTP 404: 404 page not found): -upstream must be the engine's OpenAI-compatible API base"},
 		{"stall", "server_error", "sent nothing"},
 		{"json", "server_error", `Content-Type application/json, no SSE event; it began "{\"id\":\"x\",\"object\":\"chat.completion\"`},
 		{"html", "server_error", `is not a Chat Completions stream (HTTP 200, Content-Type text/html, no SSE event; it began "<html>`},

@@ -218,6 +218,22 @@ func TestEngineInputOverContext(t *testing.T) {
 	overContext("continuation", conformance.Frame{"response": r})
 }
 
+// TestEngineWrongPath puts Tether in front of llama-server with an -upstream that is not its
+// API base: the engine's 404 "File Not Found" fails the response with server_error naming the
+// URL asked and what -upstream must be, not as a model the engine lacks.
+func TestEngineWrongPath(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 1})
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.URL() + "/api"}, Slots: 1})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": "weather 0", "max_output_tokens": 16})
+	f := conformance.Frame{"response": r}
+	want := "has no Chat Completions API at POST " + eng.URL() + "/api/chat/completions (HTTP 404: File Not Found)"
+	if code != 200 || f.Str("response", "status") != "failed" || f.Str("response", "error", "code") != "server_error" ||
+		!strings.Contains(f.Str("response", "error", "message"), want) {
+		t.Fatalf("POST: %d, status %s, error %v: want failed, server_error, %q", code, f.Str("response", "status"), f.Get("response", "error"), want)
+	}
+}
+
 // TestEngineKeepAlive sends 80 streamed steps, 16 at a time, straight to a llama-server (which
 // closes each connection after a streamed reply although it advertises keep-alive): none fails.
 func TestEngineKeepAlive(t *testing.T) {

@@ -23,13 +23,16 @@ const CodeInvalidPrompt = "invalid_prompt"
 // OpenAI's API gives an input over a model's context window; param is "input".
 const CodeContextLengthExceeded = protocol.ReasonContextLength
 
-// CodeModelNotFound is the response.failed error code of a step the upstream answered 404: it
-// does not serve the request's model (GET /v1/models lists those it does).
+// CodeModelNotFound is the response.failed error code of a step the upstream answered 404
+// about the model (its error code is model_not_found, or its message names a model): it does
+// not serve the request's model (GET /v1/models lists those it does). A 404 that says nothing
+// of a model is a path the upstream does not serve (-upstream is not its API base): the step
+// fails with server_error saying so.
 const CodeModelNotFound = protocol.CodeModelNotFound
 
 // statusError maps an upstream reply other than 200 to the step's error (package doc,
-// "Failures").
-func statusError(resp *http.Response) error {
+// "Failures"); url is the request's, for a 404 of a path the upstream does not serve.
+func statusError(resp *http.Response, url string) error {
 	code := resp.StatusCode
 	switch code {
 	case http.StatusUnauthorized, http.StatusForbidden:
@@ -39,6 +42,10 @@ func statusError(resp *http.Response) error {
 	msg := body.message
 	switch code {
 	case http.StatusNotFound: // e.g. vLLM, Ollama and OpenAI answer 404 for a model they lack
+		if !body.aboutModel() { // llama-server's "File Not Found", Go's "404 page not found"
+			return fmt.Errorf("the upstream engine has no Chat Completions API at POST %s (HTTP 404: %s): "+
+				"-upstream must be the engine's OpenAI-compatible API base, e.g. http://127.0.0.1:8080/v1", url, msg)
+		}
 		return &protocol.Error{Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: CodeModelNotFound, Param: "model",
 			Message: fmt.Sprintf("The upstream engine does not serve this model (HTTP 404): %s", msg)}
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
@@ -69,6 +76,13 @@ type errorBody struct {
 // context_length_exceeded (OpenAI, another Tether).
 func (b errorBody) overContext() bool {
 	return b.typ == "exceed_context_size_error" || b.code == CodeContextLengthExceeded
+}
+
+// aboutModel reports whether a 404 is about the request's model: its code is
+// model_not_found (OpenAI), or its message names a model (vLLM's "The model `x` does not
+// exist.", Ollama's "model \"x\" not found").
+func (b errorBody) aboutModel() bool {
+	return b.code == CodeModelNotFound || strings.Contains(strings.ToLower(b.message), "model")
 }
 
 // upstreamError reads an error body: OpenAI's {"error":{"message","type","code"}}, a bare

@@ -57,7 +57,10 @@
 // --slot-save-path, seen by Tether as Options.SlotDir) into a file named by its Response id and
 // a random suffix, and restored with action=restore into whatever slot it gets before its next
 // step. Files are removed when restored or when the rollout ends, and bounded in total bytes
-// (Options.SlotSaveBytes; the oldest go first). A save that got no answer (a stalled engine)
+// (Options.SlotSaveBytes; the oldest go first). A save whose file is then not in
+// Options.SlotDir (it is not the engine's --slot-save-path as Tether sees it) counts as failed,
+// is logged naming the directory, and turns saving off for that replica, so that files Tether
+// can neither remove nor restore do not pile up in the engine's directory. A save that got no answer (a stalled engine)
 // fails, and its file, which the engine may write when it runs again, is removed when the
 // replica next answers a request sent after the save gave up. Without a slot directory, or when the engine
 // cannot save, the rollout gives up its slot and its next step is prefilled again: its

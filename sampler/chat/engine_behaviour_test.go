@@ -127,6 +127,22 @@ func TestEngineSlotsChecked(t *testing.T) {
 	}
 }
 
+// TestEngineSlotContext: Probe learns the context of one slot from llama-server's /props (the
+// engine's -c divided by -np), which tether serve logs at start.
+func TestEngineSlotContext(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 2, SlotContext: 1024})
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.V1()}, Slots: 2})
+	if n := m.SlotContext(); n != 0 {
+		t.Fatalf("before Probe: %d tokens, want 0", n)
+	}
+	if err := m.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.SlotContext(); n != 1024 {
+		t.Fatalf("slot context %d tokens, want the engine's 1024", n)
+	}
+}
+
 // TestEngineContextFull fills a slot's context: the response is incomplete with reason
 // context_length_exceeded (no max_output_tokens was reached). A tool call the context cut off
 // is not pending: a continuation answering it gets tool_call_not_found saying so.

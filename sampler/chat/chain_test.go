@@ -113,6 +113,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"the request exceeds the available context size","type":"invalid_request_error"}}`, http.StatusBadRequest)
 	case "ctx": // OpenAI's answer to a prompt over the model's context window
 		http.Error(w, `{"error":{"message":"This model's maximum context length is 128 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, http.StatusBadRequest)
+	case "cut": // the engine dies mid-answer: its connection closes inside the chunked body
+		sse()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
 	case "404path": // a path the upstream does not serve (Go's answer)
 		http.Error(w, "404 page not found", http.StatusNotFound)
 	case "json": // an engine that ignores "stream": true and answers one chat.completion
@@ -436,6 +441,7 @@ func TestChainFailures(t *testing.T) {
 		{"html", "server_error", `is not a Chat Completions stream (HTTP 200, Content-Type text/html, no SSE event; it began "<html>`},
 		{"malformed", "server_error", "malformed chunk"},
 		{"eof", "server_error", "without a finish_reason"},
+		{"cut", "server_error", "the upstream engine's stream broke off mid-answer (unexpected EOF)"},
 		{"", "", ""},
 	} {
 		p.setMode(tc.mode)

@@ -126,6 +126,9 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 		if errors.Is(err, protocol.ErrSSETooLong) {
 			return r.res, fmt.Errorf("the upstream engine sent an SSE line or event of more than %s (a stream that never ends a line or an event)", byteSize(r.lim.eventBytes))
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) { // the connection closed inside the body
+			return r.res, fmt.Errorf("the upstream engine's stream broke off mid-answer (%w): the engine may have crashed or restarted", err)
+		}
 		if err != nil {
 			return r.res, fmt.Errorf("reading the upstream stream: %w", err)
 		}

@@ -592,9 +592,14 @@ func newChat(cfg *serveConfig, key string, log *slog.Logger) (sampler.Model, err
 	if err := m.Probe(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if n := m.SlotContext(); n > 0 {
+		log.Info("the upstream engine's slots hold "+strconv.Itoa(n)+" tokens each (llama-server -c divided by -np): "+
+			"a longer conversation fails with context_length_exceeded", "slot_context_tokens", n)
+	}
 	if down := m.Unreachable(ctx); len(down) > 0 {
-		log.Warn("the upstream engine does not answer GET /health: its steps fail until it is up (slots and defaults were not checked)",
-			"replicas", strings.Join(down, ","))
+		log.Warn("the upstream engine answers none of GET /health, /healthz and / at its root (-upstream without its /v1): "+
+			"it is not up, or -upstream is not its API base; its steps fail until it answers (slots and defaults were not checked)",
+			"roots", strings.Join(down, ","))
 	}
 	return m, nil
 }

@@ -111,6 +111,21 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"The model 'gpt-x' does not exist","type":"invalid_request_error","code":"model_not_found"}}`, http.StatusNotFound)
 	case "400":
 		http.Error(w, `{"error":{"message":"the request exceeds the available context size","type":"invalid_request_error"}}`, http.StatusBadRequest)
+	case "ctx": // OpenAI's answer to a prompt over the model's context window
+		http.Error(w, `{"error":{"message":"This model's maximum context length is 128 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, http.StatusBadRequest)
+	case "cut": // the engine dies mid-answer: its connection closes inside the chunked body
+		sse()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	case "404path": // a path the upstream does not serve (Go's answer)
+		http.Error(w, "404 page not found", http.StatusNotFound)
+	case "json": // an engine that ignores "stream": true and answers one chat.completion
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+	case "html": // an -upstream URL that is a web page, not the engine's API
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html><body>Welcome</body></html>")
 	case "stall":
 		sse()
 		<-r.Context().Done()
@@ -418,10 +433,15 @@ func TestChainFailures(t *testing.T) {
 		{"500", "server_error", "HTTP 500"},
 		{"401", "server_error", "HTTP 401"},
 		{"400", "invalid_prompt", "exceeds the available context size"},
+		{"ctx", "context_length_exceeded", "maximum context length is 128 tokens"},
 		{"404", "model_not_found", "does not serve this model"},
+		{"404path", "server_error", "/v1/chat/completions (HTTP 404: 404 page not found): -upstream must be the engine's OpenAI-compatible API base"},
 		{"stall", "server_error", "sent nothing"},
+		{"json", "server_error", `Content-Type application/json, no SSE event; it began "{\"id\":\"x\",\"object\":\"chat.completion\"`},
+		{"html", "server_error", `is not a Chat Completions stream (HTTP 200, Content-Type text/html, no SSE event; it began "<html>`},
 		{"malformed", "server_error", "malformed chunk"},
 		{"eof", "server_error", "without a finish_reason"},
+		{"cut", "server_error", "the upstream engine's stream broke off mid-answer (unexpected EOF)"},
 		{"", "", ""},
 	} {
 		p.setMode(tc.mode)

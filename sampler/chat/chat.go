@@ -92,8 +92,9 @@ type Model struct {
 	fails   failureCounts
 	sweeper *fileSweeper // nil without SlotDir or SlotFileTTL
 
-	defaultsMu        sync.Mutex // guards temperature and topP
+	defaultsMu        sync.Mutex // guards temperature, topP and slotContext
 	temperature, topP *float64   // the engine's defaults (Probe); nil when unknown
+	slotContext       int        // the smallest context per slot a replica reported (Probe); 0 when none did
 }
 
 // New returns the chat backend for opts. It returns an error when opts names no replica.

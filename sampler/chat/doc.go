@@ -57,7 +57,10 @@
 // --slot-save-path, seen by Tether as Options.SlotDir) into a file named by its Response id and
 // a random suffix, and restored with action=restore into whatever slot it gets before its next
 // step. Files are removed when restored or when the rollout ends, and bounded in total bytes
-// (Options.SlotSaveBytes; the oldest go first). A save that got no answer (a stalled engine)
+// (Options.SlotSaveBytes; the oldest go first). A save whose file is then not in
+// Options.SlotDir (it is not the engine's --slot-save-path as Tether sees it) counts as failed,
+// is logged naming the directory, and turns saving off for that replica, so that files Tether
+// can neither remove nor restore do not pile up in the engine's directory. A save that got no answer (a stalled engine)
 // fails, and its file, which the engine may write when it runs again, is removed when the
 // replica next answers a request sent after the save gave up. Without a slot directory, or when the engine
 // cannot save, the rollout gives up its slot and its next step is prefilled again: its
@@ -113,10 +116,14 @@
 // (before the headers, or anywhere in the stream: a long event that arrives slowly is waited
 // for while its bytes keep coming) fails the step. An upstream 400, 413 or 422 fails the
 // step with a *protocol.Error (invalid_request_error, code invalid_prompt, the upstream's
-// message); 401 / 403 fail it as a configuration error (server_error; the upstream's message
+// message; code CodeContextLengthExceeded, param input, when the upstream says the prompt is
+// over its context: llama.cpp's error type exceed_context_size_error, or the code
+// context_length_exceeded); 401 / 403 fail it as a configuration error (server_error; the upstream's message
 // is not echoed); any other status, a refused connection, a malformed chunk, an error object
 // in the stream, or a stream that ends without finish_reason fail it with server_error and a
-// message naming the cause. The rollout then ends response.failed. Each failure is logged once
+// message naming the cause (a 200 answer that held no SSE event at all, such as a JSON
+// chat.completion from an engine that ignored "stream": true or a web page at a wrong
+// -upstream, names its Content-Type and quotes its first 200 bytes). The rollout then ends response.failed. Each failure is logged once
 // (replica, kind, error; never content or keys) and counted by kind. Requests carry an
 // Idempotency-Key, so that net/http resends one the engine closed a kept-alive connection
 // under before reading it (llama-server advertises keep-alive and then closes after each

@@ -127,6 +127,22 @@ func TestEngineSlotsChecked(t *testing.T) {
 	}
 }
 
+// TestEngineSlotContext: Probe learns the context of one slot from llama-server's /props (the
+// engine's -c divided by -np), which tether serve logs at start.
+func TestEngineSlotContext(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 2, SlotContext: 1024})
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.V1()}, Slots: 2})
+	if n := m.SlotContext(); n != 0 {
+		t.Fatalf("before Probe: %d tokens, want 0", n)
+	}
+	if err := m.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.SlotContext(); n != 1024 {
+		t.Fatalf("slot context %d tokens, want the engine's 1024", n)
+	}
+}
+
 // TestEngineContextFull fills a slot's context: the response is incomplete with reason
 // context_length_exceeded (no max_output_tokens was reached). A tool call the context cut off
 // is not pending: a continuation answering it gets tool_call_not_found saying so.
@@ -159,6 +175,78 @@ func TestEngineContextFull(t *testing.T) {
 	e := conformance.Frame(r)
 	if code != 400 || e.Str("error", "code") != protocol.CodeToolCallNotFound || !strings.Contains(e.Str("error", "message"), "cut off") {
 		t.Fatalf("answering the cut-off call: %d %v", code, r)
+	}
+}
+
+// TestEngineInputOverContext sends an input longer than a slot's context: llama-server refuses
+// it (400, exceed_context_size_error), and the response ends failed with the code the sim's
+// context window and OpenAI give such input, context_length_exceeded, over JSON and SSE; a
+// continuation that takes the conversation past the context fails the same way; the server
+// then serves a short request.
+func TestEngineInputOverContext(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 1})
+	front, _, _ := engineFront(t, chat.Options{Slots: 1}, eng)
+	long := strings.Repeat("dreams unfold ", 1500) // about 9,000 tokens of this model: over the 2,048 of a slot
+	overContext := func(how string, f conformance.Frame) {
+		t.Helper()
+		if f.Str("response", "status") != "failed" || f.Str("response", "error", "code") != chat.CodeContextLengthExceeded ||
+			!strings.Contains(f.Str("response", "error", "message"), "context") {
+			t.Fatalf("%s: status %s, error %v: want failed, %s", how, f.Str("response", "status"), f.Get("response", "error"), chat.CodeContextLengthExceeded)
+		}
+	}
+
+	code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": long})
+	if code != 200 {
+		t.Fatalf("POST: %d %v", code, r)
+	}
+	overContext("JSON", conformance.Frame{"response": r})
+
+	b, _ := json.Marshal(map[string]any{"model": llamatest.Model, "input": long, "stream": true})
+	resp, err := http.Post(front+"/v1/responses", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last conformance.Frame
+	for sr := protocol.NewSSEReader(resp.Body); ; {
+		_, data, err := sr.Next()
+		if err != nil {
+			break
+		}
+		last = nil
+		_ = json.Unmarshal(data, &last)
+	}
+	resp.Body.Close()
+	if last.Type() != "response.failed" {
+		t.Fatalf("SSE ended with %v, want response.failed", last)
+	}
+	overContext("SSE", last)
+
+	code, r = postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": "weather 0", "max_output_tokens": 16, "store": true})
+	first := conformance.Frame{"response": r}
+	if code != 200 || first.Str("response", "status") == "failed" {
+		t.Fatalf("a short request after the refusals: %d %v", code, r)
+	}
+	code, r = postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": long,
+		"previous_response_id": first.Str("response", "id")})
+	if code != 200 {
+		t.Fatalf("continuation: %d %v", code, r)
+	}
+	overContext("continuation", conformance.Frame{"response": r})
+}
+
+// TestEngineWrongPath puts Tether in front of llama-server with an -upstream that is not its
+// API base: the engine's 404 "File Not Found" fails the response with server_error naming the
+// URL asked and what -upstream must be, not as a model the engine lacks.
+func TestEngineWrongPath(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 1})
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.URL() + "/api"}, Slots: 1})
+	_, front := servertest.Start(t, server.Options{Model: m})
+	code, r := postJSON(t, front+"/v1/responses", map[string]any{"model": llamatest.Model, "input": "weather 0", "max_output_tokens": 16})
+	f := conformance.Frame{"response": r}
+	want := "has no Chat Completions API at POST " + eng.URL() + "/api/chat/completions (HTTP 404: File Not Found)"
+	if code != 200 || f.Str("response", "status") != "failed" || f.Str("response", "error", "code") != "server_error" ||
+		!strings.Contains(f.Str("response", "error", "message"), want) {
+		t.Fatalf("POST: %d, status %s, error %v: want failed, server_error, %q", code, f.Str("response", "status"), f.Get("response", "error"), want)
 	}
 }
 

@@ -54,6 +54,9 @@ func (m *Model) Probe(ctx context.Context) error {
 		}
 		e.slotsChecked.Store(true)
 		m.defaultsMu.Lock()
+		if n := props.Defaults.NCtx; n > 0 && (m.slotContext == 0 || n < m.slotContext) {
+			m.slotContext = n
+		}
 		if m.temperature == nil {
 			m.temperature, m.topP = float32Value(props.Defaults.Params.Temperature), float32Value(props.Defaults.Params.TopP)
 		}
@@ -62,10 +65,22 @@ func (m *Model) Probe(ctx context.Context) error {
 	return nil
 }
 
+// SlotContext returns the context of one engine slot in tokens (llama.cpp's GET /props,
+// default_generation_settings.n_ctx: llama-server's -c divided by -np, capped by the model's
+// trained context): the longest conversation one rollout can hold there. With several
+// replicas it is the smallest; 0 when Probe learnt none (an engine without /props, or one
+// that was down).
+func (m *Model) SlotContext() int {
+	m.defaultsMu.Lock()
+	defer m.defaultsMu.Unlock()
+	return m.slotContext
+}
+
 // engineProps is what Tether reads of llama.cpp's GET /props.
 type engineProps struct {
 	TotalSlots int `json:"total_slots"`
 	Defaults   struct {
+		NCtx   int `json:"n_ctx"` // the context of one slot, in tokens
 		Params struct {
 			Temperature *float64 `json:"temperature"`
 			TopP        *float64 `json:"top_p"`

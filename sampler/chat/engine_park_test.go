@@ -1,10 +1,13 @@
 package chat_test
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -361,4 +364,51 @@ func TestEngineStalledSaveOrphan(t *testing.T) {
 	if files := dirFiles(t, eng.SlotDir()); len(files) != 0 {
 		t.Fatalf("after the engine answered again, the abandoned save's file is still there: %v", files)
 	}
+}
+
+// TestEngineSlotDirElsewhere: with an -upstream-slot-dir that is not the engine's
+// --slot-save-path, the first save finds no file where Tether looks: the park names no file,
+// a warning says which directory is wrong, and no later save is sent, so the engine's
+// directory holds that one file instead of one more per park that Tether can never remove.
+func TestEngineSlotDirElsewhere(t *testing.T) {
+	eng := llamatest.Start(t, llamatest.Options{Slots: 2, SlotSave: true})
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m := newModel(t, chat.Options{BaseURLs: []string{eng.V1()}, Slots: 2, SlotDir: t.TempDir(), Logger: log})
+	for i := range 2 {
+		s, err := m.Open(t.Context(), sampler.RolloutInfo{ID: fmt.Sprintf("resp_elsewhere%d", i), Settings: parkSettings()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := []protocol.Item{userItem("weather 0 of the parked rollout")}
+		sample(t, s, &sampler.Step{Input: first, Context: first})
+		if f := kvFile(t, park(t, s)); f != "" {
+			t.Fatalf("park %d named %s, a file Tether cannot see", i, f)
+		}
+		s.Close()
+	}
+	if files := dirFiles(t, eng.SlotDir()); len(files) != 1 {
+		t.Fatalf("the engine's directory holds %v: want the first save's file only", files)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "is not the engine's --slot-save-path") {
+		t.Fatalf("no warning naming the directory: %s", logs.String())
+	}
+	if n := kvOp(t, m, "save"); n != 0 {
+		t.Fatalf("%v saves counted, want 0", n)
+	}
+}
+
+// lockedWriter serializes writes to w with mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

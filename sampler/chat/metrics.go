@@ -46,7 +46,7 @@ func kindOf(err error) string {
 
 var (
 	descFailures = prometheus.NewDesc("tether_upstream_failures_total",
-		"Upstream steps that failed, by replica and kind (refused, reset, eof, timeout, http_NNN, malformed, stream_error, no_finish, other).",
+		"Upstream steps that failed, by replica and kind (refused, reset, eof, timeout, http_NNN, malformed, stream_error, no_finish, not_stream, other).",
 		[]string{"replica", "kind"}, nil)
 	descSteps = prometheus.NewDesc("tether_upstream_steps_total", "Sampling steps sent to each upstream replica.", []string{"replica"}, nil)
 	descCold  = prometheus.NewDesc("tether_upstream_moved_total",

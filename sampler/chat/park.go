@@ -207,11 +207,14 @@ func (p *slotPool) park(l *lease) string {
 	start := time.Now()
 	size, err := p.eng.slotAction(context.Background(), slot, "save", name)
 	p.saveNanos.Add(int64(time.Since(start)))
+	if err == nil {
+		err = p.checkSaved(name)
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
-		if errors.Is(err, errNoSlotSave) {
+		if errors.Is(err, errNoSlotSave) || errors.Is(err, errSlotDirElsewhere) {
 			p.noSave = true
 		}
 		p.eng.m.logf("upstream slot save failed", "replica", p.eng.base, "slot", slot, "err", err)

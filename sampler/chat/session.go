@@ -203,7 +203,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		err := statusError(resp)
+		err := statusError(resp, e.url)
 		s.m.failure(e, fmt.Sprintf("http_%d", resp.StatusCode), err)
 		if resp.StatusCode >= 500 {
 			// 502, 503 and 504 say the engine behind a gateway did not take the request (or
@@ -221,6 +221,7 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		return res, false, err
 	}
 	rd := s.newReader(out, timer)
+	rd.contentType = resp.Header.Get("Content-Type")
 	defer rd.close()
 	res, err = rd.read(ctx, resp.Body)
 	if err != nil {

@@ -37,7 +37,9 @@ type slotPool struct {
 	clock   int64         // use counter for least-recently-used
 	saved   []*lease      // leases with a saved file, oldest first
 	bytes   int64         // bytes of the saved files
-	noSave  bool          // the engine refused a save: it was started without --slot-save-path
+	// noSave: the engine refused a save (it was started without --slot-save-path), or saved a
+	// file that is not in dir (errSlotDirElsewhere): no more saves are sent to it.
+	noSave bool
 	// orphans are files whose save failed without an answer (a stalled engine, e.g. kill -STOP):
 	// the engine may still write them when it runs again. Oldest first, at most maxOrphans.
 	orphans []orphan
@@ -78,7 +80,7 @@ const maxOrphans = 64
 // kill -CONT).
 func (p *slotPool) orphanLocked(name string, err error) {
 	p.removeFile(name)
-	if name == "" || p.dir == "" || errors.Is(err, errNoSlotSave) {
+	if name == "" || p.dir == "" || errors.Is(err, errNoSlotSave) || errors.Is(err, errSlotDirElsewhere) {
 		return
 	}
 	if len(p.orphans) == maxOrphans {
@@ -241,6 +243,9 @@ func (p *slotPool) saveOut(ctx context.Context, victim *lease, slot int) {
 		start := time.Now()
 		size, err = p.eng.slotAction(ctx, slot, "save", name)
 		p.saveNanos.Add(int64(time.Since(start)))
+		if err == nil {
+			err = p.checkSaved(name)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -249,7 +254,7 @@ func (p *slotPool) saveOut(ctx context.Context, victim *lease, slot int) {
 		p.drops.Add(1)
 	case err != nil:
 		p.drops.Add(1)
-		if errors.Is(err, errNoSlotSave) {
+		if errors.Is(err, errNoSlotSave) || errors.Is(err, errSlotDirElsewhere) {
 			p.noSave = true
 		}
 		p.eng.m.logf("upstream slot save failed", "replica", p.eng.base, "slot", slot, "err", err)
@@ -325,6 +330,24 @@ func fileName(id string) string {
 
 // errNoSlotSave is returned by slotAction when the engine has no slot save path.
 var errNoSlotSave = errors.New("the engine cannot save slots (start llama-server with --slot-save-path)")
+
+// errSlotDirElsewhere is wrapped by checkSaved's error: the engine saved a file that is not in
+// the pool's directory.
+var errSlotDirElsewhere = errors.New("-upstream-slot-dir is not the engine's --slot-save-path")
+
+// checkSaved returns nil when the file name the engine just saved is in the pool's directory,
+// else an error wrapping errSlotDirElsewhere: the directory is not the engine's
+// --slot-save-path as this host sees it, so Tether could neither bound nor remove the files the
+// engine writes (they would pile up in the engine's directory) nor find them to restore after
+// a park. The pool then saves no more (noSave): its suspended rollouts' next steps are prefilled.
+func (p *slotPool) checkSaved(name string) error {
+	if fi, err := os.Stat(filepath.Join(p.dir, name)); err == nil && fi.Mode().IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("%w: the engine saved %s, which is not in %s; give -upstream-slot-dir the engine's "+
+		"--slot-save-path as this host sees it (KV saving is off for this replica until Tether restarts; "+
+		"remove the file from the engine's directory by hand)", errSlotDirElsewhere, name, p.dir)
+}
 
 // slotActionTimeout bounds a slot save or restore on an engine that answers; Options.Timeout
 // (the silence a step may meet) bounds it when shorter, so that a stalled engine holds a

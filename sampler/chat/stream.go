@@ -52,7 +52,16 @@ type reader struct {
 	// reported: a chunk carried the engine's usage or timings.
 	reported bool
 	res      sampler.StepResult
+
+	// events counts the SSE data events read; head keeps the body's first headBytes bytes and
+	// contentType its Content-Type, to say what an answer that held no event was.
+	events      int
+	head        []byte
+	contentType string
 }
+
+// headBytes is how much of a step's body is kept to quote an answer that was not a stream.
+const headBytes = 200
 
 // callKey identifies a streamed call: its index, and its id when the engine reuses indexes.
 type callKey struct {
@@ -119,9 +128,13 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 		if errors.Is(err, protocol.ErrSSETooLong) {
 			return r.res, fmt.Errorf("the upstream engine sent an SSE line or event of more than %s (a stream that never ends a line or an event)", byteSize(r.lim.eventBytes))
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) { // the connection closed inside the body
+			return r.res, fmt.Errorf("the upstream engine's stream broke off mid-answer (%w): the engine may have crashed or restarted", err)
+		}
 		if err != nil {
 			return r.res, fmt.Errorf("reading the upstream stream: %w", err)
 		}
+		r.events++
 		if string(data) == "[DONE]" {
 			r.end()
 			continue
@@ -145,6 +158,9 @@ func (r *reader) read(ctx context.Context, body io.Reader) (sampler.StepResult, 
 		if r.ended {
 			r.end()
 		}
+	}
+	if r.finish == "" && r.events == 0 {
+		return r.res, r.notStream()
 	}
 	if r.finish == "" {
 		return r.res, errors.New("the upstream stream ended without a finish_reason")
@@ -170,6 +186,9 @@ type heardBody struct {
 
 func (h heardBody) Read(p []byte) (int, error) {
 	n, err := h.body.Read(p)
+	if k := min(n, headBytes-len(h.r.head)); k > 0 {
+		h.r.head = append(h.r.head, p[:k]...)
+	}
 	if n > 0 && !h.r.over {
 		h.r.timer.Reset(h.r.timeout)
 	}
@@ -187,6 +206,26 @@ func (r *reader) end() {
 	r.timer.Reset(min(r.timeout, endGrace))
 }
 
+// errNotStream is wrapped by the error of a 200 answer that held no SSE event.
+var errNotStream = errors.New("the upstream engine's answer is not a Chat Completions stream")
+
+// notStream is the error of a 200 answer that ended without one SSE data event: an engine
+// that ignored "stream": true (a JSON chat.completion), or an -upstream URL that is not an
+// OpenAI-compatible API (a web page). It names the Content-Type and quotes the answer's start.
+func (r *reader) notStream() error {
+	ct := r.contentType
+	if ct == "" {
+		ct = "none"
+	}
+	began := "it was empty"
+	if len(r.head) > 0 {
+		began = fmt.Sprintf("it began %q", r.head)
+	}
+	return fmt.Errorf("%w (HTTP 200, Content-Type %s, no SSE event; %s): -upstream must be the engine's "+
+		"OpenAI-compatible API base (e.g. http://127.0.0.1:8080/v1), and the engine must stream a request with \"stream\": true",
+		errNotStream, ct, began)
+}
+
 // failKind names the kind of a stream failure, for the failure count.
 func (r *reader) failKind(err error) string {
 	switch {
@@ -194,6 +233,8 @@ func (r *reader) failKind(err error) string {
 		return "malformed"
 	case strings.Contains(err.Error(), "reported an error"):
 		return "stream_error"
+	case errors.Is(err, errNotStream):
+		return "not_stream"
 	case strings.Contains(err.Error(), "without a finish_reason"):
 		return "no_finish"
 	case strings.Contains(err.Error(), "line or event of more than"):

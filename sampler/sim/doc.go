@@ -134,7 +134,7 @@
 // The sampler reports it as every backend's refused input (the *protocol.Error is 400,
 // invalid_request_error, param input; its code and message become the Response's error), which
 // is how the chat backend already reports an engine that refuses a prompt over its context
-// (llama-server's 400 "exceeds the available context size" → failed, invalid_prompt).
+// (llama-server's 400 "exceeds the available context size" → failed, context_length_exceeded).
 // OpenAI's API refuses such input with the same code: a 400 error {type:
 // invalid_request_error, code: context_length_exceeded, param: input} without a stream, and on
 // a stream response.created, response.in_progress and then an error event with that code. The

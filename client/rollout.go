@@ -41,12 +41,16 @@ type Rollout struct {
 	replayable bool                       // the create named no previous_response_id
 	lane       string                     // stream_id: "" for the default lane
 
-	mu         sync.Mutex    // guards the fields below
-	wake       chan struct{} // closed (and replaced) when queue grows or the state changes
+	// notify holds a token when the readers of Events should look at the queue and the state
+	// again (push, signal); one slot, never closed.
+	notify chan struct{}
+
+	mu         sync.Mutex // guards the fields below
 	link       *link
 	state      state
-	id         string // the current Response id ("" until response.created)
-	queue      []result
+	id         string   // the current Response id ("" until response.created)
+	queue      []result // queue[head:] is what Events has not read yet (pop)
+	head       int
 	susp       *Suspension
 	history    []json.RawMessage // the rollout's context, for a replay
 	cur        []Item            // append shape: the current Response's output up to its last suspension
@@ -68,7 +72,7 @@ func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
 		return nil, fmt.Errorf("client: encode create: %w", err)
 	}
 	r := &Rollout{c: c, settings: settings, store: req.Store == nil || *req.Store,
-		replayable: req.PreviousResponseID == "", lane: req.lane(), wake: make(chan struct{})}
+		replayable: req.PreviousResponseID == "", lane: req.lane(), notify: make(chan struct{}, 1)}
 	members := maps.Clone(settings)
 	if len(req.Input) > 0 {
 		if members["input"], err = json.Marshal(req.Input); err != nil {
@@ -166,16 +170,20 @@ func (r *Rollout) Events(ctx context.Context) iter.Seq2[Event, error] {
 	}
 }
 
-// next waits for the next queued result; false when the rollout waits for nothing.
+// next waits for the next queued result; false when the rollout waits for nothing. A reader
+// passes the token of notify on when it leaves something for another reader to see: a result
+// still queued, or a state in which the rollout waits for nothing.
 func (r *Rollout) next(ctx context.Context) (result, bool) {
 	for {
 		r.mu.Lock()
-		if len(r.queue) > 0 {
-			res := r.queue[0]
-			r.queue[0] = result{}
-			r.queue = r.queue[1:]
-			r.mu.Unlock()
-			if rt, ok := res.err.(*retry); ok {
+		res, ok := r.pop()
+		idle := r.idle()
+		if (ok && r.head < len(r.queue)) || idle {
+			r.signal()
+		}
+		r.mu.Unlock()
+		if ok {
+			if rt, isRetry := res.err.(*retry); isRetry {
 				if err := r.resend(ctx, rt); err != nil {
 					return result{err: err}, true
 				}
@@ -183,14 +191,11 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 			}
 			return res, true
 		}
-		idle := (r.state == stSuspended && !r.cancelling) || r.state == stDetached || r.state == stEnded
-		wake := r.wake
-		r.mu.Unlock()
 		if idle {
 			return result{}, false
 		}
 		select {
-		case <-wake:
+		case <-r.notify:
 		case <-ctx.Done():
 			return result{err: ctx.Err()}, true
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -74,10 +75,11 @@ type Conn struct {
 	url  string
 	opts Options
 
-	mu     sync.Mutex // guards link, old and closed; held while dialing
-	link   *link
-	old    []*link // links replaced after they went away; their readers may still run
-	closed bool
+	closed atomic.Bool // set by Close: every call after it returns ErrClosed
+
+	mu   sync.Mutex // guards link and old; held while dialing
+	link *link
+	old  []*link // links replaced after they went away; their readers may still run
 }
 
 // Dial connects to a Tether (or any Responses API WebSocket) server. url is a WebSocket URL
@@ -144,8 +146,8 @@ func (c *Conn) Shape() Shape {
 // Close closes the WebSocket with status 1000 and waits for the client's reader to exit.
 // Rollouts still live get ErrClosed from Events.
 func (c *Conn) Close() error {
+	c.closed.Store(true)
 	c.mu.Lock()
-	c.closed = true
 	links := append(c.old, c.link)
 	c.old = nil
 	c.mu.Unlock()
@@ -167,7 +169,7 @@ func (c *Conn) Close() error {
 func (c *Conn) current(ctx context.Context) (*link, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		return nil, ErrClosed
 	}
 	if c.link != nil {

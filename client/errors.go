@@ -37,15 +37,20 @@ func AsError(err error) (*Error, bool) {
 }
 
 var (
-	// ErrClosed is returned by calls on a Conn after Close, and by Events for rollouts that were
-	// live when the Conn was closed.
+	// ErrClosed is returned after Close by every call that would use the connection: Start,
+	// Conn.Run, and Append, Cancel and Rollout.Run of any rollout of the Conn, whatever its
+	// state (not ErrEnded, even for a rollout that had ended). Events returns it once for each
+	// rollout that had not ended when the Conn was closed (suspended ones included), and such
+	// a rollout has ended then. A call that Close overtakes returns an error that wraps it.
 	ErrClosed = errors.New("client: connection closed")
 	// ErrConnectionLost is returned by Events when the connection ended while the rollout was
 	// sampling or queued and the server sent no terminal event. It wraps the read error.
 	ErrConnectionLost = errors.New("client: connection lost")
 	// ErrNotSuspended is returned by Append when the rollout does not wait for tool outputs.
 	ErrNotSuspended = errors.New("client: rollout not suspended")
-	// ErrEnded is returned by Append and Cancel on a rollout that has ended.
+	// ErrEnded is returned by Append, Cancel and Rollout.Run on a rollout that has ended (Run:
+	// ended by an error that an earlier Events returned; a rollout that has a final Response
+	// returns it).
 	ErrEnded = errors.New("client: rollout has ended")
 	// ErrNotStarted is returned by Cancel while the create waits in the server's queue: its
 	// response id is not known yet (append-protocol.md, Known limitations).

@@ -106,10 +106,12 @@ func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
 func (c *Conn) sendRetry(ctx context.Context, q *request) error {
 	for try := 0; ; try++ {
 		l, err := c.current(ctx)
-		if err != nil {
-			return err
+		if err == nil {
+			err = l.send(ctx, q)
 		}
-		err = l.send(ctx, q)
+		if err != nil && c.closed.Load() && !errors.Is(err, ErrClosed) {
+			return fmt.Errorf("%w: %w", ErrClosed, err) // Close ran meanwhile
+		}
 		if !errors.Is(err, errLinkGone) || try == 1 {
 			return err
 		}
@@ -124,11 +126,12 @@ func (r *Rollout) ID() string {
 	return r.id
 }
 
-// Suspension returns the pending tool calls while the rollout waits for Append, else nil.
+// Suspension returns the pending tool calls while the rollout waits for Append, else nil (also
+// after Conn.Close).
 func (r *Rollout) Suspension() *Suspension {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if (r.state != stSuspended && r.state != stDetached) || r.cancelling {
+	if (r.state != stSuspended && r.state != stDetached) || r.cancelling || r.c.closed.Load() {
 		return nil
 	}
 	return r.susp
@@ -153,7 +156,8 @@ func (r *Rollout) Usage() Usage {
 // Events iterates the rollout's events up to and including the next suspension
 // ([Event.Suspended]) or its end ([Event.Final]). It stops after an error: a *Error for a
 // frame the server rejected (a rejected append or cancel leaves the rollout as it was; call
-// Append or Events again), ErrConnectionLost, ErrClosed, or ctx's error. An append to a parked
+// Append or Events again), ErrConnectionLost, ErrClosed (once, for a rollout that had not
+// ended at Conn.Close), or ctx's error. An append to a parked
 // rollout refused for now is sent again from here (package doc, Reattaching). While the rollout is
 // suspended or ended and no event is left, the iteration is empty.
 func (r *Rollout) Events(ctx context.Context) iter.Seq2[Event, error] {
@@ -177,6 +181,11 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 	for {
 		r.mu.Lock()
 		res, ok := r.pop()
+		if !ok && r.state == stDetached && r.c.closed.Load() {
+			// Suspended on a WebSocket that went away before Close: nothing can continue it.
+			r.state, r.susp = stEnded, nil
+			res, ok = result{err: ErrClosed}, true
+		}
 		idle := r.idle()
 		if (ok && r.head < len(r.queue)) || idle {
 			r.signal()
@@ -206,7 +215,8 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 // messages (UserMessage). In the append shape it is response.append; in the public shape a
 // response.create with previous_response_id; after a reconnect a create on the new WebSocket
 // (see the package doc). The server's verdict comes through Events. Append returns
-// ErrNotSuspended or ErrEnded when the rollout does not wait for outputs.
+// ErrNotSuspended or ErrEnded when the rollout does not wait for outputs, and ErrClosed after
+// Conn.Close.
 func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 	input, err := json.Marshal(items)
 	if err != nil {
@@ -215,6 +225,9 @@ func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 	raws := make([]json.RawMessage, len(items))
 	for i, it := range items {
 		raws[i], _ = json.Marshal(it)
+	}
+	if r.c.closed.Load() {
+		return ErrClosed
 	}
 	r.mu.Lock()
 	err = r.appendable()
@@ -430,9 +443,12 @@ func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.Ra
 // Cancel ends the rollout (append shape: response.cancel; the terminal response.incomplete
 // with reason "cancelled" comes through Events). A suspended public-shape rollout, or one whose
 // WebSocket went away, ends on the client at once, with a synthesized response.incomplete.
-// Cancel returns ErrNotStarted while the create is queued, ErrEnded after the end, and
-// ErrCancelUnsupported for a sampling public-shape rollout.
+// Cancel returns ErrNotStarted while the create is queued, ErrEnded after the end,
+// ErrCancelUnsupported for a sampling public-shape rollout, and ErrClosed after Conn.Close.
 func (r *Rollout) Cancel(ctx context.Context) error {
+	if r.c.closed.Load() {
+		return ErrClosed
+	}
 	r.mu.Lock()
 	if r.state == stEnded {
 		r.mu.Unlock()

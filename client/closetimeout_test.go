@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,4 +207,45 @@ func upgrade(c net.Conn, req *http.Request) {
 	sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 	_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 		"Sec-WebSocket-Accept: "+base64.StdEncoding.EncodeToString(sum[:])+"\r\n\r\n")
+}
+
+// TestCloseWhileWriteBlocked: the server reads nothing, so a large create fills the socket
+// buffers (the client's send buffer is made small) and its write blocks, holding the
+// connection's writer: the close frame cannot be written. Close still returns after its
+// bound, saying the server did not answer, and the blocked Start returns ErrClosed.
+func TestCloseWhileWriteBlocked(t *testing.T) {
+	release := make(chan struct{})
+	url := wstest.RawServer(t, nil, func(net.Conn, *bufio.Reader) { <-release })
+	t.Cleanup(func() { close(release) })
+	small := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			err = c.(*net.TCPConn).SetWriteBuffer(4096)
+		}
+		return c, err
+	}}
+	sending := make(chan struct{}, 1)
+	c := dial(t, url+"/v1", &client.Options{HTTPClient: &http.Client{Transport: small}, Trace: func(sent bool, _ []byte) {
+		if sent {
+			sending <- struct{}{}
+		}
+	}})
+	ctx := ctxT(t)
+	q := twoCalls(strings.Repeat("x", 1<<20)) // far more than the socket buffers hold
+	started := make(chan error, 1)
+	go func() {
+		_, err := c.Start(ctx, q)
+		started <- err
+	}()
+	select {
+	case <-sending:
+	case err := <-started:
+		t.Fatalf("Start returned before Close: %v", err)
+	}
+	if err := c.Close(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close: %v; want the unanswered handshake, context.DeadlineExceeded", err)
+	}
+	if err := <-started; !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Start: %v, want ErrClosed", err)
+	}
 }

@@ -58,9 +58,12 @@ type Options struct {
 	QueryOptIn bool
 	// NoReconnect keeps the client from dialing again after the server ended the connection for
 	// its age limit or with close 1001 or 1012, and from opting into reattachment
-	// (ReattachBeta); suspended rollouts then end with ErrConnectionLost.
+	// (ReattachBeta): suspended rollouts then end as the server ended them (response.incomplete
+	// with reason connection_limit or server_shutdown), or with ErrConnectionLost when it sent
+	// no terminal event, and the next Start returns ErrConnectionLost.
 	NoReconnect bool
-	// ReadLimit is the largest server frame in bytes; 0 means no limit.
+	// ReadLimit is the largest server message in bytes; 0 or less means no limit. A larger
+	// message ends the connection (close 1009), and its rollouts with ErrConnectionLost.
 	ReadLimit int64
 	// Trace, if set, sees every frame: sent (true) on the sending goroutine before the write,
 	// received (false) on the connection's reader goroutine. It must not block, nor keep frame.
@@ -68,8 +71,8 @@ type Options struct {
 }
 
 // Conn is a client connection to one server URL. It holds one WebSocket at a time and dials a
-// new one after the server ends the current one for its age limit or with close 1001. Its
-// methods may be called from several goroutines.
+// new one after the server ends the current one for its age limit or with close 1001 or 1012
+// (package doc, Reconnects). Its methods may be called from several goroutines.
 type Conn struct {
 	// Immutable
 	url  string

@@ -5,13 +5,16 @@ import (
 	"fmt"
 )
 
-// Error is an error the server sent: an error frame, the error body of a refused WebSocket
-// upgrade, or response.error of a failed Response (then Status is 0). It mirrors the API error
-// object {type, code, param, message} and the frame's HTTP status. Codes are listed in
-// docs/append-protocol.md, Errors.
+// Error is an error the server sent: an error frame (returned by Events), or the error body of
+// a refused WebSocket upgrade (returned by Dial, or by the call that dialed again). It mirrors
+// the API error object {type, code, param, message} and the HTTP status. Codes are listed in
+// docs/append-protocol.md, Errors. A Response that fails is not an Error: Events ends with
+// its terminal event, whose Event.Final has Status "failed" and the ResponseError.
 type Error struct {
-	Status  int    // HTTP status: 400, 404, 409, 413, 429, 500, 503; 0 for a failed Response
-	Type    string // "invalid_request_error" or "server_error"
+	// Status is the HTTP status: the error frame's (400, 404, 409, 413, 429, 500, 503, …; 0
+	// when the frame carries none), or the refused upgrade's (401, 403, 502, …).
+	Status  int
+	Type    string // "invalid_request_error" or "server_error"; "" for an upgrade refused without a JSON body
 	Code    string // for example "missing_tool_output"
 	Param   string // the offending parameter path, or ""
 	Message string

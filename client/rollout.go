@@ -65,7 +65,11 @@ type Rollout struct {
 
 // Start sends response.create for req and returns the rollout at once; its first event
 // (response.created) comes when the rollout gets the connection's sampling slot. A create the
-// server rejects ends the rollout: Events returns the *Error.
+// server rejects ends the rollout: Events returns the *Error. Start itself returns ErrClosed
+// after Close, ErrConnectionLost when the WebSocket has ended and is not redialed, the error
+// of a redial (a *Error when the upgrade was refused), ctx's error when it ended before the
+// frame was written (nothing was sent), or the error of the write (the connection then ends,
+// package doc, Contexts).
 func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
 	settings, err := req.settings()
 	if err != nil {

@@ -51,3 +51,25 @@ func BenchmarkEventDeliveryInTurn(b *testing.B) {
 		}
 	}
 }
+
+// TestEventDeliveryAllocatesNothing: an event pushed for a reader that keeps up reaches it
+// without an allocation (the wake-up and the queue reuse what the rollout holds).
+func TestEventDeliveryAllocatesNothing(t *testing.T) {
+	r := benchRollout()
+	ctx := context.Background()
+	ev := Event{Type: "response.output_text.delta", Delta: "x"}
+	allocs := testing.AllocsPerRun(1000, func() {
+		r.mu.Lock()
+		r.push(ev, nil)
+		r.mu.Unlock()
+		if res, ok := r.next(ctx); !ok || res.err != nil {
+			t.Fatalf("next: %v %v", ok, res.err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per event, want 0", allocs)
+	}
+}
+
+// benchRollout is a rollout that samples, with no connection: push and next only.
+func benchRollout() *Rollout { return &Rollout{state: stSampling, notify: make(chan struct{}, 1)} }

@@ -1,3 +1,0 @@
-package client
-
-func benchRollout() *Rollout { return &Rollout{state: stSampling, notify: make(chan struct{}, 1)} }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -57,9 +58,12 @@ type Options struct {
 	QueryOptIn bool
 	// NoReconnect keeps the client from dialing again after the server ended the connection for
 	// its age limit or with close 1001 or 1012, and from opting into reattachment
-	// (ReattachBeta); suspended rollouts then end with ErrConnectionLost.
+	// (ReattachBeta): suspended rollouts then end as the server ended them (response.incomplete
+	// with reason connection_limit or server_shutdown), or with ErrConnectionLost when it sent
+	// no terminal event, and the next Start returns ErrConnectionLost.
 	NoReconnect bool
-	// ReadLimit is the largest server frame in bytes; 0 means no limit.
+	// ReadLimit is the largest server message in bytes; 0 or less means no limit. A larger
+	// message ends the connection (close 1009), and its rollouts with ErrConnectionLost.
 	ReadLimit int64
 	// Trace, if set, sees every frame: sent (true) on the sending goroutine before the write,
 	// received (false) on the connection's reader goroutine. It must not block, nor keep frame.
@@ -67,17 +71,21 @@ type Options struct {
 }
 
 // Conn is a client connection to one server URL. It holds one WebSocket at a time and dials a
-// new one after the server ends the current one for its age limit or with close 1001. Its
-// methods may be called from several goroutines.
+// new one after the server ends the current one for its age limit or with close 1001 or 1012
+// (package doc, Reconnects). Its methods may be called from several goroutines.
 type Conn struct {
 	// Immutable
 	url  string
 	opts Options
 
-	mu     sync.Mutex // guards link, old and closed; held while dialing
-	link   *link
-	old    []*link // links replaced after they went away; their readers may still run
-	closed bool
+	closed atomic.Bool // set by Close: every call after it returns ErrClosed
+	// life ends at Close (end): a dial under way gives up.
+	life context.Context
+	end  context.CancelFunc
+
+	mu   sync.Mutex // guards link and old; held while dialing
+	link *link
+	old  []*link // links replaced after they went away; their readers may still run
 }
 
 // Dial connects to a Tether (or any Responses API WebSocket) server. url is a WebSocket URL
@@ -91,11 +99,13 @@ func Dial(ctx context.Context, url string, opts *Options) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{url: u}
+	c.life, c.end = context.WithCancel(context.Background())
 	if opts != nil {
 		c.opts = *opts
 	}
 	l, err := c.dial(ctx)
 	if err != nil {
+		c.end()
 		return nil, err
 	}
 	c.link = l
@@ -141,33 +151,48 @@ func (c *Conn) Shape() Shape {
 	return c.link.shape
 }
 
-// Close closes the WebSocket with status 1000 and waits for the client's reader to exit.
-// Rollouts still live get ErrClosed from Events.
+// DefaultCloseTimeout bounds how long Close waits for the server to answer the close
+// handshake.
+const DefaultCloseTimeout = time.Second
+
+// Close is CloseContext with a context that ends after DefaultCloseTimeout (1 s): it returns
+// within about that time even when the server does not answer the close handshake.
 func (c *Conn) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultCloseTimeout)
+	defer cancel()
+	return c.CloseContext(ctx)
+}
+
+// CloseContext closes the Conn: it sends the WebSocket close frame (status 1000) and waits
+// for the server's until ctx ends, then closes the TCP connection; a dial under way (a
+// reconnect) gives up at once. It returns when the Conn's reader goroutines have exited: nil
+// when the server answered (or the connection had ended), else an error wrapping ctx's. Either
+// way the Conn is closed: rollouts that had not ended get ErrClosed from Events, and every
+// later call ErrClosed. The close handshake itself is github.com/coder/websocket's, bounded
+// there to 5 s for writing the frame and 5 s for the answer; ctx cuts both short. Calling it
+// again returns nil once the first call has returned.
+func (c *Conn) CloseContext(ctx context.Context) error {
+	c.closed.Store(true)
+	c.end()
 	c.mu.Lock()
-	c.closed = true
 	links := append(c.old, c.link)
 	c.old = nil
 	c.mu.Unlock()
-	for _, l := range links {
-		l.mu.Lock()
-		l.closing = true
-		l.mu.Unlock()
-		if l == links[len(links)-1] {
-			_ = l.ws.Close(websocket.StatusNormalClosure, "")
-		} else {
-			_ = l.ws.CloseNow()
+	var err error
+	for i, l := range links {
+		// The links replaced after they went away have nothing to say goodbye to.
+		if e := l.close(ctx, i == len(links)-1); e != nil {
+			err = fmt.Errorf("client: close: the server did not answer the close handshake: %w", e)
 		}
-		<-l.done
 	}
-	return nil
+	return err
 }
 
 // current returns the live WebSocket, dialing a new one if the previous one went away.
 func (c *Conn) current(ctx context.Context) (*link, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		return nil, ErrClosed
 	}
 	if c.link != nil {
@@ -196,6 +221,7 @@ func (c *Conn) dial(ctx context.Context) (*link, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
 	h := http.Header{}
 	for k, vs := range c.opts.Header {
 		h[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
@@ -218,7 +244,10 @@ func (c *Conn) dial(ctx context.Context) (*link, error) {
 	}
 	// wsguard: a message cut off by the end of the connection is a lost connection, not an
 	// empty or truncated frame.
-	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: wsguard.Client(c.opts.HTTPClient)})
+	hc := wsguard.Client(c.opts.HTTPClient) // a copy
+	var raw io.Closer
+	hc.Transport = catchStream{hc.Transport, &raw}
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: hc})
 	if err != nil {
 		return nil, dialError(u, resp, err)
 	}
@@ -231,9 +260,24 @@ func (c *Conn) dial(ctx context.Context) (*link, error) {
 	if !c.opts.PublicShape && hasToken(resp.Header.Values("OpenAI-Beta"), AppendBeta) {
 		shape = ShapeAppend
 	}
-	l := newLink(ws, shape, !c.opts.NoReconnect, c.opts.Trace)
+	l := newLink(ws, raw, shape, !c.opts.NoReconnect, c.opts.Trace)
 	go l.read()
 	return l, nil
+}
+
+// catchStream keeps the body of a 101 answer, the connection's byte stream, in *stream; the
+// round trip runs on the goroutine of websocket.Dial.
+type catchStream struct {
+	base   http.RoundTripper
+	stream *io.Closer
+}
+
+func (t catchStream) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		*t.stream = resp.Body
+	}
+	return resp, err
 }
 
 // withQuery adds key=value to the query of a URL that wsURL accepted.

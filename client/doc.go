@@ -97,6 +97,16 @@
 // is a *Error too, with the HTTP status. The sentinels in errors.go cover the client's own
 // states.
 //
+// # Closing
+//
+// [Conn.Close] sends the WebSocket close frame (status 1000) and waits at most
+// [DefaultCloseTimeout] (1 s) for the server's answer, then closes the TCP connection and
+// returns an error saying the server did not answer; [Conn.CloseContext] waits until its ctx
+// ends instead. (The WebSocket library alone would wait up to 5 s for the frame's write and
+// 5 s more for the answer.) A reconnect dial under way gives up at once. After Close every
+// call that would use the connection returns [ErrClosed] (Append and Cancel too, whatever the
+// rollout's state), and Events returns it once for each rollout that had not ended.
+//
 // # Contexts
 //
 // The ctx of Start, Append and Cancel bounds sending the frame: a ctx that has ended sends

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +62,12 @@ type link struct {
 	reconnect bool
 	trace     func(sent bool, frame []byte) // Options.Trace, or nil
 	done      chan struct{}                 // closed when the reader has exited
+	// raw is the connection's byte stream (the body of the 101). Closing it ends the reader
+	// and cuts short a close handshake and writes in progress, where the library's CloseNow
+	// would wait for a handshake under way.
+	raw       io.Closer
+	closeOnce sync.Once
+	shut      chan struct{} // closed when the close handshake started by closeOnce has returned
 
 	wsem chan struct{} // a one-slot semaphore held while registering and writing a request, so
 	// that pending is in wire order; a channel, so that a waiting sender honours its ctx
@@ -76,10 +83,44 @@ type link struct {
 	closing bool                  // Conn.Close closes this link
 }
 
-func newLink(ws *websocket.Conn, shape Shape, reconnect bool, trace func(bool, []byte)) *link {
-	return &link{ws: ws, shape: shape, reconnect: reconnect, trace: trace, done: make(chan struct{}),
+func newLink(ws *websocket.Conn, raw io.Closer, shape Shape, reconnect bool, trace func(bool, []byte)) *link {
+	return &link{ws: ws, raw: raw, shape: shape, reconnect: reconnect, trace: trace, done: make(chan struct{}),
+		shut: make(chan struct{}),
 		wsem: make(chan struct{}, 1),
 		byID: map[string]*Rollout{}, all: map[*Rollout]struct{}{}, holders: map[string]*Rollout{}}
+}
+
+// close closes the link for Conn.Close. With handshake it sends the close frame (status 1000)
+// and waits for the server's (the reader sees it and exits), until ctx ends: then, and
+// without handshake, it closes the connection at once. It returns when the reader has exited:
+// ctx's error when it ended first, else nil.
+func (l *link) close(ctx context.Context, handshake bool) error {
+	l.mu.Lock()
+	l.closing = true
+	l.mu.Unlock()
+	if !handshake {
+		_ = l.raw.Close()
+		<-l.done
+		return nil
+	}
+	l.closeOnce.Do(func() {
+		go func() {
+			defer close(l.shut)
+			// The library's own bounds are 5 s for the write and 5 s for the answer; closing
+			// raw cuts both short.
+			_ = l.ws.Close(websocket.StatusNormalClosure, "")
+		}()
+	})
+	var err error
+	select {
+	case <-l.shut:
+	case <-ctx.Done():
+		err = ctx.Err()
+		_ = l.raw.Close()
+		<-l.shut
+	}
+	<-l.done
+	return err
 }
 
 // status reports whether the link can no longer take requests, and why.

@@ -121,8 +121,8 @@ func TestClose(t *testing.T) {
 	if !errors.Is(got, client.ErrClosed) {
 		t.Errorf("Events of a suspended rollout after Close: %v, want ErrClosed", got)
 	}
-	if err := r.Append(ctx, s.Calls[0].Output("x")); !errors.Is(err, client.ErrClosed) && !errors.Is(err, client.ErrEnded) {
-		t.Errorf("Append after Close: %v", err)
+	if err := r.Append(ctx, s.Calls[0].Output("x")); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Append after Close: %v, want ErrClosed", err)
 	}
 }
 

@@ -41,12 +41,16 @@ type Rollout struct {
 	replayable bool                       // the create named no previous_response_id
 	lane       string                     // stream_id: "" for the default lane
 
-	mu         sync.Mutex    // guards the fields below
-	wake       chan struct{} // closed (and replaced) when queue grows or the state changes
+	// notify holds a token when the readers of Events should look at the queue and the state
+	// again (push, signal); one slot, never closed.
+	notify chan struct{}
+
+	mu         sync.Mutex // guards the fields below
 	link       *link
 	state      state
-	id         string // the current Response id ("" until response.created)
-	queue      []result
+	id         string   // the current Response id ("" until response.created)
+	queue      []result // queue[head:] is what Events has not read yet (pop)
+	head       int
 	susp       *Suspension
 	history    []json.RawMessage // the rollout's context, for a replay
 	cur        []Item            // append shape: the current Response's output up to its last suspension
@@ -61,14 +65,18 @@ type Rollout struct {
 
 // Start sends response.create for req and returns the rollout at once; its first event
 // (response.created) comes when the rollout gets the connection's sampling slot. A create the
-// server rejects ends the rollout: Events returns the *Error.
+// server rejects ends the rollout: Events returns the *Error. Start itself returns ErrClosed
+// after Close, ErrConnectionLost when the WebSocket has ended and is not redialed, the error
+// of a redial (a *Error when the upgrade was refused), ctx's error when it ended before the
+// frame was written (nothing was sent), or the error of the write (the connection then ends,
+// package doc, Contexts).
 func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
 	settings, err := req.settings()
 	if err != nil {
 		return nil, fmt.Errorf("client: encode create: %w", err)
 	}
 	r := &Rollout{c: c, settings: settings, store: req.Store == nil || *req.Store,
-		replayable: req.PreviousResponseID == "", lane: req.lane(), wake: make(chan struct{})}
+		replayable: req.PreviousResponseID == "", lane: req.lane(), notify: make(chan struct{}, 1)}
 	members := maps.Clone(settings)
 	if len(req.Input) > 0 {
 		if members["input"], err = json.Marshal(req.Input); err != nil {
@@ -102,10 +110,12 @@ func (c *Conn) Start(ctx context.Context, req CreateRequest) (*Rollout, error) {
 func (c *Conn) sendRetry(ctx context.Context, q *request) error {
 	for try := 0; ; try++ {
 		l, err := c.current(ctx)
-		if err != nil {
-			return err
+		if err == nil {
+			err = l.send(ctx, q)
 		}
-		err = l.send(ctx, q)
+		if err != nil && c.closed.Load() && !errors.Is(err, ErrClosed) {
+			return fmt.Errorf("%w: %w", ErrClosed, err) // Close ran meanwhile
+		}
 		if !errors.Is(err, errLinkGone) || try == 1 {
 			return err
 		}
@@ -120,11 +130,12 @@ func (r *Rollout) ID() string {
 	return r.id
 }
 
-// Suspension returns the pending tool calls while the rollout waits for Append, else nil.
+// Suspension returns the pending tool calls while the rollout waits for Append, else nil (also
+// after Conn.Close).
 func (r *Rollout) Suspension() *Suspension {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if (r.state != stSuspended && r.state != stDetached) || r.cancelling {
+	if (r.state != stSuspended && r.state != stDetached) || r.cancelling || r.c.closed.Load() {
 		return nil
 	}
 	return r.susp
@@ -149,7 +160,8 @@ func (r *Rollout) Usage() Usage {
 // Events iterates the rollout's events up to and including the next suspension
 // ([Event.Suspended]) or its end ([Event.Final]). It stops after an error: a *Error for a
 // frame the server rejected (a rejected append or cancel leaves the rollout as it was; call
-// Append or Events again), ErrConnectionLost, ErrClosed, or ctx's error. An append to a parked
+// Append or Events again), ErrConnectionLost, ErrClosed (once, for a rollout that had not
+// ended at Conn.Close), or ctx's error. An append to a parked
 // rollout refused for now is sent again from here (package doc, Reattaching). While the rollout is
 // suspended or ended and no event is left, the iteration is empty.
 func (r *Rollout) Events(ctx context.Context) iter.Seq2[Event, error] {
@@ -166,16 +178,25 @@ func (r *Rollout) Events(ctx context.Context) iter.Seq2[Event, error] {
 	}
 }
 
-// next waits for the next queued result; false when the rollout waits for nothing.
+// next waits for the next queued result; false when the rollout waits for nothing. A reader
+// passes the token of notify on when it leaves something for another reader to see: a result
+// still queued, or a state in which the rollout waits for nothing.
 func (r *Rollout) next(ctx context.Context) (result, bool) {
 	for {
 		r.mu.Lock()
-		if len(r.queue) > 0 {
-			res := r.queue[0]
-			r.queue[0] = result{}
-			r.queue = r.queue[1:]
-			r.mu.Unlock()
-			if rt, ok := res.err.(*retry); ok {
+		res, ok := r.pop()
+		if !ok && r.state == stDetached && r.c.closed.Load() {
+			// Suspended on a WebSocket that went away before Close: nothing can continue it.
+			r.state, r.susp = stEnded, nil
+			res, ok = result{err: ErrClosed}, true
+		}
+		idle := r.idle()
+		if (ok && r.head < len(r.queue)) || idle {
+			r.signal()
+		}
+		r.mu.Unlock()
+		if ok {
+			if rt, isRetry := res.err.(*retry); isRetry {
 				if err := r.resend(ctx, rt); err != nil {
 					return result{err: err}, true
 				}
@@ -183,14 +204,11 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 			}
 			return res, true
 		}
-		idle := (r.state == stSuspended && !r.cancelling) || r.state == stDetached || r.state == stEnded
-		wake := r.wake
-		r.mu.Unlock()
 		if idle {
 			return result{}, false
 		}
 		select {
-		case <-wake:
+		case <-r.notify:
 		case <-ctx.Done():
 			return result{err: ctx.Err()}, true
 		}
@@ -201,7 +219,8 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 // messages (UserMessage). In the append shape it is response.append; in the public shape a
 // response.create with previous_response_id; after a reconnect a create on the new WebSocket
 // (see the package doc). The server's verdict comes through Events. Append returns
-// ErrNotSuspended or ErrEnded when the rollout does not wait for outputs.
+// ErrNotSuspended or ErrEnded when the rollout does not wait for outputs, and ErrClosed after
+// Conn.Close.
 func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 	input, err := json.Marshal(items)
 	if err != nil {
@@ -210,6 +229,9 @@ func (r *Rollout) Append(ctx context.Context, items ...Item) error {
 	raws := make([]json.RawMessage, len(items))
 	for i, it := range items {
 		raws[i], _ = json.Marshal(it)
+	}
+	if r.c.closed.Load() {
+		return ErrClosed
 	}
 	r.mu.Lock()
 	err = r.appendable()
@@ -425,9 +447,12 @@ func (r *Rollout) applyAppend(l *link, q *request, input []byte, items []json.Ra
 // Cancel ends the rollout (append shape: response.cancel; the terminal response.incomplete
 // with reason "cancelled" comes through Events). A suspended public-shape rollout, or one whose
 // WebSocket went away, ends on the client at once, with a synthesized response.incomplete.
-// Cancel returns ErrNotStarted while the create is queued, ErrEnded after the end, and
-// ErrCancelUnsupported for a sampling public-shape rollout.
+// Cancel returns ErrNotStarted while the create is queued, ErrEnded after the end,
+// ErrCancelUnsupported for a sampling public-shape rollout, and ErrClosed after Conn.Close.
 func (r *Rollout) Cancel(ctx context.Context) error {
+	if r.c.closed.Load() {
+		return ErrClosed
+	}
 	r.mu.Lock()
 	if r.state == stEnded {
 		r.mu.Unlock()

@@ -30,7 +30,8 @@ type RunOptions struct {
 
 // Run starts a rollout from req and runs it to its end: at each suspension it runs the pending
 // calls concurrently with opts.Tools and appends their outputs. It returns the final Response
-// (whatever its status: completed, incomplete or failed), or the first error.
+// (whatever its status: completed, incomplete or failed), or the first error (ErrClosed after
+// Close).
 func (c *Conn) Run(ctx context.Context, req CreateRequest, opts RunOptions) (*Response, error) {
 	r, err := c.Start(ctx, req)
 	if err != nil {
@@ -39,7 +40,9 @@ func (c *Conn) Run(ctx context.Context, req CreateRequest, opts RunOptions) (*Re
 	return r.Run(ctx, opts)
 }
 
-// Run runs a started rollout to its end, as Conn.Run does.
+// Run runs a started rollout to its end, as Conn.Run does. On a rollout that has ended it
+// returns the final Response, or, when an error ended it (which an earlier Events returned),
+// ErrEnded; ErrClosed after Conn.Close unless it has a final Response.
 func (r *Rollout) Run(ctx context.Context, opts RunOptions) (*Response, error) {
 	maxTurns := opts.MaxTurns
 	if maxTurns <= 0 {
@@ -54,7 +57,12 @@ func (r *Rollout) Run(ctx context.Context, opts RunOptions) (*Response, error) {
 		}
 		s := r.Suspension()
 		if s == nil {
-			return nil, fmt.Errorf("client: rollout %s neither suspended nor ended", r.ID())
+			// Ended without a final Response: the error that ended it was returned by an
+			// earlier Events.
+			if r.c.closed.Load() {
+				return nil, ErrClosed
+			}
+			return nil, ErrEnded
 		}
 		if turns == maxTurns {
 			return r.stop(ctx, opts.OnEvent)

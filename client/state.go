@@ -7,13 +7,49 @@ import (
 
 // The methods below change a rollout's state for the link's reader; r.mu is held.
 
-// push queues an event or an error for Events and wakes every waiting reader: with two
-// readers (a misuse), the one that finds nothing left sees the state the push came with and
-// stops, instead of waiting for a signal that the other took.
+// push queues an event or an error for Events and signals the readers. The signal is one
+// token in the one-slot channel notify: no allocation per event. A reader that takes the token
+// passes it on (signal) while anything is left for another reader to see, so that with two
+// readers (a misuse) the one that finds nothing left sees the state the push came with and
+// stops, instead of waiting for a token that the other took.
 func (r *Rollout) push(ev Event, err error) {
 	r.queue = append(r.queue, result{ev, err})
-	close(r.wake)
-	r.wake = make(chan struct{})
+	r.signal()
+}
+
+// signal leaves a token in notify unless one is there already. r.mu is held.
+func (r *Rollout) signal() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the oldest queued result, if any. The queue's array is reused once it has been
+// read to its end (or compacted once half of it has been read), so a reader that keeps up
+// allocates nothing. r.mu is held.
+func (r *Rollout) pop() (result, bool) {
+	if r.head == len(r.queue) {
+		return result{}, false
+	}
+	res := r.queue[r.head]
+	r.queue[r.head] = result{}
+	r.head++
+	switch {
+	case r.head == len(r.queue):
+		r.queue, r.head = r.queue[:0], 0
+	case r.head >= 64 && r.head*2 >= len(r.queue):
+		n := copy(r.queue, r.queue[r.head:])
+		clear(r.queue[n:])
+		r.queue, r.head = r.queue[:n], 0
+	}
+	return res, true
+}
+
+// idle reports whether the rollout waits for nothing from the server: suspended (and not
+// cancelling), detached or ended. r.mu is held.
+func (r *Rollout) idle() bool {
+	return (r.state == stSuspended && !r.cancelling) || r.state == stDetached || r.state == stEnded
 }
 
 // named reports whether an error message names the rollout's Response or a pending call.

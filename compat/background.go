@@ -215,6 +215,9 @@ type bgRun struct {
 	// the last event written and the version last written, at written.
 	ver, saved, savedVer int
 	written              time.Time
+	// endSaved: its terminal record was written to Background.Shared; only then does a record
+	// that is gone mean that the response was deleted (before, it may never have been written).
+	endSaved bool
 }
 
 type bgEvent struct {

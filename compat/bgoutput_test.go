@@ -78,10 +78,11 @@ func TestBackgroundGetShowsOutput(t *testing.T) {
 	t.Run("a call done and one in progress", func(t *testing.T) {
 		f := newFixture(t, realtime(server.Options{}))
 		ctx := t.Context()
-		// Two calls whose arguments hold a string of at least 600 bytes, streamed at 65 tokens
-		// a second: seconds each, for the GET to come while the second one streams.
+		// Two calls whose arguments hold a string of at least 3,000 bytes, streamed at 65
+		// tokens a second: about 10 s each, for the GET to come while the second one streams
+		// even on a loaded machine.
 		note := map[string]any{"type": "function", "name": "write_note", "parameters": map[string]any{"type": "object",
-			"properties": map[string]any{"text": map[string]any{"type": "string", "minLength": 600}}, "required": []string{"text"}}}
+			"properties": map[string]any{"text": map[string]any{"type": "string", "minLength": 3000}}, "required": []string{"text"}}}
 		body := bgCreate("Write a note", map[string]any{"tools": []any{note},
 			"metadata": map[string]string{sim.MetaSpeed: "65", sim.MetaParallel: "2"}})
 		id := jsonAnswer(t, do(t, ctx, "POST", f.base+"/responses", body), 200).Str("id")
@@ -110,9 +111,11 @@ func TestBackgroundGetShowsOutput(t *testing.T) {
 		if !strings.HasPrefix(shown, args) {
 			t.Fatalf("GET shows the arguments %q, but the follower has read %q", shown, args)
 		}
-		final := readUntil(t, s, "response.function_call_arguments.done", 1, func(wstest.Frame) {}).Str("arguments")
-		if !strings.HasPrefix(final, shown) {
-			t.Fatalf("GET showed the arguments %q, they end %q", shown, final)
+		for len(args) < len(shown) {
+			readUntil(t, s, "response.function_call_arguments.delta", 1, func(ev wstest.Frame) { args += ev.Str("delta") })
+		}
+		if !strings.HasPrefix(args, shown) {
+			t.Fatalf("GET showed the arguments %q, the follower read %q", shown, args)
 		}
 	})
 }

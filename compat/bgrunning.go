@@ -78,11 +78,19 @@ func (run *bgRun) storedEnd() bool {
 	return run.final != nil && run.final.Status != protocol.ResponseFailed
 }
 
+// endRecorded reports whether run's terminal record was written to the shared store.
+func (run *bgRun) endRecorded() bool {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.endSaved
+}
+
 // deleted reports whether run, which this instance keeps, has ended with a Response that is
 // gone since (deleted here or on another instance sharing the store, or evicted): the store
-// no longer has its stored Response, or, for a failed one (never stored), the shared store
-// no longer has its record. It then answers 404 and forgets run, or answers the store's
-// error; false when run may be answered from what this instance keeps.
+// no longer has its stored Response, or, for a failed one (never stored) whose terminal record
+// was written, the shared store no longer has that record. It then answers 404 and forgets
+// run, or answers the store's error; false when run may be answered from what this instance
+// keeps.
 func (h *HTTP) deleted(w http.ResponseWriter, r *http.Request, run *bgRun) bool {
 	err := h.stillThere(r.Context(), run)
 	if err == nil {
@@ -96,9 +104,10 @@ func (h *HTTP) deleted(w http.ResponseWriter, r *http.Request, run *bgRun) bool 
 }
 
 // stillThere asks the store whether what run's end left there is still there: its stored
-// Response, or the record of a failed run on a shared store. nil when it is, or when there is
-// nothing to ask (run has not ended; a failed run without a shared store); ErrNotFound when it
-// is gone; another error when the store fails.
+// Response, or the terminal record of a failed run on a shared store. nil when it is, or when
+// there is nothing to ask (run has not ended; a failed run without a shared store, or whose
+// terminal record could not be written: this instance's copy is then all there is);
+// ErrNotFound when it is gone; another error when the store fails.
 func (h *HTTP) stillThere(ctx context.Context, run *bgRun) error {
 	switch {
 	case run.storedEnd():
@@ -107,7 +116,7 @@ func (h *HTTP) stillThere(ctx context.Context, run *bgRun) error {
 			return err
 		}
 	case run.hasEnded():
-		if b := h.shared(); b != nil {
+		if b := h.shared(); b != nil && run.endRecorded() {
 			return b.recordKept(ctx, run.id, run.owner)
 		}
 	}

@@ -160,6 +160,11 @@ func (b *Background) save(run *bgRun, end bool) {
 	if err != nil {
 		return // the store's guard logs it
 	}
+	if end {
+		run.mu.Lock()
+		run.endSaved = true
+		run.mu.Unlock()
+	}
 	if sv.done(cancelled, now) && !end {
 		run.requestCancel()
 	}

@@ -416,29 +416,44 @@ func (h *HTTP) Delete(w http.ResponseWriter, r *http.Request, id, owner string) 
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 }
 
-// deleteStored deletes what st keeps of response id of owner: its stored Response, and its
-// record on a shared store. A failed background response is not in st: its record, and the
+// deleteStored deletes what st keeps of response id of owner: its record on a shared store,
+// then its stored Response. A failed background response is not in st: its record, and the
 // copy of the instance that ran it, are all there is (GET answers from either). It returns
 // that copy when this instance keeps one (nil: none), for the caller to forget once all went
-// well; ErrNotFound when nothing has the response; another error when a store call failed
-// (what it deleted before stays deleted, and a DELETE again completes it).
+// well; ErrNotFound when nothing has the response; another error when a store call failed.
+// The record goes first: should the Response's deletion then fail, the Response still answers
+// GET, its items and continuations as before, and a DELETE again completes it.
 func (h *HTTP) deleteStored(ctx context.Context, st session.Store, id, owner string) (*bgRun, error) {
-	err := st.Delete(ctx, id, owner)
 	run := h.Background.endedRun(id, owner)
-	b := h.shared()
-	if errors.Is(err, session.ErrNotFound) && run == nil && b != nil {
-		err = b.recordKept(ctx, id, owner)
-	}
-	if err != nil && !(run != nil && errors.Is(err, session.ErrNotFound)) {
+	recorded, err := h.deleteRecord(ctx, id, owner)
+	if err != nil {
 		return nil, err
 	}
-	if b != nil {
-		// Its record would answer GET in place of the deleted Response.
-		if err := b.Shared.DeleteBackground(ctx, owner, id); err != nil {
-			return nil, err
-		}
+	err = st.Delete(ctx, id, owner)
+	if errors.Is(err, session.ErrNotFound) && (run != nil || recorded) {
+		err = nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	return run, nil
+}
+
+// deleteRecord deletes the record of background response id of owner from the shared store,
+// which would answer GET in place of a deleted Response, and reports whether there was one;
+// false and nil without a shared store.
+func (h *HTTP) deleteRecord(ctx context.Context, id, owner string) (bool, error) {
+	b := h.shared()
+	if b == nil {
+		return false, nil
+	}
+	switch err := b.recordKept(ctx, id, owner); {
+	case errors.Is(err, session.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, b.Shared.DeleteBackground(ctx, owner, id)
 }
 
 // InputItems serves GET /v1/responses/{id}/input_items: {"object":"list","data","first_id",

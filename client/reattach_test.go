@@ -333,3 +333,49 @@ func TestReattachNotFound(t *testing.T) {
 		t.Fatalf("server 1 claimed %d", n)
 	}
 }
+
+// TestReattachRetryAfterClose: the reattach's new WebSocket closes 1001 before its append is
+// answered (server 1 shuts down), so the append waits in the rollout's queue to be sent again
+// by Events; the Conn is closed first. Events then returns ErrClosed once, without sending
+// anything, and the rollout has ended: Events again yields nothing, Suspension is nil and
+// Append returns ErrClosed.
+func TestReattachRetryAfterClose(t *testing.T) {
+	k := newCluster(t)
+	var once sync.Once
+	var c *client.Conn
+	c = dial(t, k.url, &client.Options{Trace: func(sent bool, frame []byte) {
+		if sent && bytes.Contains(frame, []byte(`"response.append"`)) {
+			once.Do(func() {
+				done := c.LinkDone()
+				k.srv[1].BeginShutdown()
+				<-done
+			})
+		}
+	}})
+	r, s := k.parkOn0(t, c, 1)
+	ctx := ctxT(t)
+	if err := r.Append(ctx, s.Calls[0].Output("ran")); err != nil {
+		t.Fatal(err)
+	}
+	k.p.set(t, k.base[2]) // an instance that would take the append, were it sent
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	var errs []error
+	for _, err := range r.Events(ctx) {
+		errs = append(errs, err)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], client.ErrClosed) {
+		t.Fatalf("Events after Close: %v, want one ErrClosed", errs)
+	}
+	for ev, err := range r.Events(ctx) {
+		t.Fatalf("Events again: %q %v, want nothing", ev.Type, err)
+	}
+	if r.Suspension() != nil {
+		t.Error("Suspension after Close: still suspended")
+	}
+	checkClosed(t, "Append", func() error { return r.Append(ctx, s.Calls[0].Output("late")) })
+	if n := k.srv[2].Metrics().Claims.Load(); n != 0 {
+		t.Fatalf("server 2 claimed %d rollouts after Close", n)
+	}
+}

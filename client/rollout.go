@@ -162,7 +162,8 @@ func (r *Rollout) Usage() Usage {
 // frame the server rejected (a rejected append or cancel leaves the rollout as it was; call
 // Append or Events again), ErrConnectionLost, ErrClosed (once, for a rollout that had not
 // ended at Conn.Close), or ctx's error. An append to a parked
-// rollout refused for now is sent again from here (package doc, Reattaching). While the rollout is
+// rollout refused for now is sent again from here (package doc, Reattaching), unless
+// Conn.Close has run: then nothing is sent, and ErrClosed ends the rollout. While the rollout is
 // suspended or ended and no event is left, the iteration is empty.
 func (r *Rollout) Events(ctx context.Context) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
@@ -187,7 +188,7 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 		res, ok := r.pop()
 		if !ok && r.state == stDetached && r.c.closed.Load() {
 			// Suspended on a WebSocket that went away before Close: nothing can continue it.
-			r.state, r.susp = stEnded, nil
+			r.endClosedLocked()
 			res, ok = result{err: ErrClosed}, true
 		}
 		idle := r.idle()
@@ -198,6 +199,9 @@ func (r *Rollout) next(ctx context.Context) (result, bool) {
 		if ok {
 			if rt, isRetry := res.err.(*retry); isRetry {
 				if err := r.resend(ctx, rt); err != nil {
+					if errors.Is(err, ErrClosed) {
+						r.endClosed()
+					}
 					return result{err: err}, true
 				}
 				continue
@@ -340,10 +344,14 @@ func (e *retry) Unwrap() error { return e.err }
 
 // resend sends the append of rt again after a backoff, while the rollout is still parked and
 // detached (another Append may have resumed it meanwhile), at most reattachTries times in
-// all; it returns the last refusal after that, or ctx's error.
+// all; it returns the last refusal after that, ctx's error, or ErrClosed once Conn.Close has
+// run (nothing is sent then; the caller ends the rollout, endClosed).
 func (r *Rollout) resend(ctx context.Context, rt *retry) error {
 	q, cause := rt.again, rt.err
 	for r.reattaching() {
+		if r.c.closed.Load() {
+			return ErrClosed
+		}
 		if q.tries == reattachTries {
 			return cause
 		}
@@ -363,6 +371,22 @@ func (r *Rollout) resend(ctx context.Context, rt *retry) error {
 		cause = err
 	}
 	return nil
+}
+
+// endClosed ends the rollout after Conn.Close when it is still detached (resend found the
+// Conn closed): Events has returned ErrClosed for it, once.
+func (r *Rollout) endClosed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == stDetached {
+		r.endClosedLocked()
+	}
+}
+
+// endClosedLocked ends the detached rollout after Conn.Close: nothing can continue it. r.mu is
+// held.
+func (r *Rollout) endClosedLocked() {
+	r.state, r.susp = stEnded, nil
 }
 
 // send sends q for the rollout. When the rollout's WebSocket is going away but its reader has

@@ -621,7 +621,8 @@ func (c *Conn) WriteError(err error) error {
 }
 
 // Close ends the connection at once (client disconnect semantics): every rollout stops without
-// further events, their goroutines are waited for and the registry is dropped. Idempotent.
+// further events, their goroutines are waited for and the registry is dropped, with what its
+// rollouts held outside it (Options.Budget, Options.LiveItems, Options.KeyRollouts). Idempotent.
 func (c *Conn) Close() {
 	c.mu.Lock()
 	already := c.closing
@@ -641,6 +642,7 @@ func (c *Conn) Close() {
 	c.flushCounts()
 	c.trimQueue()
 	c.mu.Lock()
+	c.releaseLeftLocked()
 	c.opts.Budget.Release(c.heldLocked())
 	c.reg, c.held, c.count, c.orphans = nil, 0, 0, nil
 	c.ended = NewRecent[endedEntry]()

@@ -341,3 +341,23 @@ func (c *Conn) unparkAllLocked() {
 		}
 	}
 }
+
+// releaseLeftLocked gives back, at Close once every rollout goroutine has ended, what the
+// entries left in the registry hold outside it (Close then releases the registry's bytes):
+// each one's items leave Options.LiveItems, and one still parked, whose continuation
+// unparkAllLocked could not start (a value its Model cannot resume: sampler.Unpark's
+// errors), gives back its quota key's slot and the Metrics.Parked gauge, as a rollout that
+// ends or is left to the store does.
+func (c *Conn) releaseLeftLocked() {
+	for _, h := range c.reg {
+		c.unshareLocked(h)
+		if h.parked == nil || h.final {
+			continue
+		}
+		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+		h.parked, h.final = nil, true
+		if m := c.opts.Metrics; m != nil {
+			m.Parked.Add(-1)
+		}
+	}
+}

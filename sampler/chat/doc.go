@@ -104,8 +104,13 @@
 // 503 or 504, is out of placement for a backoff (0.5 s doubling to 30 s; /health is asked
 // before it takes a new rollout again); a step that could not reach its replica, and later
 // steps of rollouts placed there, go to another replica with the whole conversation
-// (prefilled there; cached_tokens say so). Nothing is lost. Another 5xx, or a stream cut off
-// after the engine answered, fails that step only; the replica stays in placement. Per
+// (prefilled there; cached_tokens say so). Nothing is lost. A stream that breaks off after
+// the engine answered (EOF, reset, or its end without a finish_reason) fails that step only
+// (part of the answer may have reached the client), and the replica's /health is asked at
+// once: one that does not answer it (a crashed engine) is out of placement for its backoff
+// as above, so no later rollout is placed there or pays a refused connect; one that answers
+// stays, and its slot count is checked again before its next step (it may have restarted).
+// Another 5xx fails that step only; the replica stays in placement. Per
 // replica, Model (a prometheus.Collector) exports steps, failures by kind, health, slots held,
 // reported prompt and cached tokens, and KV saves and restores.
 //

@@ -3,6 +3,7 @@ package chat_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,15 +23,17 @@ import (
 )
 
 // killProxy sits in front of a real llama-server. Armed, it forwards the first chat completion
-// until the engine's first SSE data line has reached Tether, then kills the engine (kill -9)
-// and breaks the connection, as the engine's death mid-answer does. Everything else, and every
-// request once disarmed, goes through unchanged (a dead engine's requests get 502 from it).
+// until the engine's first SSE data line has reached Tether, says so on held, and waits on
+// release (the test kills the engine meanwhile, kill -9) before it breaks the connection, as
+// the engine's death mid-answer does. Everything else, and every request once disarmed, goes
+// through unchanged (a dead engine's requests get 502 from it).
 type killProxy struct {
-	engine *llamatest.Server
 	target string
 	next   *httputil.ReverseProxy
 	armed  atomic.Bool
-	chats  atomic.Int64 // chat completions received
+	held   chan struct{} // gets a value when the armed step's first data line reached Tether
+	resume chan struct{} // the armed step breaks off when this gets a value
+	chats  atomic.Int64  // chat completions received
 }
 
 func newKillProxy(t *testing.T, engine *llamatest.Server) (*killProxy, string) {
@@ -38,7 +41,8 @@ func newKillProxy(t *testing.T, engine *llamatest.Server) (*killProxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &killProxy{engine: engine, target: engine.URL(), next: httputil.NewSingleHostReverseProxy(u)}
+	p := &killProxy{target: engine.URL(), next: httputil.NewSingleHostReverseProxy(u),
+		held: make(chan struct{}, 1), resume: make(chan struct{}, 1)}
 	p.next.FlushInterval = -1
 	p.next.Transport = &http.Transport{DisableKeepAlives: true}
 	hs := httptest.NewServer(p)
@@ -79,8 +83,35 @@ func (p *killProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.(http.Flusher).Flush()
-	p.engine.Stop() // kill -9, and wait until the process is gone
+	p.held <- struct{}{}
+	<-p.resume
 	panic(http.ErrAbortHandler)
+}
+
+// breakStep creates a response (body req) whose step kp breaks off after the engine's first
+// data line; kill runs meanwhile, while the step's stream is open. It returns the response.
+func (kp *killProxy) breakStep(t *testing.T, front, req string, kill func()) faultResult {
+	t.Helper()
+	kp.armed.Store(true)
+	done := make(chan faultResult, 1)
+	go func() {
+		resp, err := http.Post(front+"/v1/responses", "application/json", strings.NewReader(req))
+		var r faultResult
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+		}
+		done <- r
+	}()
+	select {
+	case <-kp.held:
+	case r := <-done:
+		kp.armed.Store(false)
+		t.Fatalf("the step never reached the armed replica: %s %+v", r.Status, r.Error)
+	}
+	kill()
+	kp.resume <- struct{}{}
+	return <-done
 }
 
 // replicaMetric returns the model's metric name (a gauge or a counter) for one replica.
@@ -123,8 +154,8 @@ func TestEngineReplicaDiesMidStep(t *testing.T) {
 	_, front := servertest.Start(t, server.Options{Model: m})
 	const req = `{"model":"aidreams","input":"weather a","max_output_tokens":64,"store":false}`
 
-	kp.armed.Store(true) // the first rollout is placed on the first replica: both are idle
-	r := create(t, front, req)
+	// The first rollout is placed on the first replica: both are idle.
+	r := kp.breakStep(t, front, req, engines[0].Stop) // kill -9, and wait until the process is gone
 	if r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "broke off") {
 		t.Fatalf("the step on the killed replica: %s %+v, want failed, its stream broken off", r.Status, r.Error)
 	}
@@ -158,5 +189,46 @@ func TestEngineReplicaDiesMidStep(t *testing.T) {
 	}
 	if up := replicaMetric(t, m, "tether_upstream_up", dying); up != 1 {
 		t.Errorf("tether_upstream_up of the restarted replica = %v after it served a rollout, want 1", up)
+	}
+}
+
+// TestEngineReplicaRestartedFewerSlots restarts a llama-server replica with fewer slots (-np 4,
+// then -np 2) while it streams a step, quickly enough that it answers /health again when
+// Tether asks after the broken stream: it stays in placement, but its slot count is read again
+// before its next step, which it does not take (two rollouts could share a slot there). That
+// rollout runs on the other replica, and the restarted one is out of placement.
+func TestEngineReplicaRestartedFewerSlots(t *testing.T) {
+	engines := replicas(t, 2)
+	kp, restarted := newKillProxy(t, engines[0])
+	m := newModel(t, chat.Options{Slots: 4, BaseURLs: []string{restarted + "/v1", engines[1].V1()}})
+	if err := m.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, front := servertest.Start(t, server.Options{Model: m})
+	const req = `{"model":"aidreams","input":"weather a","max_output_tokens":64,"store":false}`
+
+	r := kp.breakStep(t, front, req, func() {
+		engines[0].Stop()
+		engines[0].SetSlots(2)
+		engines[0].Restart() // returns once /health answers 200
+	})
+	if r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "broke off") {
+		t.Fatalf("the step on the restarted replica: %s %+v, want failed, its stream broken off", r.Status, r.Error)
+	}
+	if up := replicaMetric(t, m, "tether_upstream_up", restarted); up != 1 {
+		t.Fatalf("tether_upstream_up of the restarted replica = %v, want 1: it answered /health", up)
+	}
+	// Both replicas are idle: the next rollout is placed on the restarted one first.
+	if r := create(t, front, req); r.Status == "failed" {
+		t.Fatalf("the rollout after the restart: %s %+v", r.Status, r.Error)
+	}
+	if n := kp.chats.Load(); n != 1 {
+		t.Errorf("%d chat completions reached the replica restarted with 2 slots, want only the broken one", n)
+	}
+	if up := replicaMetric(t, m, "tether_upstream_up", restarted); up != 0 {
+		t.Errorf("tether_upstream_up of the replica restarted with 2 slots = %v, want 0", up)
+	}
+	if n := replicaMetric(t, m, "tether_upstream_steps_total", engines[1].URL()); n != 1 {
+		t.Errorf("%v steps on the other replica, want the rollout after the restart", n)
 	}
 }

@@ -122,8 +122,8 @@
 // for while its bytes keep coming) fails the step. An upstream 400, 413 or 422 fails the
 // step with a *protocol.Error (invalid_request_error, code invalid_prompt, the upstream's
 // message; code CodeContextLengthExceeded, param input, when the upstream says the prompt is
-// over its context: llama.cpp's error type exceed_context_size_error, or the code
-// context_length_exceeded); 401 / 403 fail it as a configuration error (server_error; the upstream's message
+// over its context: llama.cpp's error type exceed_context_size_error, vLLM's message "This
+// model's maximum context length is …", or the code context_length_exceeded); 401 / 403 fail it as a configuration error (server_error; the upstream's message
 // is not echoed); any other status, a refused connection, a malformed chunk, an error object
 // in the stream, or a stream that ends without finish_reason fail it with server_error and a
 // message naming the cause (a 200 answer that held no SSE event at all, such as a JSON

@@ -66,7 +66,7 @@
 // cannot save, the rollout gives up its slot and its next step is prefilled again: its
 // cached_tokens say so. When all N slots are sampling, a step waits for one. A replica's slot
 // count (llama.cpp GET /props, total_slots) is checked by Model.Probe, and before the first step
-// on a replica Probe could not check or that failed since: one with fewer than N slots takes no
+// on a replica Probe could not check, that failed since, or whose stream broke off since: one with fewer than N slots takes no
 // step (out of placement, as a failed replica; llama-server would take an id_slot past its last
 // slot modulo its slot count, so two rollouts would share one). With 0, slot
 // choice is the engine's (vLLM's automatic prefix caching, OpenAI's prompt caching).

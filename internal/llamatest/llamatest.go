@@ -174,6 +174,30 @@ func (s *Server) Restart() {
 	}
 }
 
+// SetSlots changes the server's slot count (-np, the Options.Slots of Start; each slot keeps
+// its context) for its next Restart, as an operator restarting the engine with another -np
+// does. It fails t when n < 1.
+func (s *Server) SetSlots(n int) {
+	s.t.Helper()
+	if n < 1 {
+		s.t.Fatalf("llamatest: SetSlots(%d): want at least 1", n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var np, c int
+	for i := 0; i+1 < len(s.args); i++ {
+		switch s.args[i] {
+		case "-np":
+			np = i + 1
+		case "-c":
+			c = i + 1
+		}
+	}
+	old, _ := strconv.Atoi(s.args[np])
+	total, _ := strconv.Atoi(s.args[c])
+	s.args[np], s.args[c] = strconv.Itoa(n), strconv.Itoa(total/old*n)
+}
+
 // WatchPort returns a writer that passes an engine's output on to w, and a channel that gets
 // (once) the port on the first output line that has prefix right before it: how a test reads
 // the port an engine started on port 0 bound, e.g. prefix "listening on http://127.0.0.1:".

@@ -113,6 +113,8 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"the request exceeds the available context size","type":"invalid_request_error"}}`, http.StatusBadRequest)
 	case "ctx": // OpenAI's answer to a prompt over the model's context window
 		http.Error(w, `{"error":{"message":"This model's maximum context length is 128 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, http.StatusBadRequest)
+	case "vllmctx": // vLLM's answer to a prompt (and completion) over its max_model_len
+		http.Error(w, `{"error":{"message":"This model's maximum context length is 2048 tokens. However, you requested 2113 tokens (2049 in the messages, 64 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}}`, http.StatusBadRequest)
 	case "cut": // the engine dies mid-answer: its connection closes inside the chunked body
 		sse()
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
@@ -434,6 +436,7 @@ func TestChainFailures(t *testing.T) {
 		{"401", "server_error", "HTTP 401"},
 		{"400", "invalid_prompt", "exceeds the available context size"},
 		{"ctx", "context_length_exceeded", "maximum context length is 128 tokens"},
+		{"vllmctx", "context_length_exceeded", "maximum context length is 2048 tokens. However, you requested 2113 tokens"},
 		{"404", "model_not_found", "does not serve this model"},
 		{"404path", "server_error", "/v1/chat/completions (HTTP 404: 404 page not found): -upstream must be the engine's OpenAI-compatible API base"},
 		{"stall", "server_error", "sent nothing"},

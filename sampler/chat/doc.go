@@ -66,7 +66,7 @@
 // cannot save, the rollout gives up its slot and its next step is prefilled again: its
 // cached_tokens say so. When all N slots are sampling, a step waits for one. A replica's slot
 // count (llama.cpp GET /props, total_slots) is checked by Model.Probe, and before the first step
-// on a replica Probe could not check or that failed since: one with fewer than N slots takes no
+// on a replica Probe could not check, that failed since, or whose stream broke off since: one with fewer than N slots takes no
 // step (out of placement, as a failed replica; llama-server would take an id_slot past its last
 // slot modulo its slot count, so two rollouts would share one). With 0, slot
 // choice is the engine's (vLLM's automatic prefix caching, OpenAI's prompt caching).
@@ -104,8 +104,13 @@
 // 503 or 504, is out of placement for a backoff (0.5 s doubling to 30 s; /health is asked
 // before it takes a new rollout again); a step that could not reach its replica, and later
 // steps of rollouts placed there, go to another replica with the whole conversation
-// (prefilled there; cached_tokens say so). Nothing is lost. Another 5xx, or a stream cut off
-// after the engine answered, fails that step only; the replica stays in placement. Per
+// (prefilled there; cached_tokens say so). Nothing is lost. A stream that breaks off after
+// the engine answered (EOF, reset, or its end without a finish_reason) fails that step only
+// (part of the answer may have reached the client), and the replica's /health is asked at
+// once: one that does not answer it (a crashed engine) is out of placement for its backoff
+// as above, so no later rollout is placed there or pays a refused connect; one that answers
+// stays, and its slot count is checked again before its next step (it may have restarted).
+// Another 5xx fails that step only; the replica stays in placement. Per
 // replica, Model (a prometheus.Collector) exports steps, failures by kind, health, slots held,
 // reported prompt and cached tokens, and KV saves and restores.
 //
@@ -117,8 +122,8 @@
 // for while its bytes keep coming) fails the step. An upstream 400, 413 or 422 fails the
 // step with a *protocol.Error (invalid_request_error, code invalid_prompt, the upstream's
 // message; code CodeContextLengthExceeded, param input, when the upstream says the prompt is
-// over its context: llama.cpp's error type exceed_context_size_error, or the code
-// context_length_exceeded); 401 / 403 fail it as a configuration error (server_error; the upstream's message
+// over its context: llama.cpp's error type exceed_context_size_error, vLLM's message "This
+// model's maximum context length is …", or the code context_length_exceeded); 401 / 403 fail it as a configuration error (server_error; the upstream's message
 // is not echoed); any other status, a refused connection, a malformed chunk, an error object
 // in the stream, or a stream that ends without finish_reason fail it with server_error and a
 // message naming the cause (a 200 answer that held no SSE event at all, such as a JSON

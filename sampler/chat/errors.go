@@ -18,8 +18,10 @@ const CodeInvalidPrompt = "invalid_prompt"
 // CodeContextLengthExceeded is the response.failed error code of a step whose prompt the
 // upstream refused as longer than its context window: llama-server's 400 of type
 // exceed_context_size_error ("request (N tokens) exceeds the available context size (M
-// tokens)"), or a 400 whose error code is already context_length_exceeded (OpenAI, another
-// Tether). It is the code the sim's own context window fails a rollout with, and the code
+// tokens)"), vLLM's 400 whose message says "maximum context length" ("This model's maximum
+// context length is N tokens. However, you requested M tokens (P in the messages, C in the
+// completion)…"), or a 400 whose error code is already context_length_exceeded (OpenAI,
+// another Tether). It is the code the sim's own context window fails a rollout with, and the code
 // OpenAI's API gives an input over a model's context window; param is "input".
 const CodeContextLengthExceeded = protocol.ReasonContextLength
 
@@ -72,10 +74,14 @@ type errorBody struct {
 }
 
 // overContext reports whether the upstream refused the prompt as longer than its context
-// window: llama.cpp's error type exceed_context_size_error, or the code
-// context_length_exceeded (OpenAI, another Tether).
+// window: llama.cpp's error type exceed_context_size_error, the code context_length_exceeded
+// (OpenAI, another Tether), or a message saying "maximum context length" (vLLM, whose 400 is
+// {"error":{"message":"This model's maximum context length is N tokens. However, you
+// requested …","type":"BadRequestError","param":null,"code":400}}: its code is the status,
+// and it counts the requested completion in the window too).
 func (b errorBody) overContext() bool {
-	return b.typ == "exceed_context_size_error" || b.code == CodeContextLengthExceeded
+	return b.typ == "exceed_context_size_error" || b.code == CodeContextLengthExceeded ||
+		strings.Contains(strings.ToLower(b.message), "maximum context length")
 }
 
 // aboutModel reports whether a 404 is about the request's model: its code is

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -76,6 +77,21 @@ func (e *engine) failed(err error) {
 		e.backoff = min(2*e.backoff, backoffMax)
 	}
 	e.down, e.retryAt, e.lastError = true, time.Now().Add(e.backoff), err.Error()
+}
+
+// broke is called when a step's stream to the replica broke off (EOF, reset) or ended without
+// a finish_reason after the engine answered: the engine may have crashed or restarted. Its
+// slot count is checked again before its next step (a restarted llama-server may have fewer
+// slots), and its health is asked at once: a replica that does not answer is out of placement
+// for its backoff, so that no rollout is placed on it, or steps there, until it answers a later
+// probe. A replica that answers stays in placement (the break was the connection's, or the
+// engine is already back).
+func (e *engine) broke(cause error) {
+	e.slotsChecked.Store(false)
+	if e.probe(context.Background()) {
+		return
+	}
+	e.failed(fmt.Errorf("the health probe after the stream broke off (%v) failed", cause))
 }
 
 // ok records a step the replica served: it is healthy again.

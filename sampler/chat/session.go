@@ -229,7 +229,11 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 		res = rd.res
 		err = s.cause(ctx, err)
 		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errSilent) {
-			s.m.failure(e, rd.failKind(err), err)
+			kind := rd.failKind(err)
+			s.m.failure(e, kind, err)
+			if brokeOff(kind) {
+				e.broke(err)
+			}
 		}
 		return res, false, err
 	}
@@ -243,6 +247,17 @@ func (s *session) step(ctx context.Context, out sampler.Output) (res sampler.Ste
 	e.input.Add(int64(res.InputTokens))
 	e.cached.Add(int64(res.CachedTokens))
 	return res, false, nil
+}
+
+// brokeOff reports whether a stream failure of kind (reader.failKind) may be the engine's
+// death: the connection broke (eof, reset, refused) or the stream ended without a
+// finish_reason.
+func brokeOff(kind string) bool {
+	switch kind {
+	case "eof", "reset", "refused", "no_finish":
+		return true
+	}
+	return false
 }
 
 // cause explains an error of a request whose context may have ended: the silence timeout, or

@@ -49,18 +49,24 @@ func (g *gatedBudget) TryReserve(n int64) bool {
 	g.mu.Lock()
 	hold := n >= g.big && !g.held
 	g.held = g.held || hold
-	inner := g.inner
 	g.mu.Unlock()
 	if hold {
 		close(g.waiting)
 		<-g.open
 	}
-	return inner.TryReserve(n)
+	return g.budget().TryReserve(n)
 }
 
-func (g *gatedBudget) Grow(n int64) { g.inner.Grow(n) }
+func (g *gatedBudget) Grow(n int64) { g.budget().Grow(n) }
 
-func (g *gatedBudget) Release(n int64) { g.inner.Release(n) }
+func (g *gatedBudget) Release(n int64) { g.budget().Release(n) }
+
+// budget returns the Budget the gate stands in front of (the last Open set it).
+func (g *gatedBudget) budget() sampler.Budget {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inner
+}
 
 // laneUpstream is a Responses upstream that answers a create whose input says "big" with one
 // 64 KiB text delta, and any other with a short text, each in a Response of its own.

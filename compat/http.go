@@ -447,13 +447,13 @@ func (h *HTTP) deleteRecord(ctx context.Context, id, owner string) (bool, error)
 	if b == nil {
 		return false, nil
 	}
-	switch err := b.recordKept(ctx, id, owner); {
+	switch err := b.Shared.DeleteBackground(ctx, owner, id); {
 	case errors.Is(err, session.ErrNotFound):
 		return false, nil
 	case err != nil:
 		return false, err
 	}
-	return true, b.Shared.DeleteBackground(ctx, owner, id)
+	return true, nil
 }
 
 // InputItems serves GET /v1/responses/{id}/input_items: {"object":"list","data","first_id",

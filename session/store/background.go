@@ -50,8 +50,8 @@ type BackgroundKeeper interface {
 	// CancelBackground leaves a cancel request for background response id of owner, kept
 	// for ttl (> 0); SaveBackground reports it to the running instance.
 	CancelBackground(ctx context.Context, owner, id string, ttl time.Duration) error
-	// DeleteBackground removes the record, events and cancel request of id of owner; none
-	// there is no error.
+	// DeleteBackground removes the record, events and cancel request of id of owner;
+	// ErrNotFound when there was no record (what else there was is removed all the same).
 	DeleteBackground(ctx context.Context, owner, id string) error
 }
 
@@ -413,10 +413,21 @@ func (s *Redis) CancelBackground(ctx context.Context, owner, id string, ttl time
 	return nil
 }
 
-// DeleteBackground implements BackgroundKeeper: DEL of its three keys.
+// DeleteBackground implements BackgroundKeeper: DEL of its three keys, in one round trip,
+// the record's alone first to learn whether there was one.
 func (s *Redis) DeleteBackground(ctx context.Context, owner, id string) error {
-	if err := s.c.Del(ctx, s.backgroundKeys(owner, id)...).Err(); err != nil {
+	keys := s.backgroundKeys(owner, id)
+	var rec *redis.IntCmd
+	_, err := s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		rec = p.Del(ctx, keys[0])
+		p.Del(ctx, keys[1:]...)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("store: redis delete background: %w", err)
+	}
+	if rec.Val() == 0 {
+		return ErrNotFound
 	}
 	return nil
 }

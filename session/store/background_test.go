@@ -90,6 +90,9 @@ func TestRedisBackgroundKeeper(t *testing.T) {
 	if _, _, err := k.LoadBackground(ctx, "o", "resp_1", -1, 10); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("load after delete: %v", err)
 	}
+	if err := k.DeleteBackground(ctx, "o", "resp_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delete of no record: %v", err)
+	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer c.Close()
 	if keys, _ := c.Keys(ctx, "*").Result(); len(keys) != 0 {

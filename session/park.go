@@ -351,13 +351,8 @@ func (c *Conn) unparkAllLocked() {
 func (c *Conn) releaseLeftLocked() {
 	for _, h := range c.reg {
 		c.unshareLocked(h)
-		if h.parked == nil || h.final {
-			continue
-		}
-		c.opts.KeyRollouts.Release(c.opts.QuotaKey)
-		h.parked, h.final = nil, true
-		if m := c.opts.Metrics; m != nil {
-			m.Parked.Add(-1)
+		if h.parked != nil && !h.final {
+			c.endParkedLocked(h)
 		}
 	}
 }

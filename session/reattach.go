@@ -152,13 +152,20 @@ func (c *Conn) moveToStore(h *rollout, reason string) {
 // instance has claimed), out of the registry without continuing it: from now on that value
 // is the rollout.
 func (c *Conn) forgetStoredLocked(h *rollout) {
-	c.opts.KeyRollouts.Release(c.opts.QuotaKey)
-	h.parked, h.final, h.inStore = nil, true, false
+	c.endParkedLocked(h)
+	h.inStore = false
 	c.dropLocked(h)
+	c.signal() // a drain counts it no more
+}
+
+// endParkedLocked ends parked h without a continuation: it gives back its quota key's slot
+// and the Metrics.Parked gauge, as a rollout that ends does.
+func (c *Conn) endParkedLocked(h *rollout) {
+	c.opts.KeyRollouts.Release(c.opts.QuotaKey)
+	h.parked, h.final = nil, true
 	if m := c.opts.Metrics; m != nil {
 		m.Parked.Add(-1)
 	}
-	c.signal() // a drain counts it no more
 }
 
 // shareParked writes the value v of h's rollout, which is parking (Limits.ParkAfter), to the
